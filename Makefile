@@ -1,0 +1,43 @@
+# cacheheat: see README.md. `make demo` and `make test` are the two set-up
+# commands; CI (.ci/run) runs `make test` from a clean clone.
+GO      ?= go
+BIN     := bin/cacheheat
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.Version=$(VERSION)
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@2025.1.1
+
+.PHONY: all build generate test lint bench demo fuzz clean
+
+all: build
+
+build:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/cacheheat
+
+# Regenerates the BPF objects and bindings (needs clang, llvm, libbpf-dev,
+# bpftool) and the vendored ECharts refresh is separate: web assets are
+# refreshed with heatmap/assets/refresh.sh.
+generate:
+	$(GO) generate ./bpf/...
+
+# Tests that need root, BPF or Chromium run here as root and skip elsewhere
+# with a message naming what is missing.
+test: build
+	$(GO) test -count=1 -timeout 15m ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+fuzz:
+	$(GO) test ./profile -run '^$$' -fuzz FuzzRead -fuzztime 5m
+
+bench: build
+	bash bench/workloads.sh
+	bash bench/overhead.sh
+	bash bench/report.sh
+
+# Records a bundled workload for about 10 s and writes an HTML report.
+demo: build
+	@mkdir -p out
+	$(BIN) caps

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cacheheat/cacheheat/profile"
+)
+
+// usageError marks bad input from the user: exit 2.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usageErrorf(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+// hostError marks something this host cannot do: exit 3.
+type hostError struct{ err error }
+
+func (e *hostError) Error() string { return e.err.Error() }
+func (e *hostError) Unwrap() error { return e.err }
+
+// errRegression is returned by diff when a metric regressed: exit 1.
+var errRegression = errors.New("regression found")
+
+// exitCode maps an error to DESIGN.md's exit codes. Packages below cmd
+// mark their errors with sentinels (errorClassifiers, one per package that
+// has them), so only this file knows the numbers.
+func exitCode(err error) int {
+	var ue *usageError
+	var he *hostError
+	switch {
+	case errors.Is(err, errRegression):
+		return exitRegression
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.As(err, &he):
+		return exitHost
+	case errors.Is(err, profile.ErrFormat):
+		return exitFormat
+	}
+	for _, c := range errorClassifiers {
+		if code, ok := c(err); ok {
+			return code
+		}
+	}
+	return exitUsage
+}
+
+// errorClassifiers let a command file map its package's sentinels to exit
+// codes without editing this file.
+var errorClassifiers []func(error) (int, bool)

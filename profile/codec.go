@@ -1,0 +1,357 @@
+package profile
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// File layout (docs/FORMAT.md):
+//
+//	magic    8 bytes  "CHEATREC"
+//	major    uint16 little-endian
+//	minor    uint16 little-endian
+//	records  until EOF, each:
+//	    kind     1 byte   'H' header, 'W' window, 'T' trailer
+//	    length   uint32 little-endian, payload bytes
+//	    crc      uint32 little-endian, CRC-32C of kind byte + payload
+//	    payload  JSON object
+//
+// Every record is self-delimiting and checksummed, so a file cut anywhere
+// reads back up to its last complete record.
+const (
+	magic         = "CHEATREC"
+	recHeader     = 'H'
+	recWindow     = 'W'
+	recTrailer    = 'T'
+	recHeadLen    = 9
+	maxPayloadLen = 256 << 20
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrFormat is wrapped by every error that means "this is not a readable
+// recording": garbage, an unknown major version, a corrupt header. Callers
+// test it with errors.Is to pick exit code 4.
+var ErrFormat = errors.New("not a readable cacheheat recording")
+
+type formatError struct{ msg string }
+
+func (e *formatError) Error() string { return e.msg }
+func (e *formatError) Unwrap() error { return ErrFormat }
+
+func formatErr(format string, args ...any) error {
+	return &formatError{msg: fmt.Sprintf(format, args...)}
+}
+
+// PartialSuffix is appended to a recording's name while it is being
+// written; Writer.Close renames the file to its final name.
+const PartialSuffix = ".partial"
+
+// Writer streams a recording to disk. Each window is written with one
+// write(2) as it closes, so a recorder killed at any point leaves a file
+// readable up to its last complete window.
+type Writer struct {
+	f       *os.File
+	path    string
+	tmp     string
+	windows int
+	seen    map[uint64]bool
+	buf     []byte
+}
+
+// Create starts a recording at path. Until Close, the data lives at
+// path+PartialSuffix.
+func Create(path string, h Header) (*Writer, error) {
+	tmp := path + PartialSuffix
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("creating recording: %w", err)
+	}
+	w := &Writer{f: f, path: path, tmp: tmp, seen: map[uint64]bool{}}
+	h.FormatVersion = fmt.Sprintf("%d.%d", FormatMajor, FormatMinor)
+	pre := make([]byte, 0, 12)
+	pre = append(pre, magic...)
+	pre = binary.LittleEndian.AppendUint16(pre, FormatMajor)
+	pre = binary.LittleEndian.AppendUint16(pre, FormatMinor)
+	if _, err := f.Write(pre); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("writing recording preamble: %w", err)
+	}
+	if err := w.writeRecord(recHeader, h); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// Path is the final name of the recording.
+func (w *Writer) Path() string { return w.path }
+
+// Windows is the number of windows written so far.
+func (w *Writer) Windows() int { return w.windows }
+
+// WriteWindow appends a window. Stacks referenced by its samples must be
+// listed in win.NewStacks unless an earlier window defined them; stacks
+// already written are dropped from NewStacks.
+func (w *Writer) WriteWindow(win *Window) error {
+	kept := win.NewStacks[:0:0]
+	for _, s := range win.NewStacks {
+		if !w.seen[s.ID] {
+			w.seen[s.ID] = true
+			kept = append(kept, s)
+		}
+	}
+	win.NewStacks = kept
+	win.Index = w.windows
+	if err := w.writeRecord(recWindow, win); err != nil {
+		return err
+	}
+	w.windows++
+	return nil
+}
+
+// Close writes the trailer, syncs the file and renames it to its final name.
+func (w *Writer) Close(t Trailer) error {
+	t.Windows = w.windows
+	if err := w.writeRecord(recTrailer, t); err != nil {
+		w.f.Close()
+		return err
+	}
+	return w.finish()
+}
+
+// Abort ends the recording without a trailer (readers warn that it is
+// truncated) and still moves it to its final name: the path for a second
+// Ctrl-C, which must exit at once but leave a readable file.
+func (w *Writer) Abort() error { return w.finish() }
+
+func (w *Writer) finish() error {
+	if err := w.f.Sync(); err != nil {
+		w.f.Close()
+		return fmt.Errorf("syncing recording: %w", err)
+	}
+	if err := w.f.Close(); err != nil {
+		return fmt.Errorf("closing recording: %w", err)
+	}
+	if err := os.Rename(w.tmp, w.path); err != nil {
+		return fmt.Errorf("renaming recording into place: %w", err)
+	}
+	return nil
+}
+
+func (w *Writer) writeRecord(kind byte, v any) error {
+	payload, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encoding record: %w", err)
+	}
+	if len(payload) > maxPayloadLen {
+		return fmt.Errorf("record of %d bytes exceeds the %d byte limit", len(payload), maxPayloadLen)
+	}
+	b := w.buf[:0]
+	b = append(b, kind)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(payload)))
+	crc := crc32.Update(crc32.Checksum([]byte{kind}, castagnoli), castagnoli, payload)
+	b = binary.LittleEndian.AppendUint32(b, crc)
+	b = append(b, payload...)
+	w.buf = b
+	// One write per record: a kill between two writes never leaves half a
+	// record followed by a valid one.
+	if _, err := w.f.Write(b); err != nil {
+		return fmt.Errorf("writing record: %w", err)
+	}
+	return nil
+}
+
+// Decoder reads a recording record by record.
+type Decoder struct {
+	r       *bufio.Reader
+	Header  Header
+	windows int
+	done    bool
+	// Truncated and Warning are set when the stream ends before a trailer.
+	Truncated bool
+	Warning   string
+}
+
+// NewDecoder reads the preamble and header. An error wraps ErrFormat when
+// the stream is not a recording this version can read.
+func NewDecoder(r io.Reader) (*Decoder, error) {
+	d := &Decoder{r: bufio.NewReaderSize(r, 1<<16)}
+	pre := make([]byte, 12)
+	if n, err := io.ReadFull(d.r, pre); err != nil {
+		if n == 0 {
+			return nil, formatErr("empty file: not a cacheheat recording")
+		}
+		return nil, formatErr("file too short (%d bytes): not a cacheheat recording", n)
+	}
+	if string(pre[:8]) != magic {
+		return nil, formatErr("bad magic %q: not a cacheheat recording (was it written by 'cacheheat record'?)", pre[:8])
+	}
+	major := binary.LittleEndian.Uint16(pre[8:])
+	minor := binary.LittleEndian.Uint16(pre[10:])
+	if major != FormatMajor {
+		return nil, formatErr("recording format version %d.%d is not supported by this cacheheat (reads major version %d): use a matching cacheheat release", major, minor, FormatMajor)
+	}
+	kind, payload, err := d.readRecord()
+	if err != nil {
+		return nil, formatErr("reading header: %v", err)
+	}
+	if kind != recHeader {
+		return nil, formatErr("first record is %q, want a header", kind)
+	}
+	if err := json.Unmarshal(payload, &d.Header); err != nil {
+		return nil, formatErr("decoding header: %v", err)
+	}
+	if err := d.Header.check(); err != nil {
+		return nil, formatErr("invalid header: %v", err)
+	}
+	return d, nil
+}
+
+// Next returns the next window, or the trailer at the end. Both are nil
+// with io.EOF when the stream ends; a stream that ends before its trailer
+// sets Truncated and Warning instead of failing.
+func (d *Decoder) Next() (*Window, *Trailer, error) {
+	if d.done {
+		return nil, nil, io.EOF
+	}
+	kind, payload, err := d.readRecord()
+	if err != nil {
+		d.done = true
+		d.Truncated = true
+		if errors.Is(err, io.EOF) {
+			d.Warning = fmt.Sprintf("recording ends after %d complete windows without a trailer: the recorder did not finish (killed or crashed)", d.windows)
+		} else {
+			d.Warning = fmt.Sprintf("recording is damaged after %d complete windows (%v): read up to there", d.windows, err)
+		}
+		return nil, nil, io.EOF
+	}
+	switch kind {
+	case recWindow:
+		var w Window
+		if err := json.Unmarshal(payload, &w); err != nil {
+			d.done, d.Truncated = true, true
+			d.Warning = fmt.Sprintf("window %d cannot be decoded (%v): read %d complete windows", d.windows, err, d.windows)
+			return nil, nil, io.EOF
+		}
+		d.windows++
+		return &w, nil, nil
+	case recTrailer:
+		var t Trailer
+		d.done = true
+		if err := json.Unmarshal(payload, &t); err != nil {
+			d.Truncated = true
+			d.Warning = fmt.Sprintf("trailer cannot be decoded (%v): read %d complete windows", err, d.windows)
+			return nil, nil, io.EOF
+		}
+		return nil, &t, nil
+	default:
+		d.done, d.Truncated = true, true
+		d.Warning = fmt.Sprintf("unknown record kind %q after %d windows: read up to there", kind, d.windows)
+		return nil, nil, io.EOF
+	}
+}
+
+// errShort marks a record cut off by the end of the stream.
+var errShort = io.EOF
+
+func (d *Decoder) readRecord() (byte, []byte, error) {
+	var head [recHeadLen]byte
+	n, err := io.ReadFull(d.r, head[:])
+	if err != nil {
+		if n == 0 && errors.Is(err, io.EOF) {
+			return 0, nil, io.EOF
+		}
+		return 0, nil, errShort
+	}
+	kind := head[0]
+	length := binary.LittleEndian.Uint32(head[1:])
+	crc := binary.LittleEndian.Uint32(head[5:])
+	if length > maxPayloadLen {
+		return 0, nil, fmt.Errorf("record length %d exceeds the %d byte limit", length, maxPayloadLen)
+	}
+	// Read in bounded steps so that a garbage length does not allocate
+	// hundreds of megabytes before the stream runs out.
+	payload := make([]byte, 0, min(int(length), 1<<20))
+	for remaining := int(length); remaining > 0; {
+		chunk := min(remaining, 1<<20)
+		start := len(payload)
+		payload = append(payload, make([]byte, chunk)...)
+		if _, err := io.ReadFull(d.r, payload[start:]); err != nil {
+			return 0, nil, errShort
+		}
+		remaining -= chunk
+	}
+	if got := crc32.Update(crc32.Checksum([]byte{kind}, castagnoli), castagnoli, payload); got != crc {
+		return 0, nil, fmt.Errorf("checksum mismatch in %q record", kind)
+	}
+	return kind, payload, nil
+}
+
+// Read reads a whole recording and checks its invariants.
+func Read(r io.Reader) (*Recording, error) {
+	d, err := NewDecoder(r)
+	if err != nil {
+		return nil, err
+	}
+	rec := &Recording{Header: d.Header, Stacks: map[uint64]Stack{}}
+	for {
+		w, t, err := d.Next()
+		if err == io.EOF {
+			break
+		}
+		if t != nil {
+			rec.Trailer = t
+			continue
+		}
+		for _, s := range w.NewStacks {
+			rec.Stacks[s.ID] = s
+		}
+		w.NewStacks = nil
+		rec.Windows = append(rec.Windows, *w)
+	}
+	rec.Truncated, rec.Warning = d.Truncated, d.Warning
+	if err := rec.CheckValid(); err != nil {
+		return nil, formatErr("invalid recording: %v", err)
+	}
+	return rec, nil
+}
+
+// ReadFile reads the recording at path. When path does not exist but an
+// unfinished path+PartialSuffix does, the error says so.
+func ReadFile(path string) (*Recording, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) && !strings.HasSuffix(path, PartialSuffix) {
+			if _, perr := os.Stat(path + PartialSuffix); perr == nil {
+				return nil, fmt.Errorf("%s does not exist, but %s does: the recorder did not finish; read that file instead: %w", path, path+PartialSuffix, err)
+			}
+		}
+		return nil, err
+	}
+	defer f.Close()
+	rec, err := Read(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return rec, nil
+}
+
+func (h *Header) check() error {
+	major, _, ok := strings.Cut(h.FormatVersion, ".")
+	if !ok {
+		return fmt.Errorf("format_version %q is not MAJOR.MINOR", h.FormatVersion)
+	}
+	if m, err := strconv.Atoi(major); err != nil || m != FormatMajor {
+		return fmt.Errorf("format_version %q does not match the file's major version %d", h.FormatVersion, FormatMajor)
+	}
+	return nil
+}

@@ -1,0 +1,284 @@
+package profile
+
+import (
+	"time"
+)
+
+// Format version written in every header. A reader accepts any minor version
+// of its major version (fields may be added) and rejects other majors.
+const (
+	FormatMajor = 1
+	FormatMinor = 0
+)
+
+// Event status values, the same words in caps, the file, JSON and the report.
+const (
+	StatusMeasured    = "measured"
+	StatusUnsupported = "unsupported"
+	StatusDenied      = "denied"
+)
+
+// Target kinds.
+const (
+	TargetPID     = "pid"
+	TargetCgroup  = "cgroup"
+	TargetAll     = "all"
+	TargetCommand = "command"
+)
+
+// End reasons.
+const (
+	EndDuration   = "duration"
+	EndTargetExit = "target-exit"
+	EndSignal     = "signal"
+)
+
+// Histogram names.
+const (
+	HistRunqLatency = "runq-latency"
+	HistOffCPU      = "offcpu"
+)
+
+// HistBuckets is the number of log2 buckets of a latency histogram. Bucket 0
+// counts values in [0, 2), bucket i (i >= 1) counts values in [2^i, 2^(i+1)),
+// and the last bucket also counts everything larger.
+const HistBuckets = 40
+
+// Recording is a whole recording as read back from a file.
+type Recording struct {
+	Header  Header
+	Windows []Window
+	// Stacks holds every stack referenced by a sample, keyed by StackID.
+	// Stack definitions are written in the window where a stack first
+	// appears, so a truncated file still defines every stack it references.
+	Stacks map[uint64]Stack
+	// Trailer is nil when the file ended before its trailer (recorder
+	// killed); Truncated and Warning then say so.
+	Trailer   *Trailer
+	Truncated bool
+	Warning   string
+}
+
+// Header is the first record of a file.
+type Header struct {
+	FormatVersion string    `json:"format_version"` // "MAJOR.MINOR"
+	Tool          string    `json:"tool"`           // "cacheheat VERSION"
+	StartTime     time.Time `json:"start_time"`
+	Host          Host      `json:"host"`
+	Target        Target    `json:"target"`
+	Settings      Settings  `json:"settings"`
+	// Events lists every event that was asked for, measured or not.
+	Events []EventStatus `json:"events"`
+}
+
+// Host describes the machine the recording was made on.
+type Host struct {
+	Hostname string   `json:"hostname"`
+	Kernel   string   `json:"kernel"`
+	CPUModel string   `json:"cpu_model"`
+	Vendor   string   `json:"vendor"` // "GenuineIntel", "AuthenticAMD", ...
+	Family   int      `json:"family"`
+	Model    int      `json:"model"`
+	Stepping int      `json:"stepping"`
+	Mode     string   `json:"mode"` // "hardware" or "software"
+	Topology Topology `json:"topology"`
+}
+
+// Topology is the host's CPU, NUMA and cache layout. Per-CPU arrays in
+// windows are indexed by CPU id, so their length is MaxCPU()+1.
+type Topology struct {
+	CPUs   []CPU   `json:"cpus"`   // online CPUs, sorted by id
+	Nodes  []Node  `json:"nodes"`  // NUMA nodes with at least one CPU or memory
+	Caches []Cache `json:"caches"` // one entry per distinct cache instance
+	// OfflineCPUs lists present but offline CPUs (never counted).
+	OfflineCPUs []int `json:"offline_cpus,omitempty"`
+}
+
+// CPU is one online logical CPU.
+type CPU struct {
+	ID      int `json:"id"`
+	Node    int `json:"node"`
+	Package int `json:"package"`
+	Core    int `json:"core"` // core id within the package
+	// L3 is the id of the L3 cache domain (index into Topology.Caches of a
+	// level-3 cache by its ID field), or -1 when the host reports none.
+	L3       int   `json:"l3"`
+	Siblings []int `json:"siblings"` // SMT siblings, including itself
+}
+
+// Node is one NUMA node.
+type Node struct {
+	ID   int   `json:"id"`
+	CPUs []int `json:"cpus"`
+}
+
+// Cache is one cache instance.
+type Cache struct {
+	Level      int    `json:"level"`
+	Type       string `json:"type"` // "Data", "Instruction", "Unified"
+	ID         int    `json:"id"`   // unique within a level
+	SizeBytes  int64  `json:"size_bytes"`
+	LineSize   int    `json:"line_size"`
+	Ways       int    `json:"ways,omitempty"`
+	SharedCPUs []int  `json:"shared_cpus"`
+}
+
+// Target is what was recorded.
+type Target struct {
+	Kind    string   `json:"kind"` // TargetPID, TargetCgroup, TargetAll, TargetCommand
+	PIDs    []int    `json:"pids"`
+	Cgroup  string   `json:"cgroup,omitempty"`
+	Command []string `json:"command,omitempty"`
+}
+
+// Settings are the recorder's parameters.
+type Settings struct {
+	IntervalNS   int64  `json:"interval_ns"`
+	DurationNS   int64  `json:"duration_ns,omitempty"` // 0: until target exit or signal
+	SampleHz     int    `json:"sample_hz"`             // cpu-clock sampling frequency
+	SamplePeriod uint64 `json:"sample_period,omitempty"`
+	// SampleEvents are the events stacks were sampled on.
+	SampleEvents []string `json:"sample_events"`
+	CPUs         []int    `json:"cpus,omitempty"` // -C filter; empty: all online
+}
+
+// EventStatus is one requested event and whether it could be measured.
+type EventStatus struct {
+	Name   string `json:"name"`   // perf's name, e.g. "LLC-load-misses"
+	Kind   string `json:"kind"`   // "hardware", "cache", "software", "raw"
+	Status string `json:"status"` // StatusMeasured, StatusUnsupported, StatusDenied
+	Reason string `json:"reason,omitempty"`
+	Errno  string `json:"errno,omitempty"` // e.g. "ENOENT"
+}
+
+// Window is one closed time window of the recording.
+type Window struct {
+	Index   int   `json:"index"`
+	StartNS int64 `json:"start_ns"` // nanoseconds since Header.StartTime
+	EndNS   int64 `json:"end_ns"`
+	// Counters holds per-event deltas for this window.
+	Counters []Counter `json:"counters,omitempty"`
+	// Processes holds per-process (and per-thread) deltas of the target.
+	Processes  []Process   `json:"processes,omitempty"`
+	Histograms []Histogram `json:"histograms,omitempty"`
+	Samples    []Sample    `json:"samples,omitempty"`
+	// NewStacks defines the stacks first referenced in this window.
+	NewStacks  []Stack             `json:"new_stacks,omitempty"`
+	SampleRate []SampleRate        `json:"sample_rate,omitempty"`
+	Drops      Drops               `json:"drops"`
+	AppMetrics map[string]float64  `json:"app_metrics,omitempty"`
+}
+
+// Counter is one event's delta in a window.
+type Counter struct {
+	Event string `json:"event"`
+	// PerCPU is what the target's tasks counted on each CPU (index = CPU
+	// id). With target "all" it equals HostPerCPU.
+	PerCPU []uint64 `json:"per_cpu"`
+	// HostPerCPU is what every task counted on each CPU: context for the
+	// target's share.
+	HostPerCPU []uint64 `json:"host_per_cpu,omitempty"`
+	// Enabled and Running are the summed times (ns) the counters were
+	// enabled and actually counting. Running < Enabled means the PMU
+	// multiplexed the event and the counts were scaled by Enabled/Running.
+	Enabled uint64 `json:"enabled_ns"`
+	Running uint64 `json:"running_ns"`
+}
+
+// Process is one target process's deltas in a window.
+type Process struct {
+	PID     int               `json:"pid"`
+	Comm    string            `json:"comm"`
+	Cmdline []string          `json:"cmdline,omitempty"`
+	Counts  map[string]uint64 `json:"counts"`
+	Threads []Thread          `json:"threads,omitempty"`
+}
+
+// Thread is one thread's deltas in a window.
+type Thread struct {
+	TID    int               `json:"tid"`
+	Comm   string            `json:"comm"`
+	Counts map[string]uint64 `json:"counts"`
+}
+
+// Histogram is one latency histogram's counts in a window.
+type Histogram struct {
+	Name string `json:"name"` // HistRunqLatency, HistOffCPU
+	Unit string `json:"unit"` // "ns"
+	// PerCPU[cpu][bucket] counts; trailing zero buckets may be omitted.
+	PerCPU [][]uint64 `json:"per_cpu"`
+}
+
+// Sample is a count of identical stack samples in a window.
+type Sample struct {
+	Event       string `json:"event"`
+	PID         int    `json:"pid"`
+	TID         int    `json:"tid"`
+	CPU         int    `json:"cpu"`
+	UserStack   uint64 `json:"user_stack,omitempty"`   // StackID, 0: none
+	KernelStack uint64 `json:"kernel_stack,omitempty"` // StackID, 0: none
+	Count       uint64 `json:"count"`
+}
+
+// Stack is a symbolized call stack, innermost frame first.
+type Stack struct {
+	ID     uint64  `json:"id"` // non-zero
+	Kernel bool    `json:"kernel,omitempty"`
+	Frames []Frame `json:"frames"`
+}
+
+// Frame is one symbolized frame. Function is empty when the address could
+// not be resolved; String() then shows module+0xoffset.
+type Frame struct {
+	Function string `json:"function,omitempty"`
+	Module   string `json:"module,omitempty"`
+	Offset   uint64 `json:"offset,omitempty"` // address relative to the module
+}
+
+// SampleRate compares requested and achieved sampling in a window.
+type SampleRate struct {
+	Event     string  `json:"event"`
+	Requested float64 `json:"requested_hz"` // per CPU
+	Achieved  float64 `json:"achieved_hz"`  // per CPU, averaged over sampled CPUs
+	Samples   uint64  `json:"samples"`
+}
+
+// Drops counts data lost in a window; every field is shown in the report.
+type Drops struct {
+	// StackErrors: stack ids the kernel could not store (stack map full or
+	// hash collision, bpf_get_stackid < 0).
+	StackErrors uint64 `json:"stack_errors"`
+	// SampleMapFull: samples lost because the sample count map was full.
+	SampleMapFull uint64 `json:"sample_map_full"`
+	// ProcMapFull: counter deltas lost because the per-task map was full.
+	ProcMapFull uint64 `json:"proc_map_full"`
+	// Throttled: perf throttle events (the kernel lowered the sample rate).
+	Throttled uint64 `json:"throttled"`
+	// Other map-update failures in the BPF programs.
+	MapErrors uint64 `json:"map_errors"`
+}
+
+// Add accumulates o into d.
+func (d *Drops) Add(o Drops) {
+	d.StackErrors += o.StackErrors
+	d.SampleMapFull += o.SampleMapFull
+	d.ProcMapFull += o.ProcMapFull
+	d.Throttled += o.Throttled
+	d.MapErrors += o.MapErrors
+}
+
+// Total is the sum of all drop counts.
+func (d Drops) Total() uint64 {
+	return d.StackErrors + d.SampleMapFull + d.ProcMapFull + d.Throttled + d.MapErrors
+}
+
+// Trailer is the last record of a finished recording.
+type Trailer struct {
+	EndReason  string             `json:"end_reason"` // EndDuration, EndTargetExit, EndSignal
+	EndTime    time.Time          `json:"end_time"`
+	ExitStatus *int               `json:"exit_status,omitempty"` // command target's exit status
+	Windows    int                `json:"windows"`
+	Drops      Drops              `json:"drops"`
+	AppMetrics map[string]float64 `json:"app_metrics,omitempty"` // final values
+	Warnings   []string           `json:"warnings,omitempty"`
+}

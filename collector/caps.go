@@ -1,0 +1,243 @@
+package collector
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+
+	"github.com/cacheheat/cacheheat/profile"
+)
+
+// Host modes (profile.Host.Mode).
+const (
+	ModeHardware = "hardware"
+	ModeSoftware = "software"
+)
+
+// Capability bits of CapEff (linux/capability.h).
+const (
+	capSysAdmin = 21
+	capPerfmon  = 38
+	capBPF      = 39
+)
+
+// Caps is what this host can do for cacheheat, and why not.
+type Caps struct {
+	Hostname string `json:"hostname"`
+	Kernel   string `json:"kernel"`
+	// BTF says whether the kernel exposes its type information
+	// (/sys/kernel/btf/vmlinux), which the BPF programs need.
+	BTF         bool `json:"btf"`
+	Root        bool `json:"root"` // effective uid 0
+	CapSysAdmin bool `json:"cap_sys_admin"`
+	CapBPF      bool `json:"cap_bpf"`
+	CapPerfmon  bool `json:"cap_perfmon"`
+	// PerfEventParanoid is kernel.perf_event_paranoid; nil when unreadable.
+	PerfEventParanoid *int `json:"perf_event_paranoid"`
+	// Lockdown is the kernel lockdown mode ("none", "integrity",
+	// "confidentiality"), or "unknown" when the kernel does not say.
+	Lockdown string `json:"lockdown"`
+	// BPFLoad is the outcome of really loading a trivial BPF program.
+	BPFLoad BPFLoad `json:"bpf_load"`
+	CPU     CPUInfo `json:"cpu"`
+	// PMUs are the kernel's perf event sources (event_source/devices).
+	PMUs     []string              `json:"pmus"`
+	Topology profile.Topology      `json:"topology"`
+	Events   []profile.EventStatus `json:"events"`
+	Mode     string                `json:"mode"` // ModeHardware or ModeSoftware
+	Verdict  string                `json:"verdict"`
+	// Warnings are things caps could not find out; the rest still holds.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// BPFLoad is the result of the BPF load test.
+type BPFLoad struct {
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+}
+
+// DetectHost describes the host for a recording header. Mode is left for
+// caps and record to set from their probes.
+func DetectHost(root string) (profile.Host, error) {
+	var h profile.Host
+	cpu, err := ReadCPUInfo(root)
+	if err != nil {
+		return h, err
+	}
+	topo, err := ReadTopology(root)
+	if err != nil {
+		return h, err
+	}
+	h.Hostname = hostname(root)
+	h.Kernel, _ = readString(filepath.Join(root, "proc", "sys", "kernel", "osrelease"))
+	h.CPUModel, h.Vendor, h.Family, h.Model, h.Stepping = cpu.ModelName, cpu.Vendor, cpu.Family, cpu.Model, cpu.Stepping
+	h.Topology = topo
+	return h, nil
+}
+
+func hostname(root string) string {
+	if s, err := readString(filepath.Join(root, "proc", "sys", "kernel", "hostname")); err == nil {
+		return s
+	}
+	if root == "/" {
+		s, _ := os.Hostname()
+		return s
+	}
+	return ""
+}
+
+// DetectCaps finds out what this host can do. It reads procfs and sysfs
+// under root, and really loads a BPF program and opens each catalogue
+// event on the running kernel: the answers come from the kernel, not from
+// guesses. What cannot be read goes into Warnings.
+func DetectCaps(root string) Caps {
+	var c Caps
+	warn := func(err error) { c.Warnings = append(c.Warnings, err.Error()) }
+
+	c.Hostname = hostname(root)
+	var err error
+	if c.Kernel, err = readString(filepath.Join(root, "proc", "sys", "kernel", "osrelease")); err != nil {
+		warn(err)
+	}
+	_, err = os.Stat(filepath.Join(root, "sys", "kernel", "btf", "vmlinux"))
+	c.BTF = err == nil
+	if err := c.readPrivileges(root); err != nil {
+		warn(err)
+	}
+	if n, err := readInt(filepath.Join(root, "proc", "sys", "kernel", "perf_event_paranoid")); err == nil {
+		c.PerfEventParanoid = &n
+	} else {
+		warn(err)
+	}
+	c.Lockdown = readLockdown(root)
+	c.BPFLoad = TryLoadBPF()
+	if c.CPU, err = ReadCPUInfo(root); err != nil {
+		warn(err)
+	}
+	if c.PMUs, err = readPMUs(root); err != nil {
+		warn(err)
+	}
+	if c.Topology, err = ReadTopology(root); err != nil {
+		warn(err)
+	}
+	c.Events = ProbeEvents(Catalogue(c.CPU))
+	c.Mode = HostMode(c.Events)
+	c.Verdict = verdict(c)
+	return c
+}
+
+// readPrivileges reads the effective uid and capabilities of this process
+// from root/proc/self/status.
+func (c *Caps) readPrivileges(root string) error {
+	path := filepath.Join(root, "proc", "self", "status")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("reading privileges: %w", err)
+	}
+	var haveUID, haveCaps bool
+	for _, line := range strings.Split(string(b), "\n") {
+		key, val, _ := strings.Cut(line, ":")
+		fields := strings.Fields(val)
+		switch {
+		case key == "Uid" && len(fields) >= 2:
+			c.Root, haveUID = fields[1] == "0", true
+		case key == "CapEff" && len(fields) == 1:
+			eff, err := strconv.ParseUint(fields[0], 16, 64)
+			if err != nil {
+				return fmt.Errorf("parsing CapEff in %s: %w", path, err)
+			}
+			c.CapSysAdmin = eff&(1<<capSysAdmin) != 0
+			c.CapPerfmon = eff&(1<<capPerfmon) != 0
+			c.CapBPF = eff&(1<<capBPF) != 0
+			haveCaps = true
+		}
+	}
+	if !haveUID || !haveCaps {
+		return fmt.Errorf("reading privileges: no Uid or CapEff line in %s", path)
+	}
+	return nil
+}
+
+// readLockdown returns the selected mode of
+// root/sys/kernel/security/lockdown ("none [integrity] confidentiality").
+func readLockdown(root string) string {
+	s, err := readString(filepath.Join(root, "sys", "kernel", "security", "lockdown"))
+	if err != nil {
+		return "unknown"
+	}
+	for _, f := range strings.Fields(s) {
+		if strings.HasPrefix(f, "[") && strings.HasSuffix(f, "]") {
+			return strings.Trim(f, "[]")
+		}
+	}
+	return s
+}
+
+// readPMUs lists the perf event sources the kernel registered.
+func readPMUs(root string) ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(root, "sys", "bus", "event_source", "devices"))
+	if err != nil {
+		return nil, fmt.Errorf("reading perf event sources: %w", err)
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names, nil
+}
+
+// TryLoadBPF loads and unloads the smallest valid BPF program (a socket
+// filter returning 0): the one sure way to know the kernel lets this
+// process load BPF.
+func TryLoadBPF() BPFLoad {
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name:    "cacheheat_caps",
+		Type:    ebpf.SocketFilter,
+		License: "GPL",
+		Instructions: asm.Instructions{
+			asm.Mov.Imm(asm.R0, 0),
+			asm.Return(),
+		},
+	})
+	if err != nil {
+		msg := err.Error()
+		if errors.Is(err, os.ErrPermission) {
+			msg += " (run as root or grant CAP_BPF and CAP_PERFMON)"
+		}
+		return BPFLoad{Error: msg}
+	}
+	prog.Close()
+	return BPFLoad{OK: true}
+}
+
+// verdict is the one line caps ends with.
+func verdict(c Caps) string {
+	var v string
+	if c.Mode == ModeHardware {
+		v = "hardware mode: cache events, software events and latency histograms are available"
+	} else {
+		denied := false
+		for _, e := range c.Events {
+			if e.Kind != KindSoftware && e.Status == profile.StatusDenied {
+				denied = true
+			}
+		}
+		if denied {
+			v = "software mode (hardware events denied: run as root or grant CAP_PERFMON): cache events are unavailable, software events and latency histograms are"
+		} else {
+			v = "software mode (no PMU): cache events are unavailable, software events and latency histograms are"
+		}
+	}
+	if !c.BPFLoad.OK {
+		v += "; but BPF programs cannot be loaded, so record cannot run here"
+	} else if !c.BTF {
+		v += "; but the kernel has no BTF (/sys/kernel/btf/vmlinux), so the BPF programs cannot be loaded"
+	}
+	return v
+}

@@ -1,0 +1,269 @@
+package collector
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Event kinds, as shown in caps, the recording and the report.
+const (
+	KindHardware = "hardware" // PERF_TYPE_HARDWARE: needs a PMU
+	KindCache    = "cache"    // PERF_TYPE_HW_CACHE: needs a PMU
+	KindSoftware = "software" // PERF_TYPE_SOFTWARE: always there
+	KindRaw      = "raw"      // PERF_TYPE_RAW: a vendor encoding, needs a PMU
+)
+
+// ErrUnknownEvent is returned (wrapped) by LookupEvent for a name that is
+// neither in the catalogue nor a raw rNNNN event.
+var ErrUnknownEvent = errors.New("unknown event")
+
+// Event is one perf event cacheheat knows how to open. The pipeline treats
+// every event the same way; only Type and Config differ.
+type Event struct {
+	Name   string // perf's name, e.g. "LLC-load-misses"
+	Kind   string // KindHardware, KindCache, KindSoftware, KindRaw
+	Type   uint32 // unix.PERF_TYPE_*
+	Config uint64
+	Desc   string
+	Source string // where a raw encoding comes from (for l2-* and raw vendor events)
+	// Missing is non-empty when the event is in the catalogue but has no
+	// encoding on this CPU (l2-misses on an unknown model); it says why, and
+	// such an event is never opened.
+	Missing string
+}
+
+// Attr is the counting perf_event_attr for the event: the same attr for
+// every kind, so hardware and software events take one code path.
+func (e Event) Attr() unix.PerfEventAttr {
+	return unix.PerfEventAttr{
+		Type:        e.Type,
+		Config:      e.Config,
+		Size:        uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
+		Bits:        unix.PerfBitDisabled,
+		Read_format: unix.PERF_FORMAT_TOTAL_TIME_ENABLED | unix.PERF_FORMAT_TOTAL_TIME_RUNNING,
+	}
+}
+
+// IsHardware says whether the event needs a hardware PMU.
+func (e Event) IsHardware() bool { return e.Kind != KindSoftware }
+
+// hwCache builds a PERF_TYPE_HW_CACHE config: id | op<<8 | result<<16
+// (perf_event_open(2)).
+func hwCache(id, op, result uint64) uint64 { return id | op<<8 | result<<16 }
+
+// catalogue is DESIGN.md's event list, in its order. The l2-* entries are
+// placeholders resolved per CPU model by resolveL2.
+var catalogue = []Event{
+	{Name: "cpu-clock", Kind: KindSoftware, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CPU_CLOCK, Desc: "CPU time (ns) from the kernel's high-resolution timer"},
+	{Name: "page-faults", Kind: KindSoftware, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_PAGE_FAULTS, Desc: "page faults, minor and major"},
+	{Name: "major-faults", Kind: KindSoftware, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_PAGE_FAULTS_MAJ, Desc: "page faults that needed I/O"},
+	{Name: "context-switches", Kind: KindSoftware, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CONTEXT_SWITCHES, Desc: "context switches"},
+	{Name: "cpu-migrations", Kind: KindSoftware, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CPU_MIGRATIONS, Desc: "moves of a task to another CPU (its cache stays behind)"},
+	{Name: "cycles", Kind: KindHardware, Type: unix.PERF_TYPE_HARDWARE, Config: unix.PERF_COUNT_HW_CPU_CYCLES, Desc: "core clock cycles"},
+	{Name: "instructions", Kind: KindHardware, Type: unix.PERF_TYPE_HARDWARE, Config: unix.PERF_COUNT_HW_INSTRUCTIONS, Desc: "instructions retired"},
+	{Name: "cache-references", Kind: KindHardware, Type: unix.PERF_TYPE_HARDWARE, Config: unix.PERF_COUNT_HW_CACHE_REFERENCES, Desc: "last-level cache references (the kernel's generic mapping)"},
+	{Name: "cache-misses", Kind: KindHardware, Type: unix.PERF_TYPE_HARDWARE, Config: unix.PERF_COUNT_HW_CACHE_MISSES, Desc: "last-level cache misses (the kernel's generic mapping)"},
+	{Name: "L1-dcache-loads", Kind: KindCache, Type: unix.PERF_TYPE_HW_CACHE, Config: hwCache(unix.PERF_COUNT_HW_CACHE_L1D, unix.PERF_COUNT_HW_CACHE_OP_READ, unix.PERF_COUNT_HW_CACHE_RESULT_ACCESS), Desc: "L1 data cache loads"},
+	{Name: "L1-dcache-load-misses", Kind: KindCache, Type: unix.PERF_TYPE_HW_CACHE, Config: hwCache(unix.PERF_COUNT_HW_CACHE_L1D, unix.PERF_COUNT_HW_CACHE_OP_READ, unix.PERF_COUNT_HW_CACHE_RESULT_MISS), Desc: "L1 data cache load misses"},
+	{Name: "LLC-loads", Kind: KindCache, Type: unix.PERF_TYPE_HW_CACHE, Config: hwCache(unix.PERF_COUNT_HW_CACHE_LL, unix.PERF_COUNT_HW_CACHE_OP_READ, unix.PERF_COUNT_HW_CACHE_RESULT_ACCESS), Desc: "last-level cache loads"},
+	{Name: "LLC-load-misses", Kind: KindCache, Type: unix.PERF_TYPE_HW_CACHE, Config: hwCache(unix.PERF_COUNT_HW_CACHE_LL, unix.PERF_COUNT_HW_CACHE_OP_READ, unix.PERF_COUNT_HW_CACHE_RESULT_MISS), Desc: "last-level cache load misses"},
+	{Name: "LLC-stores", Kind: KindCache, Type: unix.PERF_TYPE_HW_CACHE, Config: hwCache(unix.PERF_COUNT_HW_CACHE_LL, unix.PERF_COUNT_HW_CACHE_OP_WRITE, unix.PERF_COUNT_HW_CACHE_RESULT_ACCESS), Desc: "last-level cache stores"},
+	{Name: "LLC-store-misses", Kind: KindCache, Type: unix.PERF_TYPE_HW_CACHE, Config: hwCache(unix.PERF_COUNT_HW_CACHE_LL, unix.PERF_COUNT_HW_CACHE_OP_WRITE, unix.PERF_COUNT_HW_CACHE_RESULT_MISS), Desc: "last-level cache store misses"},
+	{Name: "dTLB-load-misses", Kind: KindCache, Type: unix.PERF_TYPE_HW_CACHE, Config: hwCache(unix.PERF_COUNT_HW_CACHE_DTLB, unix.PERF_COUNT_HW_CACHE_OP_READ, unix.PERF_COUNT_HW_CACHE_RESULT_MISS), Desc: "data TLB load misses"},
+	{Name: "node-loads", Kind: KindCache, Type: unix.PERF_TYPE_HW_CACHE, Config: hwCache(unix.PERF_COUNT_HW_CACHE_NODE, unix.PERF_COUNT_HW_CACHE_OP_READ, unix.PERF_COUNT_HW_CACHE_RESULT_ACCESS), Desc: "loads served by a NUMA node's memory"},
+	{Name: "node-load-misses", Kind: KindCache, Type: unix.PERF_TYPE_HW_CACHE, Config: hwCache(unix.PERF_COUNT_HW_CACHE_NODE, unix.PERF_COUNT_HW_CACHE_OP_READ, unix.PERF_COUNT_HW_CACHE_RESULT_MISS), Desc: "loads served by a remote NUMA node's memory"},
+	{Name: "branch-misses", Kind: KindHardware, Type: unix.PERF_TYPE_HARDWARE, Config: unix.PERF_COUNT_HW_BRANCH_MISSES, Desc: "mispredicted branches"},
+	{Name: "l2-misses", Kind: KindRaw, Type: unix.PERF_TYPE_RAW, Desc: "L2 cache misses (vendor raw event)"},
+	{Name: "l2-references", Kind: KindRaw, Type: unix.PERF_TYPE_RAW, Desc: "L2 cache references (vendor raw event)"},
+}
+
+// defaultSoftware are the software events recorded by default beside every
+// hardware and cache event.
+var defaultSoftware = []string{"cpu-clock", "page-faults", "major-faults", "context-switches", "cpu-migrations"}
+
+// Catalogue returns DESIGN.md's event list, in its order, with l2-misses and
+// l2-references resolved to cpu's raw events. On a CPU without a known
+// encoding they are still listed, with Missing saying why.
+func Catalogue(cpu CPUInfo) []Event {
+	out := make([]Event, len(catalogue))
+	copy(out, catalogue)
+	for i := range out {
+		if out[i].Kind == KindRaw {
+			out[i] = resolveL2(out[i], cpu)
+		}
+	}
+	return out
+}
+
+// DefaultEvents returns what record measures without -e: every hardware
+// and cache event (they are probed; the unsupported ones are recorded as
+// such) and the software events that work everywhere.
+func DefaultEvents(cpu CPUInfo) []Event {
+	var out []Event
+	for _, e := range Catalogue(cpu) {
+		if e.IsHardware() {
+			out = append(out, e)
+		}
+	}
+	for _, name := range defaultSoftware {
+		e, _ := lookupCatalogue(name, cpu)
+		out = append(out, e)
+	}
+	return out
+}
+
+func lookupCatalogue(name string, cpu CPUInfo) (Event, bool) {
+	for _, e := range Catalogue(cpu) {
+		if e.Name == name {
+			return e, true
+		}
+	}
+	return Event{}, false
+}
+
+// LookupEvent finds an event by its perf name, or parses a raw event
+// "rNNNN" (hexadecimal config, as perf writes it).
+func LookupEvent(name string, cpu CPUInfo) (Event, error) {
+	if e, ok := lookupCatalogue(name, cpu); ok {
+		return e, nil
+	}
+	if hex, ok := strings.CutPrefix(name, "r"); ok && hex != "" {
+		config, err := strconv.ParseUint(hex, 16, 64)
+		if err == nil {
+			return Event{
+				Name:   name,
+				Kind:   KindRaw,
+				Type:   unix.PERF_TYPE_RAW,
+				Config: config,
+				Desc:   fmt.Sprintf("raw PMU event config 0x%x", config),
+				Source: "given on the command line",
+			}, nil
+		}
+	}
+	names := make([]string, 0, len(catalogue)+1)
+	for _, e := range catalogue {
+		names = append(names, e.Name)
+	}
+	names = append(names, "rNNNN (raw, hex)")
+	return Event{}, fmt.Errorf("%w %q; valid events: %s", ErrUnknownEvent, name, strings.Join(names, ", "))
+}
+
+// EventNames returns the catalogue's names in order.
+func EventNames() []string {
+	names := make([]string, len(catalogue))
+	for i, e := range catalogue {
+		names[i] = e.Name
+	}
+	return names
+}
+
+// modelRange is an inclusive range of CPU model numbers.
+type modelRange struct{ lo, hi int }
+
+// l2Encoding is one row of the l2-* table: for a vendor and family and any
+// of the model ranges, the raw configs of l2-misses and l2-references and
+// the kernel's JSON event names they come from.
+type l2Encoding struct {
+	vendor string
+	family int
+	models []modelRange
+	uarch  string // the pmu-events directory name
+
+	missConfig, refConfig uint64
+	missName, refName     string
+	source                string
+}
+
+// x86Raw packs an x86 event select and unit mask the way the kernel's
+// "cpu" PMU reads attr.config (event in bits 0-7, umask in bits 8-15).
+func x86Raw(event, umask uint64) uint64 { return event | umask<<8 }
+
+func one(m int) modelRange { return modelRange{m, m} }
+
+// l2Table maps CPU models to raw L2 events. Model numbers and directory
+// names come from tools/perf/pmu-events/arch/x86/mapfile.csv in the Linux
+// kernel; each encoding from that directory's cache.json (docs/EVENTS.md
+// lists them). Intel: L2_RQSTS.MISS and L2_RQSTS.REFERENCES. AMD:
+// l2_cache_req_stat.ic_dc_miss_in_l2 and l2_cache_req_stat.all, core-to-L2
+// requests without L2 prefetches.
+var l2Table = []l2Encoding{
+	intelL2("haswell", one(0x3c), one(0x45), one(0x46)),
+	intelL2("haswellx", one(0x3f)),
+	intelL2("broadwell", one(0x3d), one(0x47)),
+	intelL2("broadwellde", one(0x56)),
+	intelL2("broadwellx", one(0x4f)),
+	intelL2("skylake", one(0x4e), one(0x5e), one(0x8e), one(0x9e), one(0xa5), one(0xa6)),
+	intelL2("skylakex", one(0x55)), // cascadelakex shares model 0x55 (newer steppings) and the encodings
+	intelL2("icelake", one(0x7d), one(0x7e)),
+	intelL2("icelakex", one(0x6a), one(0x6c)),
+	intelL2("tigerlake", one(0x8c), one(0x8d)),
+	intelL2("rocketlake", one(0xa7)),
+	intelL2("sapphirerapids", one(0x8f)),
+	intelL2("emeraldrapids", one(0xcf)),
+	amdL2("amdzen1", 0x17, modelRange{0x00, 0x2f}),
+	amdL2("amdzen2", 0x17, modelRange{0x30, 0xff}),
+	amdL2("amdzen3", 0x19, modelRange{0x00, 0x0f}, modelRange{0x20, 0x5f}),
+	amdL2("amdzen4", 0x19, modelRange{0x10, 0x1f}, modelRange{0x60, 0xff}),
+	amdL2("amdzen5", 0x1a, modelRange{0x00, 0xff}),
+}
+
+func intelL2(uarch string, models ...modelRange) l2Encoding {
+	return l2Encoding{
+		vendor: "GenuineIntel", family: 6, models: models, uarch: uarch,
+		missConfig: x86Raw(0x24, 0x3f), missName: "L2_RQSTS.MISS",
+		refConfig: x86Raw(0x24, 0xff), refName: "L2_RQSTS.REFERENCES",
+		source: "linux tools/perf/pmu-events/arch/x86/" + uarch + "/cache.json",
+	}
+}
+
+func amdL2(uarch string, family int, models ...modelRange) l2Encoding {
+	return l2Encoding{
+		vendor: "AuthenticAMD", family: family, models: models, uarch: uarch,
+		missConfig: x86Raw(0x64, 0x09), missName: "l2_cache_req_stat.ic_dc_miss_in_l2",
+		refConfig: x86Raw(0x64, 0xff), refName: "l2_cache_req_stat.all",
+		source: "linux tools/perf/pmu-events/arch/x86/" + uarch + "/cache.json",
+	}
+}
+
+func (r l2Encoding) matches(cpu CPUInfo) bool {
+	if r.vendor != cpu.Vendor || r.family != cpu.Family {
+		return false
+	}
+	for _, m := range r.models {
+		if cpu.Model >= m.lo && cpu.Model <= m.hi {
+			return true
+		}
+	}
+	return false
+}
+
+// resolveL2 fills in the raw encoding of an l2-* placeholder for cpu.
+func resolveL2(e Event, cpu CPUInfo) Event {
+	for _, r := range l2Table {
+		if !r.matches(cpu) {
+			continue
+		}
+		name := r.missName
+		e.Config = r.missConfig
+		if e.Name == "l2-references" {
+			name, e.Config = r.refName, r.refConfig
+		}
+		e.Source = fmt.Sprintf("%s: %s (event 0x%02x, umask 0x%02x)", r.source, name, e.Config&0xff, e.Config>>8&0xff)
+		e.Desc = fmt.Sprintf("%s: %s", e.Desc, name)
+		return e
+	}
+	e.Missing = fmt.Sprintf("no raw encoding known for %s family %d model %d", orUnknown(cpu.Vendor), cpu.Family, cpu.Model)
+	return e
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown vendor"
+	}
+	return s
+}

@@ -24,7 +24,9 @@ import (
 var templateFS embed.FS
 
 var templates = template.Must(template.New("").Funcs(template.FuncMap{
-	"duration": func(s float64) string { return (time.Duration(s * float64(time.Second))).Round(time.Millisecond).String() },
+	"duration": func(s float64) string {
+		return (time.Duration(s * float64(time.Second))).Round(time.Millisecond).String()
+	},
 }).ParseFS(templateFS, "templates/*.html"))
 
 // ContentSecurityPolicy is sent with every response. Reports and the live

@@ -254,25 +254,25 @@ func TestDiff(t *testing.T) {
 func TestTraversal(t *testing.T) {
 	ts, _, secret := newTestServer(t, testRenderers())
 	for path, code := range map[string]int{
-		"/report?f=../outside/secret.rec":                     400,
-		"/report?f=%2e%2e/outside/secret.rec":                 400,
-		"/report?f=%2e%2e%2foutside%2fsecret.rec":             400,
-		"/report?f=..%2foutside%2fsecret.rec":                 400,
-		"/report?f=..%5coutside%5csecret.rec":                 400,
-		"/report?f=sub/../../outside/secret.rec":              400,
-		"/report?f=sub/..":                                    400,
-		"/report?f=" + secret:                                 400, // absolute
-		"/report?f=%2F" + strings.TrimPrefix(secret, "/"):     400,
-		"/report?f=":                                          400,
-		"/report?f=a.rec%00":                                  400,
-		"/report?f=link-out.rec":                              404, // symlink out of DIR
-		"/report?f=dirlink/secret.rec":                        404, // symlinked directory out of DIR
-		"/report?f=sub":                                       404, // not a regular file
-		"/report?f=missing.rec":                               404,
-		"/../outside/secret.rec":                              404, // no such route, whatever the path
-		"/..%2foutside%2fsecret.rec":                          404,
-		"/%2e%2e/outside/secret.rec":                          404,
-		"/report/../../outside/secret.rec":                    404,
+		"/report?f=../outside/secret.rec":                 400,
+		"/report?f=%2e%2e/outside/secret.rec":             400,
+		"/report?f=%2e%2e%2foutside%2fsecret.rec":         400,
+		"/report?f=..%2foutside%2fsecret.rec":             400,
+		"/report?f=..%5coutside%5csecret.rec":             400,
+		"/report?f=sub/../../outside/secret.rec":          400,
+		"/report?f=sub/..":                                400,
+		"/report?f=" + secret:                             400, // absolute
+		"/report?f=%2F" + strings.TrimPrefix(secret, "/"): 400,
+		"/report?f=":                                         400,
+		"/report?f=a.rec%00":                                 400,
+		"/report?f=link-out.rec":                             404, // symlink out of DIR
+		"/report?f=dirlink/secret.rec":                       404, // symlinked directory out of DIR
+		"/report?f=sub":                                      404, // not a regular file
+		"/report?f=missing.rec":                              404,
+		"/../outside/secret.rec":                             404, // no such route, whatever the path
+		"/..%2foutside%2fsecret.rec":                         404,
+		"/%2e%2e/outside/secret.rec":                         404,
+		"/report/../../outside/secret.rec":                   404,
 		"/diff?base=a.rec&new=%2e%2e%2foutside%2fsecret.rec": 400,
 	} {
 		resp, body := get(t, ts, "GET", path)

@@ -163,10 +163,10 @@ type Window struct {
 	Histograms []Histogram `json:"histograms,omitempty"`
 	Samples    []Sample    `json:"samples,omitempty"`
 	// NewStacks defines the stacks first referenced in this window.
-	NewStacks  []Stack             `json:"new_stacks,omitempty"`
-	SampleRate []SampleRate        `json:"sample_rate,omitempty"`
-	Drops      Drops               `json:"drops"`
-	AppMetrics map[string]float64  `json:"app_metrics,omitempty"`
+	NewStacks  []Stack            `json:"new_stacks,omitempty"`
+	SampleRate []SampleRate       `json:"sample_rate,omitempty"`
+	Drops      Drops              `json:"drops"`
+	AppMetrics map[string]float64 `json:"app_metrics,omitempty"`
 }
 
 // Counter is one event's delta in a window.

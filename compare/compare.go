@@ -1,0 +1,375 @@
+package compare
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/cacheheat/cacheheat/profile"
+)
+
+// Verdicts.
+const (
+	VerdictRegression  = "regression"
+	VerdictImprovement = "improvement"
+	// VerdictChanged is a significant change beyond the threshold of a
+	// neutral metric: reported, never a regression.
+	VerdictChanged  = "changed"
+	VerdictNoChange = "no change"
+	// VerdictTooFew marks a metric with fewer than MinWindows values on a
+	// side: not tested, and not counted in the Holm correction.
+	VerdictTooFew = "too few windows"
+)
+
+// Options tune Compare. The zero value is not useful; start from
+// DefaultOptions.
+type Options struct {
+	// Alpha is the family-wise error rate: a metric is significant when
+	// its Holm-adjusted p-value is below it.
+	Alpha float64
+	// Threshold is the smallest effect that counts, as a fraction: 0.05
+	// means the ratio of medians NEW/BASE must leave [0.95, 1.05].
+	Threshold float64
+	// Confidence is the level of the bootstrap interval of the ratio.
+	Confidence float64
+	// BootstrapIters is the number of bootstrap rounds per metric.
+	BootstrapIters int
+	// MinWindows is the fewest values a side needs for a metric to be
+	// tested.
+	MinWindows int
+	// Metrics restricts the comparison to metrics whose name matches one
+	// of these patterns ('*' matches any run of characters); empty: all.
+	Metrics []string
+	// HigherIsBetter and LowerIsBetter declare directions by name pattern,
+	// overriding the built-in tables (for app metrics whose names do not
+	// follow the convention).
+	HigherIsBetter []string
+	LowerIsBetter  []string
+}
+
+// DefaultOptions are the command's defaults.
+func DefaultOptions() Options {
+	return Options{Alpha: 0.01, Threshold: 0.05, Confidence: 0.95, BootstrapIters: 2000, MinWindows: 3}
+}
+
+// MetricResult is one metric's comparison.
+type MetricResult struct {
+	Name       string    `json:"name"`
+	Group      string    `json:"group"`
+	Unit       string    `json:"unit"`
+	Direction  Direction `json:"direction"`
+	BaseN      int       `json:"base_windows"`
+	NewN       int       `json:"new_windows"`
+	BaseMedian float64   `json:"base_median"`
+	NewMedian  float64   `json:"new_median"`
+	// Ratio is NewMedian/BaseMedian (0/0 = 1, x/0 = +Inf); CILow and
+	// CIHigh bound it at Options.Confidence.
+	Ratio  float64 `json:"ratio"`
+	CILow  float64 `json:"ci_low"`
+	CIHigh float64 `json:"ci_high"`
+	// U is the Mann-Whitney statistic of NEW against BASE; P its two-sided
+	// p-value and PAdj the Holm-adjusted one.
+	U           float64 `json:"u"`
+	P           float64 `json:"p"`
+	PAdj        float64 `json:"p_adj"`
+	Exact       bool    `json:"exact"`
+	Significant bool    `json:"significant"`
+	Verdict     string  `json:"verdict"`
+	// Base and New are the per-window values, for the report's plots.
+	Base []float64 `json:"-"`
+	New  []float64 `json:"-"`
+}
+
+// MarshalJSON writes non-finite numbers (a ratio over a zero median) as
+// null, which JSON can carry and encoding/json otherwise refuses.
+func (m MetricResult) MarshalJSON() ([]byte, error) {
+	type plain MetricResult
+	return json.Marshal(struct {
+		plain
+		Ratio  *float64 `json:"ratio"`
+		CILow  *float64 `json:"ci_low"`
+		CIHigh *float64 `json:"ci_high"`
+	}{plain(m), finite(m.Ratio), finite(m.CILow), finite(m.CIHigh)})
+}
+
+func finite(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
+}
+
+// Skipped is a metric left out of the comparison, with why.
+type Skipped struct {
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
+}
+
+// Side describes one recording of the comparison.
+type Side struct {
+	Hostname  string   `json:"hostname"`
+	CPUModel  string   `json:"cpu_model"`
+	Mode      string   `json:"mode"`
+	Command   []string `json:"command,omitempty"`
+	Windows   int      `json:"windows"`
+	Used      int      `json:"windows_used"`
+	IntervalS float64  `json:"interval_s"`
+	Events    []string `json:"events"` // measured events
+	// AppMetrics are the command's final reported values (trailer).
+	AppMetrics map[string]float64 `json:"app_metrics,omitempty"`
+}
+
+// Result is a whole comparison.
+type Result struct {
+	Base       Side           `json:"base"`
+	New        Side           `json:"new"`
+	Alpha      float64        `json:"alpha"`
+	Threshold  float64        `json:"threshold"`
+	Confidence float64        `json:"confidence"`
+	Tested     int            `json:"tested"` // size of the Holm family
+	Metrics    []MetricResult `json:"metrics"`
+	Skipped    []Skipped      `json:"skipped"`
+	Warnings   []string       `json:"warnings"`
+	Counts     map[string]int `json:"counts"` // verdict -> metrics
+}
+
+// Regressed reports whether any metric regressed.
+func (r *Result) Regressed() bool { return r.Counts[VerdictRegression] > 0 }
+
+// ByVerdict returns the metrics with one verdict, in table order.
+func (r *Result) ByVerdict(v string) []MetricResult {
+	var out []MetricResult
+	for _, m := range r.Metrics {
+		if m.Verdict == v {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Compare derives the metrics of both recordings and tests each one both
+// have. Differences between the recordings that make the comparison
+// suspect (hosts, CPU models, event sets, intervals, truncation) become
+// warnings; only what both have is compared.
+func Compare(base, new *profile.Recording, opts Options) Result {
+	bs, ns := Extract(base), Extract(new)
+	res := CompareSeries(bs, ns, opts)
+	res.Base, res.New = side(base), side(new)
+	res.Warnings = append(recordingWarnings(base, new, res.Base, res.New), res.Warnings...)
+	return res
+}
+
+func side(r *profile.Recording) Side {
+	s := Side{
+		Hostname: r.Header.Host.Hostname, CPUModel: r.Header.Host.CPUModel, Mode: r.Header.Host.Mode,
+		Command: r.Header.Target.Command, Windows: len(r.Windows), Used: len(usableWindows(r)),
+		IntervalS: float64(r.Header.Settings.IntervalNS) / 1e9, Events: []string{},
+	}
+	for _, e := range r.Header.Events {
+		if e.Status == profile.StatusMeasured {
+			s.Events = append(s.Events, e.Name)
+		}
+	}
+	sort.Strings(s.Events)
+	if r.Trailer != nil {
+		s.AppMetrics = r.Trailer.AppMetrics
+	}
+	return s
+}
+
+func recordingWarnings(base, new *profile.Recording, b, n Side) []string {
+	var w []string
+	if b.Hostname != n.Hostname {
+		w = append(w, fmt.Sprintf("recordings come from different hosts (%q, %q)", b.Hostname, n.Hostname))
+	}
+	if b.CPUModel != n.CPUModel {
+		w = append(w, fmt.Sprintf("recordings come from different CPU models (%q, %q)", b.CPUModel, n.CPUModel))
+	}
+	if only := minus(b.Events, n.Events); len(only) > 0 {
+		w = append(w, fmt.Sprintf("events measured only in BASE, not compared: %s", strings.Join(only, ", ")))
+	}
+	if only := minus(n.Events, b.Events); len(only) > 0 {
+		w = append(w, fmt.Sprintf("events measured only in NEW, not compared: %s", strings.Join(only, ", ")))
+	}
+	if b.IntervalS != n.IntervalS {
+		w = append(w, fmt.Sprintf("window intervals differ (%gs, %gs): per-window spread is not comparable", b.IntervalS, n.IntervalS))
+	}
+	for _, x := range []struct {
+		name string
+		r    *profile.Recording
+	}{{"BASE", base}, {"NEW", new}} {
+		if x.r.Truncated {
+			w = append(w, fmt.Sprintf("%s is truncated: %s", x.name, x.r.Warning))
+		}
+	}
+	return w
+}
+
+func minus(a, b []string) []string {
+	in := map[string]bool{}
+	for _, x := range b {
+		in[x] = true
+	}
+	var out []string
+	for _, x := range a {
+		if !in[x] {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// CompareSeries tests metrics already extracted from two recordings:
+// every name in both lists that opts.Metrics selects.
+func CompareSeries(base, new []Series, opts Options) Result {
+	res := Result{
+		Alpha: opts.Alpha, Threshold: opts.Threshold, Confidence: opts.Confidence,
+		Metrics: []MetricResult{}, Skipped: []Skipped{}, Warnings: []string{},
+		Counts: map[string]int{},
+	}
+	selected := compilePatterns(opts.Metrics)
+	higher := compilePatterns(opts.HigherIsBetter)
+	lower := compilePatterns(opts.LowerIsBetter)
+	newByName := map[string]Series{}
+	for _, s := range new {
+		newByName[s.Name] = s
+	}
+	baseNames := map[string]bool{}
+	var tested []int
+	for _, b := range base {
+		baseNames[b.Name] = true
+		if len(selected) > 0 && !matchName(selected, b.Name) {
+			continue
+		}
+		n, ok := newByName[b.Name]
+		if !ok {
+			res.Skipped = append(res.Skipped, Skipped{b.Name, "only in BASE"})
+			continue
+		}
+		if allZero(b.Values) && allZero(n.Values) {
+			res.Skipped = append(res.Skipped, Skipped{b.Name, "zero in every window of both"})
+			continue
+		}
+		dir := b.Direction
+		switch {
+		case matchName(higher, b.Name):
+			dir = HigherIsBetter
+		case matchName(lower, b.Name):
+			dir = LowerIsBetter
+		}
+		m := MetricResult{
+			Name: b.Name, Group: b.Group, Unit: b.Unit, Direction: dir,
+			BaseN: len(b.Values), NewN: len(n.Values),
+			BaseMedian: Median(b.Values), NewMedian: Median(n.Values),
+			Base: b.Values, New: n.Values, P: 1, PAdj: 1,
+		}
+		m.Ratio = Ratio(m.NewMedian, m.BaseMedian)
+		m.CILow, m.CIHigh = BootstrapRatioCI(b.Values, n.Values, opts.BootstrapIters, opts.Confidence, seedOf(b.Name))
+		if m.BaseN < opts.MinWindows || m.NewN < opts.MinWindows {
+			m.Verdict = VerdictTooFew
+		} else {
+			mw := MannWhitney(n.Values, b.Values)
+			m.U, m.P, m.Exact = mw.U, mw.P, mw.Exact
+			tested = append(tested, len(res.Metrics))
+		}
+		res.Metrics = append(res.Metrics, m)
+	}
+	for _, n := range new {
+		if !baseNames[n.Name] && (len(selected) == 0 || matchName(selected, n.Name)) {
+			res.Skipped = append(res.Skipped, Skipped{n.Name, "only in NEW"})
+		}
+	}
+	if len(opts.Metrics) > 0 && len(res.Metrics) == 0 {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("no metric both recordings have matches %s", strings.Join(opts.Metrics, ", ")))
+	}
+	ps := make([]float64, len(tested))
+	for i, idx := range tested {
+		ps[i] = res.Metrics[idx].P
+	}
+	for i, adj := range Holm(ps) {
+		m := &res.Metrics[tested[i]]
+		m.PAdj = adj
+		m.Significant = adj < opts.Alpha
+		m.Verdict = verdict(m.Significant, m.Ratio, m.Direction, opts.Threshold)
+	}
+	res.Tested = len(tested)
+	for _, m := range res.Metrics {
+		res.Counts[m.Verdict]++
+	}
+	sort.SliceStable(res.Metrics, func(i, j int) bool {
+		a, b := res.Metrics[i], res.Metrics[j]
+		if verdictRank[a.Verdict] != verdictRank[b.Verdict] {
+			return verdictRank[a.Verdict] < verdictRank[b.Verdict]
+		}
+		if a.PAdj != b.PAdj {
+			return a.PAdj < b.PAdj
+		}
+		return a.Name < b.Name
+	})
+	return res
+}
+
+var verdictRank = map[string]int{VerdictRegression: 0, VerdictImprovement: 1, VerdictChanged: 2, VerdictNoChange: 3, VerdictTooFew: 4}
+
+// verdict needs both significance and an effect beyond the threshold; the
+// direction then names it.
+func verdict(significant bool, ratio float64, dir Direction, threshold float64) string {
+	if !significant || math.Abs(ratio-1) <= threshold || math.IsNaN(ratio) {
+		return VerdictNoChange
+	}
+	up := ratio > 1
+	switch {
+	case dir == Neutral:
+		return VerdictChanged
+	case up == (dir == LowerIsBetter):
+		return VerdictRegression
+	}
+	return VerdictImprovement
+}
+
+func allZero(v []float64) bool {
+	for _, x := range v {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// seedOf seeds a metric's bootstrap from its name, so its interval does not
+// depend on which other metrics were compared.
+func seedOf(name string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return h.Sum64()
+}
+
+// compilePatterns turns name patterns with '*' wildcards into anchored
+// regular expressions; every other character is literal.
+func compilePatterns(pats []string) []*regexp.Regexp {
+	var out []*regexp.Regexp
+	for _, p := range pats {
+		parts := strings.Split(p, "*")
+		for i := range parts {
+			parts[i] = regexp.QuoteMeta(parts[i])
+		}
+		out = append(out, regexp.MustCompile("^"+strings.Join(parts, ".*")+"$"))
+	}
+	return out
+}
+
+// matchName matches a metric's full name, or an app metric's name without
+// its "app." prefix (the name the command wrote).
+func matchName(res []*regexp.Regexp, name string) bool {
+	bare, isApp := strings.CutPrefix(name, "app.")
+	for _, re := range res {
+		if re.MatchString(name) || (isApp && re.MatchString(bare)) {
+			return true
+		}
+	}
+	return false
+}

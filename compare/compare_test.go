@@ -1,0 +1,393 @@
+package compare
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/cacheheat/cacheheat/profile"
+)
+
+// load describes a synthetic workload: the mean of each quantity per
+// second; every window draws around them.
+type load struct {
+	ctxsw, clock, ops, offcpuBucket float64
+	hostname                        string
+	comm                            string
+}
+
+var baseLoad = load{ctxsw: 2000, clock: 9e8, ops: 1e6, offcpuBucket: 14, hostname: "h1", comm: "bench"}
+
+// synthRecording builds a 2-CPU recording of n 500 ms windows, with a
+// short last window (the target exited) that Extract must ignore.
+func synthRecording(rng *rand.Rand, l load, n int) *profile.Recording {
+	const interval = int64(500e6)
+	r := &profile.Recording{
+		Header: profile.Header{
+			Host: profile.Host{Hostname: l.hostname, CPUModel: "test cpu", Mode: "software", Topology: profile.Topology{
+				CPUs:  []profile.CPU{{ID: 0, Node: 0, L3: -1, Siblings: []int{0}}, {ID: 1, Node: 0, L3: -1, Siblings: []int{1}}},
+				Nodes: []profile.Node{{ID: 0, CPUs: []int{0, 1}}},
+			}},
+			Target:   profile.Target{Kind: profile.TargetCommand, Command: []string{"bench"}},
+			Settings: profile.Settings{IntervalNS: interval, SampleHz: 99},
+			Events: []profile.EventStatus{
+				{Name: "context-switches", Kind: "software", Status: profile.StatusMeasured},
+				{Name: "cpu-clock", Kind: "software", Status: profile.StatusMeasured},
+			},
+		},
+		Stacks: map[uint64]profile.Stack{},
+	}
+	noisy := func(mean float64) uint64 { return uint64(math.Max(0, mean*(1+0.05*rng.NormFloat64()))) }
+	for i := 0; i <= n; i++ {
+		dur := interval
+		if i == n {
+			dur = interval / 10
+		}
+		sec := float64(dur) / 1e9
+		cs := []uint64{noisy(l.ctxsw * sec / 2), noisy(l.ctxsw * sec / 2)}
+		clk := []uint64{noisy(l.clock * sec / 2), noisy(l.clock * sec / 2)}
+		hist := make([]uint64, profile.HistBuckets)
+		for k := 0; k < 200; k++ {
+			b := int(l.offcpuBucket + rng.NormFloat64())
+			hist[max(0, min(b, profile.HistBuckets-1))]++
+		}
+		w := profile.Window{
+			Index: i, StartNS: int64(i) * interval, EndNS: int64(i)*interval + dur,
+			Counters: []profile.Counter{
+				{Event: "context-switches", PerCPU: cs},
+				{Event: "cpu-clock", PerCPU: clk},
+			},
+			Processes: []profile.Process{{PID: 100 + i%2, Comm: l.comm, Counts: map[string]uint64{
+				"context-switches": cs[0] + cs[1], "cpu-clock": clk[0] + clk[1],
+			}}},
+			Histograms: []profile.Histogram{{Name: profile.HistOffCPU, Unit: "ns", PerCPU: [][]uint64{hist}}},
+			AppMetrics: map[string]float64{"ops_per_sec": l.ops * (1 + 0.05*rng.NormFloat64())},
+		}
+		r.Windows = append(r.Windows, w)
+	}
+	r.Trailer = &profile.Trailer{EndReason: profile.EndTargetExit, Windows: len(r.Windows), AppMetrics: map[string]float64{"ops_per_sec": l.ops}}
+	return r
+}
+
+func find(t *testing.T, res Result, name string) MetricResult {
+	t.Helper()
+	for _, m := range res.Metrics {
+		if m.Name == name {
+			return m
+		}
+	}
+	t.Fatalf("metric %q not in result; have %v", name, names(res))
+	return MetricResult{}
+}
+
+func names(res Result) []string {
+	var out []string
+	for _, m := range res.Metrics {
+		out = append(out, m.Name)
+	}
+	return out
+}
+
+func TestExtract(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	s := Extract(synthRecording(rng, baseLoad, 10))
+	byName := map[string]Series{}
+	for _, x := range s {
+		byName[x.Name] = x
+	}
+	for name, dir := range map[string]Direction{
+		"context-switches/s":               LowerIsBetter,
+		"context-switches/s{cpu=0}":        LowerIsBetter,
+		"context-switches/s{cpu=1}":        LowerIsBetter,
+		`context-switches/s{comm="bench"}`: LowerIsBetter,
+		"cpu-clock/s":                      Neutral,
+		"offcpu.p50":                       LowerIsBetter,
+		"offcpu.p99":                       LowerIsBetter,
+		"app.ops_per_sec":                  HigherIsBetter,
+	} {
+		x, ok := byName[name]
+		if !ok {
+			t.Errorf("no metric %q; have %d metrics", name, len(s))
+			continue
+		}
+		if x.Direction != dir {
+			t.Errorf("%s: direction %v, want %v", name, x.Direction, dir)
+		}
+		// The 50 ms last window is left out.
+		if len(x.Values) != 10 {
+			t.Errorf("%s: %d values, want 10", name, len(x.Values))
+		}
+	}
+	if _, ok := byName["context-switches/s{node=0}"]; ok {
+		t.Error("per-node metric on a one-node host duplicates the total")
+	}
+	if m := Median(byName["context-switches/s"].Values); math.Abs(m-2000) > 200 {
+		t.Errorf("context-switches/s median %g, want about 2000", m)
+	}
+}
+
+func TestExtractRatios(t *testing.T) {
+	r := &profile.Recording{Header: profile.Header{
+		Host:     profile.Host{Topology: profile.Topology{CPUs: []profile.CPU{{ID: 0}}, Nodes: []profile.Node{{ID: 0, CPUs: []int{0}}}}},
+		Settings: profile.Settings{IntervalNS: 1e9},
+	}}
+	for i := 0; i < 3; i++ {
+		r.Windows = append(r.Windows, profile.Window{StartNS: int64(i) * 1e9, EndNS: int64(i+1) * 1e9, Counters: []profile.Counter{
+			{Event: "LLC-load-misses", PerCPU: []uint64{50}},
+			{Event: "LLC-loads", PerCPU: []uint64{200}},
+			{Event: "instructions", PerCPU: []uint64{10000}},
+			{Event: "cycles", PerCPU: []uint64{20000}},
+		}})
+	}
+	got := map[string]Series{}
+	for _, s := range Extract(r) {
+		got[s.Name] = s
+	}
+	for name, want := range map[string]struct {
+		v   float64
+		dir Direction
+	}{
+		"LLC-load-misses/LLC-loads": {0.25, LowerIsBetter},
+		"LLC-load-misses/kinstr":    {5, LowerIsBetter},
+		"instructions/cycles":       {0.5, HigherIsBetter},
+	} {
+		s, ok := got[name]
+		if !ok || len(s.Values) != 3 || s.Values[0] != want.v || s.Direction != want.dir {
+			t.Errorf("%s: got %+v, want value %g direction %v", name, s, want.v, want.dir)
+		}
+	}
+}
+
+func TestAppDirection(t *testing.T) {
+	for name, want := range map[string]Direction{
+		"ops_per_sec": HigherIsBetter, "throughput": HigherIsBetter, "QPS": HigherIsBetter,
+		"p99_latency_us": LowerIsBetter, "ops_latency_ns": LowerIsBetter, "request_ms": LowerIsBetter,
+		"queue_depth": Neutral, "score": Neutral,
+	} {
+		if got := AppDirection(name); got != want {
+			t.Errorf("AppDirection(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func testOptions() Options {
+	o := DefaultOptions()
+	o.BootstrapIters = 200
+	return o
+}
+
+func TestCompareSameDistribution(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	res := Compare(synthRecording(rng, baseLoad, 12), synthRecording(rng, baseLoad, 12), testOptions())
+	if res.Regressed() || res.Counts[VerdictImprovement] > 0 {
+		t.Fatalf("same distribution: %s", res.Headline())
+	}
+	if len(res.Warnings) != 0 {
+		t.Errorf("unexpected warnings %v", res.Warnings)
+	}
+	if res.Tested < 10 {
+		t.Errorf("only %d metrics tested", res.Tested)
+	}
+}
+
+// A shifted pair: NEW has 40% fewer ops/s, 60% more context switches and
+// four times the off-CPU time per event. Those regress; the reverse order
+// shows them as improvements; cpu-clock (neutral) never regresses.
+func TestCompareShifted(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	bad := baseLoad
+	bad.ops *= 0.6
+	bad.ctxsw *= 1.6
+	bad.offcpuBucket += 2
+	bad.clock *= 0.5
+	good, worse := synthRecording(rng, baseLoad, 12), synthRecording(rng, bad, 12)
+
+	res := Compare(good, worse, testOptions())
+	if !res.Regressed() {
+		t.Fatalf("shifted pair not flagged: %s", res.Headline())
+	}
+	for _, name := range []string{"app.ops_per_sec", "context-switches/s", "offcpu.p50"} {
+		if m := find(t, res, name); m.Verdict != VerdictRegression {
+			t.Errorf("%s: verdict %q (ratio %g, p_adj %g), want regression", name, m.Verdict, m.Ratio, m.PAdj)
+		}
+	}
+	if m := find(t, res, "cpu-clock/s"); m.Verdict != VerdictChanged {
+		t.Errorf("cpu-clock/s: verdict %q, want changed", m.Verdict)
+	}
+	if m := find(t, res, "app.ops_per_sec"); !(m.CILow < 0.65 && m.CIHigh > 0.55 && m.CILow <= m.Ratio && m.Ratio <= m.CIHigh) {
+		t.Errorf("ops ratio %g CI [%g, %g], want around 0.6", m.Ratio, m.CILow, m.CIHigh)
+	}
+
+	rev := Compare(worse, good, testOptions())
+	if rev.Regressed() {
+		t.Fatalf("reverse order regressed: %s", rev.Headline())
+	}
+	if m := find(t, rev, "app.ops_per_sec"); m.Verdict != VerdictImprovement {
+		t.Errorf("reverse ops_per_sec: %q, want improvement", m.Verdict)
+	}
+
+	// A declared direction overrides the table; a threshold above the
+	// effect turns the verdict into "no change".
+	o := testOptions()
+	o.LowerIsBetter = []string{"ops_per_sec"}
+	if m := find(t, Compare(good, worse, o), "app.ops_per_sec"); m.Verdict != VerdictImprovement {
+		t.Errorf("declared lower-is-better: %q, want improvement", m.Verdict)
+	}
+	o = testOptions()
+	o.Threshold = 0.5
+	if m := find(t, Compare(good, worse, o), "app.ops_per_sec"); m.Verdict != VerdictNoChange || !m.Significant {
+		t.Errorf("threshold 50%%: %q significant=%v, want significant no change", m.Verdict, m.Significant)
+	}
+	o = testOptions()
+	o.Metrics = []string{"app.*", "offcpu*"}
+	sel := Compare(good, worse, o)
+	for _, m := range sel.Metrics {
+		if !strings.HasPrefix(m.Name, "app.") && !strings.HasPrefix(m.Name, "offcpu") {
+			t.Errorf("--metric selected %q", m.Name)
+		}
+	}
+	if sel.Tested != 3 {
+		t.Errorf("selected %d metrics, want 3 (%v)", sel.Tested, names(sel))
+	}
+}
+
+// False alarms: 500 pairs drawn from one distribution, each with 20
+// metrics (some discrete, so tied), must flag a regression in at most
+// alpha of the pairs, with or without the effect threshold.
+func TestFalseAlarmRate(t *testing.T) {
+	const pairs, metrics, windows = 500, 20, 12
+	rng := rand.New(rand.NewPCG(11, 12))
+	draw := func(k int) []float64 {
+		v := make([]float64, windows)
+		for i := range v {
+			switch k % 3 {
+			case 0: // continuous, no ties
+				v[i] = 100 + 10*rng.NormFloat64()
+			case 1: // small counts: many ties
+				v[i] = float64(rng.IntN(5))
+			default: // skewed
+				v[i] = math.Exp(rng.NormFloat64())
+			}
+		}
+		return v
+	}
+	for _, c := range []struct{ alpha, threshold float64 }{{0.05, 0}, {0.01, 0}, {0.01, 0.05}} {
+		o := testOptions()
+		o.Alpha, o.Threshold, o.BootstrapIters = c.alpha, c.threshold, 1
+		flagged := 0
+		for p := 0; p < pairs; p++ {
+			var base, new []Series
+			for k := 0; k < metrics; k++ {
+				name := fmt.Sprintf("m%d", k)
+				base = append(base, Series{Name: name, Direction: LowerIsBetter, Values: draw(k)})
+				new = append(new, Series{Name: name, Direction: LowerIsBetter, Values: draw(k)})
+			}
+			if res := CompareSeries(base, new, o); res.Regressed() {
+				flagged++
+			}
+		}
+		rate := float64(flagged) / pairs
+		t.Logf("alpha %g threshold %g: %d of %d same-distribution pairs flagged (%.3f)", c.alpha, c.threshold, flagged, pairs, rate)
+		if rate > c.alpha {
+			t.Errorf("alpha %g threshold %g: false-alarm rate %.3f > alpha", c.alpha, c.threshold, rate)
+		}
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	other := baseLoad
+	other.hostname = "h2"
+	b, n := synthRecording(rng, baseLoad, 6), synthRecording(rng, other, 6)
+	n.Header.Host.CPUModel = "other cpu"
+	n.Header.Events = append(n.Header.Events, profile.EventStatus{Name: "page-faults", Status: profile.StatusMeasured})
+	res := Compare(b, n, testOptions())
+	all := strings.Join(res.Warnings, "\n")
+	for _, want := range []string{"different hosts", "different CPU models", "only in NEW, not compared: page-faults"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("warnings %q lack %q", all, want)
+		}
+	}
+}
+
+func TestOutputs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	bad := baseLoad
+	bad.ops *= 0.5
+	bad.comm = "evil|`<script>`\n"
+	res := Compare(synthRecording(rng, baseLoad, 12), synthRecording(rng, bad, 12), testOptions())
+
+	var js bytes.Buffer
+	if err := WriteJSON(&js, &res); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Alpha     float64 `json:"alpha"`
+		Threshold float64 `json:"threshold"`
+		Tested    int     `json:"tested"`
+		Metrics   []struct {
+			Name      string   `json:"name"`
+			Direction string   `json:"direction"`
+			Ratio     *float64 `json:"ratio"`
+			CILow     *float64 `json:"ci_low"`
+			PAdj      float64  `json:"p_adj"`
+			Verdict   string   `json:"verdict"`
+		} `json:"metrics"`
+		Counts  map[string]int `json:"counts"`
+		Skipped []Skipped      `json:"skipped"`
+		Base    Side           `json:"base"`
+	}
+	if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
+		t.Fatalf("JSON does not parse: %v\n%s", err, js.String())
+	}
+	if doc.Alpha != 0.01 || doc.Tested == 0 || doc.Counts["regression"] == 0 || doc.Base.Hostname != "h1" {
+		t.Errorf("JSON header fields wrong: %+v", doc)
+	}
+	if doc.Metrics[0].Verdict != "regression" || doc.Metrics[0].Direction == "" || doc.Metrics[0].Ratio == nil {
+		t.Errorf("first JSON metric %+v, want a regression with ratio and direction", doc.Metrics[0])
+	}
+	// The comm differs, so its per-process metrics are only in one side.
+	if len(doc.Skipped) == 0 {
+		t.Error("no skipped metrics listed")
+	}
+
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, &res); err != nil {
+		t.Fatal(err)
+	}
+	out := md.String()
+	if !strings.Contains(out, "### :x: cacheheat diff") || !strings.Contains(out, "| regression | app.ops\\_per\\_sec |") {
+		t.Errorf("markdown lacks headline or regression row:\n%s", out)
+	}
+	if strings.Contains(out, "<script>") {
+		t.Errorf("markdown carries a raw comm:\n%s", out)
+	}
+
+	var txt bytes.Buffer
+	if err := WriteText(&txt, &res); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(txt.String(), "REGRESSION: ") || !strings.Contains(txt.String(), "app.ops_per_sec") {
+		t.Errorf("text table:\n%s", txt.String())
+	}
+}
+
+func TestInfiniteRatioJSON(t *testing.T) {
+	res := CompareSeries(
+		[]Series{{Name: "x", Direction: LowerIsBetter, Values: []float64{0, 0, 0, 0, 0, 0}}},
+		[]Series{{Name: "x", Direction: LowerIsBetter, Values: []float64{5, 6, 7, 8, 9, 10}}}, testOptions())
+	if m := res.Metrics[0]; !math.IsInf(m.Ratio, 1) || m.Verdict != VerdictRegression {
+		t.Fatalf("0 -> positive: ratio %g verdict %q, want inf regression", m.Ratio, m.Verdict)
+	}
+	var buf bytes.Buffer
+	if err := WriteJSON(&buf, &res); err != nil {
+		t.Fatalf("JSON with an infinite ratio: %v", err)
+	}
+	if !strings.Contains(buf.String(), `"ratio": null`) {
+		t.Errorf("infinite ratio not written as null:\n%s", buf.String())
+	}
+}

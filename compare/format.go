@@ -1,0 +1,190 @@
+package compare
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteJSON writes the result as indented JSON (the `diff --json`
+// document).
+func WriteJSON(w io.Writer, r *Result) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// Headline is the one-line outcome, for example "REGRESSION: 2
+// regressions, 1 improvement in 34 tested metrics (alpha 0.01, threshold
+// 5%)".
+func (r *Result) Headline() string {
+	word := "OK"
+	if r.Regressed() {
+		word = "REGRESSION"
+	}
+	return fmt.Sprintf("%s: %s, %s, %s in %d tested metrics (alpha %g, threshold %g%%)", word,
+		plural(r.Counts[VerdictRegression], "regression"), plural(r.Counts[VerdictImprovement], "improvement"),
+		plural(r.Counts[VerdictChanged], "neutral change"), r.Tested, r.Alpha, r.Threshold*100)
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// WriteText writes the metric table for a terminal: every compared metric,
+// regressions first. Metric names quote the comms they hold
+// (strconv.Quote), so control characters in process names never reach the
+// terminal raw.
+func WriteText(w io.Writer, r *Result) error {
+	for _, s := range r.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", s)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "VERDICT\tMETRIC\tBASE\tNEW\tRATIO\t%g%% CI\tP(HOLM)\n", r.Confidence*100)
+	for _, m := range r.Metrics {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Verdict, m.Name, FormatValue(m.BaseMedian, m.Unit),
+			FormatValue(m.NewMedian, m.Unit), FormatRatio(m.Ratio), FormatCI(m.CILow, m.CIHigh), FormatP(m))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(r.Skipped) > 0 {
+		fmt.Fprintf(w, "%d metrics not compared (only in one recording, or zero in both); --json lists them\n", len(r.Skipped))
+	}
+	_, err := fmt.Fprintln(w, r.Headline())
+	return err
+}
+
+// MaxMarkdownRows bounds the markdown summary's table: a pull-request
+// comment should stay short.
+const MaxMarkdownRows = 15
+
+// WriteMarkdown writes a short summary for a pull-request comment: the
+// headline, the significant changes and the warnings.
+func WriteMarkdown(w io.Writer, r *Result) error {
+	icon := ":white_check_mark:"
+	if r.Regressed() {
+		icon = ":x:"
+	}
+	fmt.Fprintf(w, "### %s cacheheat diff\n\n%s\n\n", icon, mdEscape(r.Headline()))
+	var rows []MetricResult
+	for _, m := range r.Metrics {
+		if m.Verdict == VerdictRegression || m.Verdict == VerdictImprovement || m.Verdict == VerdictChanged {
+			rows = append(rows, m)
+		}
+	}
+	if len(rows) > 0 {
+		fmt.Fprintf(w, "| verdict | metric | base | new | ratio (%g%% CI) | p (Holm) |\n|---|---|--:|--:|--:|--:|\n", r.Confidence*100)
+		for i, m := range rows {
+			if i == MaxMarkdownRows {
+				fmt.Fprintf(w, "\n…and %d more significant changes (see the HTML or JSON report).\n", len(rows)-i)
+				break
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s %s | %s |\n", m.Verdict, mdEscape(m.Name),
+				FormatValue(m.BaseMedian, m.Unit), FormatValue(m.NewMedian, m.Unit),
+				FormatRatio(m.Ratio), FormatCI(m.CILow, m.CIHigh), FormatP(m))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "%d metrics with no significant change beyond %g%%; %d not tested (too few windows).\n",
+		r.Counts[VerdictNoChange], r.Threshold*100, r.Counts[VerdictTooFew])
+	for _, s := range r.Warnings {
+		fmt.Fprintf(w, "\n> **warning:** %s\n", mdEscape(s))
+	}
+	return nil
+}
+
+// mdEscape backslash-escapes the characters that would end a table cell or
+// start markup, so process names cannot change the comment's structure.
+func mdEscape(s string) string {
+	var b strings.Builder
+	for _, c := range s {
+		switch c {
+		case '\\', '`', '*', '_', '|', '<', '>', '[', ']', '~', '#', '!':
+			b.WriteByte('\\')
+		case '\n', '\r':
+			c = ' '
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// FormatValue prints a metric value with its unit: nanoseconds as ns/us/
+// ms/s, rates with an SI prefix.
+func FormatValue(v float64, unit string) string {
+	switch {
+	case math.IsNaN(v):
+		return "-"
+	case unit == "ns":
+		switch {
+		case v >= 1e9:
+			return fmt.Sprintf("%.3gs", v/1e9)
+		case v >= 1e6:
+			return fmt.Sprintf("%.3gms", v/1e6)
+		case v >= 1e3:
+			return fmt.Sprintf("%.3gus", v/1e3)
+		}
+		return fmt.Sprintf("%.3gns", v)
+	case unit == "/s":
+		return si(v) + "/s"
+	case unit == "MPKI":
+		return fmt.Sprintf("%.3g MPKI", v)
+	}
+	return si(v)
+}
+
+func si(v float64) string {
+	a := math.Abs(v)
+	switch {
+	case a >= 1e9:
+		return fmt.Sprintf("%.3gG", v/1e9)
+	case a >= 1e6:
+		return fmt.Sprintf("%.3gM", v/1e6)
+	case a >= 1e4:
+		return fmt.Sprintf("%.3gk", v/1e3)
+	}
+	return fmt.Sprintf("%.3g", v)
+}
+
+// FormatRatio prints a ratio of medians, "x0.25" or "inf".
+func FormatRatio(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "-"
+	case math.IsInf(v, 1):
+		return "inf"
+	}
+	return fmt.Sprintf("x%.3g", v)
+}
+
+// FormatCI prints a confidence interval of a ratio.
+func FormatCI(lo, hi float64) string {
+	if math.IsNaN(lo) || math.IsNaN(hi) {
+		return "-"
+	}
+	f := func(v float64) string {
+		if math.IsInf(v, 1) {
+			return "inf"
+		}
+		return fmt.Sprintf("%.3g", v)
+	}
+	return "[" + f(lo) + ", " + f(hi) + "]"
+}
+
+// FormatP prints the Holm-adjusted p-value, or "-" when not tested.
+func FormatP(m MetricResult) string {
+	if m.Verdict == VerdictTooFew {
+		return "-"
+	}
+	if m.PAdj < 1e-4 {
+		return fmt.Sprintf("%.1e", m.PAdj)
+	}
+	return fmt.Sprintf("%.4f", m.PAdj)
+}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cacheheat/cacheheat/collector"
+	"github.com/cacheheat/cacheheat/profile"
+)
+
+func init() {
+	// A command target starts as a re-executed cacheheat that waits for
+	// the recorder before exec'ing the command (collector.RunGate).
+	collector.RunGate()
+	register(command{name: "record", summary: "record a process, a cgroup, a command or the whole host", run: runRecord})
+	errorClassifiers = append(errorClassifiers, func(err error) (int, bool) {
+		switch {
+		case errors.Is(err, collector.ErrHost):
+			return exitHost, true
+		case errors.Is(err, collector.ErrNoTarget), errors.Is(err, collector.ErrUnknownEvent):
+			return exitUsage, true
+		}
+		return 0, false
+	})
+}
+
+func runRecord(name string, args []string, stdout io.Writer) error {
+	fs := newFlagSet(name, "[-p PID[,PID..] | -a | -G CGROUP | -- CMD ARGS] [-C CPUS] [-e EVENTS] [-d DURATION] [-i INTERVAL] [-F HZ] [-c PERIOD] [-q] -o FILE", `  cacheheat record -d 10s -o r.rec -- ./bench --size 1G
+  sudo cacheheat record -p 1234 -d 30s -o r.rec
+  cacheheat record -a -e cpu-clock,page-faults -i 100ms -d 5s -o host.rec
+  cacheheat record -G system.slice/nginx.service -d 1m -o nginx.rec
+`, stdout)
+	pids := fs.StringP("pid", "p", "", "record these processes (comma-separated), their threads and children")
+	all := fs.BoolP("all-cpus", "a", false, "record every task on every CPU")
+	cgroup := fs.StringP("cgroup", "G", "", "record the tasks of this cgroup v2 (path, absolute or under /sys/fs/cgroup)")
+	cpuList := fs.StringP("cpu", "C", "", "only these CPUs (e.g. 0-3,8)")
+	events := fs.StringP("event", "e", "", "events to measure, comma-separated (default: every cache and hardware event the host has, plus cpu-clock, page-faults, major-faults, context-switches, cpu-migrations)")
+	dur := fs.StringP("duration", "d", "", "stop after this long (e.g. 10s, 1m); default: until the targets exit or Ctrl-C")
+	interval := fs.StringP("interval", "i", "1s", "window length, at least 10ms")
+	hz := fs.IntP("freq", "F", collector.DefaultSampleHz, "cpu-clock stack samples per second per CPU")
+	period := fs.Uint64P("count", "c", collector.DefaultMissPeriod, "sample a stack every this many primary miss events (LLC-load-misses, else cache-misses) where the PMU has them")
+	quiet := fs.BoolP("quiet", "q", false, "no status line")
+	out := fs.StringP("output", "o", "", "recording file to write (required)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+
+	opts := collector.Options{Output: *out, SampleHz: *hz, SamplePeriod: *period}
+	if opts.Output == "" {
+		return usageErrorf("record: -o FILE is required; run 'cacheheat record --help'")
+	}
+	var cmdArgs []string
+	if at := fs.ArgsLenAtDash(); at >= 0 {
+		if at > 0 {
+			return usageErrorf("record: unexpected arguments %q before --", fs.Args()[:at])
+		}
+		cmdArgs = fs.Args()
+	} else if fs.NArg() > 0 {
+		return usageErrorf("record: unexpected arguments %q; put a command after --", fs.Args())
+	}
+	n := 0
+	for _, set := range []bool{*pids != "", *all, *cgroup != "", len(cmdArgs) > 0} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return usageErrorf("record: give exactly one target: -p PID, -a, -G CGROUP or -- CMD ARGS")
+	}
+	switch {
+	case *pids != "":
+		opts.Target.Kind = profile.TargetPID
+		for _, s := range strings.Split(*pids, ",") {
+			p, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || p <= 0 {
+				return usageErrorf("record: -p %q: not a process id", s)
+			}
+			opts.Target.PIDs = append(opts.Target.PIDs, p)
+		}
+	case *all:
+		opts.Target.Kind = profile.TargetAll
+	case *cgroup != "":
+		opts.Target.Kind, opts.Target.Cgroup = profile.TargetCgroup, *cgroup
+	default:
+		opts.Target.Kind, opts.Target.Command = profile.TargetCommand, cmdArgs
+	}
+	if *cpuList != "" {
+		cpus, err := collector.ParseCPUList(*cpuList)
+		if err != nil {
+			return usageErrorf("record: -C %q: %v", *cpuList, err)
+		}
+		opts.CPUs = cpus
+	}
+	if *events != "" {
+		cpu, err := collector.ReadCPUInfo("/")
+		if err != nil {
+			return &hostError{err}
+		}
+		for _, name := range strings.Split(*events, ",") {
+			ev, err := collector.LookupEvent(strings.TrimSpace(name), cpu)
+			if err != nil {
+				return usageErrorf("record: %v", err)
+			}
+			opts.Events = append(opts.Events, ev)
+		}
+	}
+	var err error
+	if *dur != "" {
+		if opts.Duration, err = time.ParseDuration(*dur); err != nil || opts.Duration <= 0 {
+			return usageErrorf("record: -d %q: want a positive duration such as 10s or 2m", *dur)
+		}
+	}
+	if opts.Interval, err = time.ParseDuration(*interval); err != nil || opts.Interval < collector.MinInterval {
+		return usageErrorf("record: -i %q: want a duration of at least %v, such as 1s or 100ms", *interval, collector.MinInterval)
+	}
+	if *hz <= 0 {
+		return usageErrorf("record: -F %d: want a positive frequency", *hz)
+	}
+	if *period == 0 {
+		return usageErrorf("record: -c 0: want a positive period")
+	}
+
+	opts.Warn = func(msg string) { fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", msg) }
+	showStatus := !*quiet && isTerminal(os.Stderr)
+	if showStatus {
+		opts.OnWindow = func(_ *profile.Window, s collector.Status) {
+			fmt.Fprintf(os.Stderr, "\r\033[Krecording %s: %.0fs, %d windows, %d samples, %d drops",
+				opts.Output, s.Elapsed.Seconds(), s.Windows, s.Samples, s.Drops)
+		}
+	}
+	rec, err := collector.NewRecorder(opts)
+	if err != nil {
+		return usageErrorf("record: %v", err)
+	}
+
+	// The first SIGINT/SIGTERM finishes the recording; a second one ends
+	// the file where it is and exits at once.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		<-sigs
+		cancel()
+		<-sigs
+		if err := rec.Abort(); err != nil {
+			fmt.Fprintf(os.Stderr, "\ncacheheat: %v\n", err)
+		}
+		fmt.Fprintf(os.Stderr, "\ncacheheat: interrupted twice: %s ends after its last complete window\n", opts.Output)
+		os.Exit(130)
+	}()
+
+	tr, err := rec.Run(ctx)
+	if showStatus {
+		fmt.Fprintln(os.Stderr)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "recorded %d windows to %s (end: %s)\n", tr.Windows, opts.Output, tr.EndReason)
+	return nil
+}
+
+// isTerminal says whether f is a terminal: the status line is for people,
+// not for logs.
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}

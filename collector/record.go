@@ -1,0 +1,501 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cacheheat/cacheheat/collector/symbolize"
+	"github.com/cacheheat/cacheheat/profile"
+)
+
+// Defaults of record's options.
+const (
+	DefaultInterval   = time.Second
+	MinInterval       = 10 * time.Millisecond
+	DefaultSampleHz   = 99
+	DefaultMissPeriod = 10007 // prime, so sampling does not lock onto a loop
+)
+
+// missEvents are the primary miss events sampled with stacks where the PMU
+// has them, in order of preference.
+var missEvents = []string{"LLC-load-misses", "cache-misses"}
+
+// Options configure a recording.
+type Options struct {
+	Target Target
+	// Events to measure; nil means DefaultEvents. Each is probed: what the
+	// host cannot count is recorded as unsupported or denied.
+	Events       []Event
+	CPUs         []int // -C; empty: every online CPU
+	Interval     time.Duration
+	Duration     time.Duration // 0: until the targets exit or ctx ends
+	SampleHz     int
+	SamplePeriod uint64 // the miss event's sampling period (-c)
+	Output       string
+	// OnWindow is called after each window is written; it must return
+	// quickly, the recorder waits for it.
+	OnWindow func(*profile.Window, Status)
+	// Warn receives one-line warnings (unsupported events, ...).
+	Warn func(string)
+}
+
+// Status is the recorder's progress, for the status line and the live view.
+type Status struct {
+	Elapsed time.Duration
+	Windows int
+	Samples uint64
+	Drops   uint64
+}
+
+// Recorder runs one recording. Abort may be called from another goroutine
+// (a second Ctrl-C) to end the file at once.
+type Recorder struct {
+	opts Options
+
+	mu      sync.Mutex
+	w       *profile.Writer
+	aborted bool
+}
+
+// NewRecorder checks the options; Run does the work.
+func NewRecorder(opts Options) (*Recorder, error) {
+	if opts.Interval == 0 {
+		opts.Interval = DefaultInterval
+	}
+	if opts.Interval < MinInterval {
+		return nil, fmt.Errorf("interval %v is below the minimum of %v", opts.Interval, MinInterval)
+	}
+	if opts.Duration < 0 {
+		return nil, fmt.Errorf("negative duration %v", opts.Duration)
+	}
+	if opts.SampleHz == 0 {
+		opts.SampleHz = DefaultSampleHz
+	}
+	if opts.SamplePeriod == 0 {
+		opts.SamplePeriod = DefaultMissPeriod
+	}
+	if opts.Output == "" {
+		return nil, errors.New("no output file")
+	}
+	if opts.Warn == nil {
+		opts.Warn = func(string) {}
+	}
+	return &Recorder{opts: opts}, nil
+}
+
+// Abort ends the recording file without a trailer, leaving it readable up
+// to its last complete window. The caller exits right after.
+func (r *Recorder) Abort() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.w == nil || r.aborted {
+		return nil
+	}
+	r.aborted = true
+	return r.w.Abort()
+}
+
+// Run records until the duration passes, every target exits or ctx is
+// done (a signal), then finishes the file and releases every kernel
+// object. It returns the trailer written.
+func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
+	o := r.opts
+	if err := checkPrivileges(); err != nil {
+		return nil, err
+	}
+	host, err := DetectHost("/")
+	if err != nil {
+		return nil, fmt.Errorf("reading host: %w", err)
+	}
+	cpus, err := pickCPUs(host.Topology, o.CPUs)
+	if err != nil {
+		return nil, err
+	}
+
+	// Target: checked before anything is loaded.
+	kc := kernelConfig{cpus: cpus, sampleHz: o.SampleHz, missPeriod: o.SamplePeriod}
+	var tgt = o.Target
+	switch tgt.Kind {
+	case profile.TargetPID:
+		if err := checkPIDs(tgt.PIDs); err != nil {
+			return nil, err
+		}
+		kc.mode, kc.pids = modePIDs, tgt.PIDs
+	case profile.TargetCgroup:
+		id, err := cgroupID(tgt.Cgroup)
+		if err != nil {
+			return nil, err
+		}
+		tgt.Cgroup = cgroupPath(tgt.Cgroup)
+		kc.mode, kc.cgroupID = modeCgroup, id
+	case profile.TargetAll:
+		kc.mode = modeAll
+	case profile.TargetCommand:
+		kc.mode = modePIDs
+	default:
+		return nil, fmt.Errorf("unknown target kind %q", tgt.Kind)
+	}
+
+	// Events: every requested one is probed; measured ones get a slot.
+	evs := o.Events
+	if evs == nil {
+		cpu, err := ReadCPUInfo("/")
+		if err != nil {
+			return nil, err
+		}
+		evs = DefaultEvents(cpu)
+	}
+	var statuses []profile.EventStatus
+	var unsupported []string
+	for _, ev := range evs {
+		st := ProbeEvent(ev)
+		statuses = append(statuses, st)
+		if st.Status == profile.StatusMeasured {
+			kc.counted = append(kc.counted, ev)
+		} else {
+			unsupported = append(unsupported, ev.Name)
+		}
+	}
+	if len(unsupported) > 0 {
+		reasons := map[string]bool{}
+		var rs []string
+		for _, st := range statuses {
+			if st.Status != profile.StatusMeasured && !reasons[st.Reason] {
+				reasons[st.Reason] = true
+				rs = append(rs, st.Reason)
+			}
+		}
+		o.Warn(fmt.Sprintf("%d events not measured (%s): %s", len(unsupported), strings.Join(rs, "; "), strings.Join(unsupported, ", ")))
+	}
+	if len(kc.counted) > maxEvents {
+		return nil, fmt.Errorf("%d measurable events requested, at most %d can be measured at once: pick some with -e", len(kc.counted), maxEvents)
+	}
+	sampleEvs := [2]string{"cpu-clock", ""}
+	if cpu, err := ReadCPUInfo("/"); err == nil {
+		for _, name := range missEvents {
+			ev, err := LookupEvent(name, cpu)
+			if err == nil && ProbeEvent(ev).Status == profile.StatusMeasured {
+				kc.missEvent = &ev
+				sampleEvs[slotMiss] = name
+				break
+			}
+		}
+	}
+	host.Mode = HostMode(statuses)
+
+	// The command starts behind its gate before the programs load, so a
+	// command that cannot start is a usage error with nothing loaded.
+	var cm *command
+	var am *appMetrics
+	if tgt.Kind == profile.TargetCommand {
+		uid, gid := -1, -1
+		if c := sudoCredential(); c != nil {
+			uid, gid = int(c.Uid), int(c.Gid)
+		}
+		am, err = newAppMetrics(o.Output, uid, gid)
+		if err != nil {
+			return nil, err
+		}
+		defer am.close()
+		cm, err = startCommand(tgt.Command, []string{am.env()})
+		if err != nil {
+			return nil, err
+		}
+		tgt.PIDs = []int{cm.cmd.Process.Pid}
+		kc.pids = tgt.PIDs
+		defer func() {
+			if cm != nil && err != nil {
+				cm.kill()
+			}
+		}()
+	}
+
+	k, err := openKernel(kc)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if cerr := k.close(); cerr != nil && err == nil {
+			err = fmt.Errorf("releasing bpf objects: %w", cerr)
+		}
+	}()
+
+	names := make([]string, len(kc.counted))
+	for i, ev := range kc.counted {
+		names[i] = ev.Name
+	}
+	settings := profile.Settings{
+		IntervalNS: int64(o.Interval), DurationNS: int64(o.Duration),
+		SampleHz: o.SampleHz, CPUs: o.CPUs,
+		SampleEvents: []string{sampleEvs[slotClock]},
+	}
+	if kc.missEvent != nil {
+		settings.SamplePeriod = o.SamplePeriod
+		settings.SampleEvents = append(settings.SampleEvents, sampleEvs[slotMiss])
+	}
+	start := time.Now()
+	w, err := profile.Create(o.Output, profile.Header{
+		Tool: "cacheheat", StartTime: start, Host: host,
+		Target: tgt.header(), Settings: settings, Events: statuses,
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.w = w
+	r.mu.Unlock()
+
+	sym := symbolize.New()
+	for _, pid := range tgt.PIDs {
+		_ = sym.Snapshot(pid) // a process may exit at any time: resolved as [unknown]
+	}
+	if cm != nil {
+		if err := cm.release(); err != nil {
+			return nil, err
+		}
+	}
+
+	rec := &run{
+		k: k, sym: sym, am: am,
+		meta: windowMeta{
+			events: names, sampleEvs: sampleEvs, sampleHz: o.SampleHz,
+			ncpu: host.Topology.MaxCPU() + 1, sampled: len(cpus),
+			allTasks: tgt.Kind == profile.TargetAll,
+			procComm: procComm, procCmd: procCmdline,
+			stackTable: newStackTable(sym),
+		},
+		start: start,
+	}
+	if rec.prev, err = k.snapshot(); err != nil {
+		return nil, err
+	}
+
+	exited := make(chan struct{})
+	stopWatch := make(chan struct{})
+	defer close(stopWatch)
+	switch {
+	case cm != nil:
+		go func() {
+			t := time.NewTicker(100 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-cm.done:
+					close(exited)
+					return
+				case <-stopWatch:
+					return
+				case <-t.C:
+					_ = sym.Snapshot(cm.cmd.Process.Pid)
+				}
+			}
+		}()
+	case tgt.Kind == profile.TargetPID:
+		go watchPIDs(k, sym, exited, stopWatch)
+	}
+
+	end := profile.EndSignal
+	var deadline <-chan time.Time
+	if o.Duration > 0 {
+		dt := time.NewTimer(o.Duration)
+		defer dt.Stop()
+		deadline = dt.C
+	}
+	tick := time.NewTicker(o.Interval)
+	defer tick.Stop()
+loop:
+	for {
+		select {
+		case <-tick.C:
+			if err := r.closeWindow(rec, false); err != nil {
+				return nil, err
+			}
+			// A duration that is a multiple of the interval ends with a
+			// full window, not a sliver.
+			if o.Duration > 0 && time.Since(start) >= o.Duration-o.Interval/100 {
+				end = profile.EndDuration
+				break loop
+			}
+		case <-deadline:
+			end = profile.EndDuration
+			break loop
+		case <-exited:
+			end = profile.EndTargetExit
+			// The exiting task's last context switch, which attributes
+			// its final counts, may still be running on another CPU.
+			time.Sleep(20 * time.Millisecond)
+			break loop
+		case <-ctx.Done():
+			end = profile.EndSignal
+			break loop
+		}
+	}
+	if err := r.closeWindow(rec, true); err != nil {
+		return nil, err
+	}
+
+	trailer := profile.Trailer{EndReason: end, EndTime: time.Now(), Drops: rec.drops, Windows: rec.windows}
+	if cm != nil {
+		if end == profile.EndTargetExit {
+			st := cm.exitStatus()
+			trailer.ExitStatus = &st
+		}
+	}
+	if am != nil {
+		trailer.AppMetrics = am.final
+		if msg := am.warning(); msg != "" {
+			trailer.Warnings = append(trailer.Warnings, msg)
+			o.Warn(msg)
+		}
+	}
+	if d := rec.drops; d.Total() > 0 {
+		trailer.Warnings = append(trailer.Warnings, fmt.Sprintf("data lost: %d stack errors, %d samples (sample map full), %d counter deltas (task map full), %d other map errors", d.StackErrors, d.SampleMapFull, d.ProcMapFull, d.MapErrors))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.aborted {
+		return &trailer, nil
+	}
+	if err := w.Close(trailer); err != nil {
+		return nil, err
+	}
+	r.w = nil
+	return &trailer, nil
+}
+
+// run is the state carried from window to window.
+type run struct {
+	k       source
+	sym     *symbolize.Symbolizer
+	am      *appMetrics
+	meta    windowMeta
+	prev    *snapshot
+	start   time.Time
+	lastNS  int64
+	samples uint64
+	drops   profile.Drops
+	windows int
+}
+
+// closeWindow drains the kernel, writes one window and reports it. The last
+// window of a recording is written only when it is not empty of time.
+func (r *Recorder) closeWindow(rc *run, last bool) error {
+	now := time.Now()
+	endNS := now.Sub(rc.start).Nanoseconds()
+	samples, lost, err := rc.k.drainSamples()
+	if err != nil {
+		return err
+	}
+	cur, err := rc.k.snapshot()
+	if err != nil {
+		return err
+	}
+	if last && endNS-rc.lastNS < int64(time.Millisecond) && len(samples) == 0 {
+		return nil
+	}
+	// Mappings of every process seen are read now, while it may still run.
+	seen := map[int]bool{}
+	for _, s := range samples {
+		if !seen[s.pid] {
+			seen[s.pid] = true
+			_ = rc.sym.Snapshot(s.pid)
+		}
+	}
+	m := rc.meta
+	m.startNS, m.endNS = rc.lastNS, endNS
+	win := buildWindow(rc.prev, cur, samples, lost, m)
+	if rc.am != nil {
+		win.AppMetrics = rc.am.poll(last)
+	}
+	rc.prev, rc.lastNS = cur, endNS
+	for _, s := range win.Samples {
+		rc.samples += s.Count
+	}
+	rc.drops.Add(win.Drops)
+
+	r.mu.Lock()
+	if r.aborted {
+		r.mu.Unlock()
+		return nil
+	}
+	err = r.w.WriteWindow(win)
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	rc.windows++
+	if r.opts.OnWindow != nil {
+		r.opts.OnWindow(win, Status{Elapsed: now.Sub(rc.start), Windows: rc.windows, Samples: rc.samples, Drops: rc.drops.Total()})
+	}
+	return nil
+}
+
+// watchPIDs closes exited when every process in the target set has
+// exited, and keeps the symbolizer's view of their mappings fresh.
+func watchPIDs(k *kernel, sym *symbolize.Symbolizer, exited, stop chan struct{}) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		pids, err := k.targetPIDs()
+		if err != nil {
+			continue
+		}
+		any := false
+		for _, pid := range pids {
+			if alive(pid) {
+				any = true
+				_ = sym.Snapshot(pid)
+			}
+		}
+		if !any {
+			close(exited)
+			return
+		}
+	}
+}
+
+// pickCPUs returns the online CPUs to record on: all, or the -C list,
+// which must name online CPUs.
+func pickCPUs(t profile.Topology, want []int) ([]int, error) {
+	var online []int
+	for _, c := range t.CPUs {
+		online = append(online, c.ID)
+	}
+	if len(want) == 0 {
+		return online, nil
+	}
+	for _, c := range want {
+		if !slices.Contains(online, c) {
+			return nil, fmt.Errorf("%w: cpu %d is not online (online: %s)", ErrNoTarget, c, FormatCPUList(online))
+		}
+	}
+	return want, nil
+}
+
+func procComm(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func procCmdline(pid int) []string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil || len(b) == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+}

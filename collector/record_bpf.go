@@ -1,0 +1,420 @@
+package collector
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"github.com/cacheheat/cacheheat/bpf"
+)
+
+// maxEvents is the BPF side's fixed number of counter slots (MAX_EVENTS in
+// bpf/cacheheat.c).
+const maxEvents = 16
+
+// Sample slots of the BPF side: cpu-clock and the primary miss event.
+const (
+	slotClock = 0
+	slotMiss  = 1
+)
+
+// Target modes of the BPF side (MODE_* in bpf/cacheheat.c).
+const (
+	modeAll    = 0
+	modePIDs   = 1
+	modeCgroup = 2
+)
+
+// ErrHost is wrapped by errors that mean this host cannot record: no
+// privileges, no BTF, the kernel refused the BPF programs. The command maps
+// it to exit code 3.
+var ErrHost = errors.New("this host cannot record")
+
+// kernelConfig is what the BPF side needs before load.
+type kernelConfig struct {
+	mode     uint32
+	cgroupID uint64
+	pids     []int
+	counted  []Event // measured events, slot = index
+	cpus     []int   // CPUs to count and sample on
+	sampleHz int
+	// missEvent, when non-nil, is sampled every missPeriod events.
+	missEvent  *Event
+	missPeriod uint64
+}
+
+// kernel holds every kernel object of a recording: the loaded programs and
+// maps, their links and the perf events. close releases all of them.
+type kernel struct {
+	objs     bpf.CacheheatObjects
+	links    []link.Link
+	counters [][]*perfCounter // [slot][i], CPU = cfg.cpus[i]
+	samplers []*perfCounter
+	possible int
+	cfg      kernelConfig
+	buf      uint32 // active stack buffer
+	missOK   bool
+}
+
+// checkPrivileges says what is missing for BPF recording, naming it.
+func checkPrivileges() error {
+	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
+		return fmt.Errorf("%w: no kernel BTF (/sys/kernel/btf/vmlinux is missing): use a kernel built with CONFIG_DEBUG_INFO_BTF=y", ErrHost)
+	}
+	if os.Geteuid() == 0 {
+		return nil
+	}
+	var hdr = unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("%w: reading capabilities: %w", ErrHost, err)
+	}
+	has := func(c uint) bool { return data[c/32].Effective&(1<<(c%32)) != 0 }
+	var missing []string
+	if !has(unix.CAP_BPF) && !has(unix.CAP_SYS_ADMIN) {
+		missing = append(missing, "CAP_BPF")
+	}
+	if !has(unix.CAP_PERFMON) && !has(unix.CAP_SYS_ADMIN) {
+		missing = append(missing, "CAP_PERFMON")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: not root and missing %v: run with sudo, or grant them with 'setcap cap_bpf,cap_perfmon+ep cacheheat'", ErrHost, missing)
+	}
+	return nil
+}
+
+// openKernel opens the counters, loads and attaches the programs and then
+// enables the counters. On error everything opened so far is closed.
+func openKernel(cfg kernelConfig) (_ *kernel, err error) {
+	if len(cfg.counted) > maxEvents {
+		return nil, fmt.Errorf("%d events requested, at most %d can be measured at once", len(cfg.counted), maxEvents)
+	}
+	possible, err := ebpf.PossibleCPU()
+	if err != nil {
+		return nil, fmt.Errorf("counting possible cpus: %w", err)
+	}
+	k := &kernel{possible: possible, cfg: cfg}
+	defer func() {
+		if err != nil {
+			k.close()
+		}
+	}()
+
+	spec, err := bpf.LoadCacheheat()
+	if err != nil {
+		return nil, fmt.Errorf("loading bpf spec: %w", err)
+	}
+	for name, v := range map[string]any{
+		"target_mode":   cfg.mode,
+		"target_cgroup": cfg.cgroupID,
+		"nr_events":     uint32(len(cfg.counted)),
+	} {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("setting bpf variable %s: %w", name, err)
+		}
+	}
+	if err := spec.LoadAndAssign(&k.objs, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("%w: the kernel's verifier refused the bpf programs: %v", ErrHost, ve)
+		}
+		return nil, fmt.Errorf("%w: loading bpf programs: %w", ErrHost, err)
+	}
+	for _, pid := range cfg.pids {
+		if err := k.addPID(pid); err != nil {
+			return nil, err
+		}
+	}
+
+	// Counters go into the PERF_EVENT_ARRAY before the programs attach, so
+	// the first read on each CPU finds them.
+	k.counters = make([][]*perfCounter, len(cfg.counted))
+	counterMaps := []*ebpf.Map{
+		k.objs.Counters0, k.objs.Counters1, k.objs.Counters2, k.objs.Counters3,
+		k.objs.Counters4, k.objs.Counters5, k.objs.Counters6, k.objs.Counters7,
+		k.objs.Counters8, k.objs.Counters9, k.objs.Counters10, k.objs.Counters11,
+		k.objs.Counters12, k.objs.Counters13, k.objs.Counters14, k.objs.Counters15,
+	}
+	for slot, ev := range cfg.counted {
+		for _, cpu := range cfg.cpus {
+			pc, err := openCounter(ev, cpu)
+			if err != nil {
+				return nil, err
+			}
+			k.counters[slot] = append(k.counters[slot], pc)
+			if err := counterMaps[slot].Put(uint32(cpu), uint32(pc.fd)); err != nil {
+				return nil, fmt.Errorf("adding %s on cpu %d to the counter array: %w", ev.Name, cpu, err)
+			}
+		}
+	}
+
+	for _, a := range []struct {
+		prog *ebpf.Program
+		name string
+	}{
+		{k.objs.OnSwitch, "sched_switch"},
+		{k.objs.OnWakeup, "sched_wakeup"},
+		{k.objs.OnWakeupNew, "sched_wakeup_new"},
+		{k.objs.OnFork, "sched_process_fork"},
+		{k.objs.OnExit, "sched_process_exit"},
+	} {
+		l, err := link.AttachTracing(link.TracingOptions{Program: a.prog})
+		if err != nil {
+			return nil, fmt.Errorf("%w: attaching to %s: %w", ErrHost, a.name, err)
+		}
+		k.links = append(k.links, l)
+	}
+
+	clock := Event{Name: "cpu-clock", Kind: KindSoftware, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CPU_CLOCK}
+	for _, cpu := range cfg.cpus {
+		if err := k.attachSampler(k.objs.SampleClock, clock, cpu, cfg.sampleHz, 0); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.missEvent != nil {
+		k.missOK = true
+		for _, cpu := range cfg.cpus {
+			if err := k.attachSampler(k.objs.SampleMiss, *cfg.missEvent, cpu, 0, cfg.missPeriod); err != nil {
+				return nil, err
+			}
+		}
+	}
+
+	for _, cs := range k.counters {
+		for _, pc := range cs {
+			if err := pc.enable(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, pc := range k.samplers {
+		if err := pc.enable(); err != nil {
+			return nil, err
+		}
+	}
+	return k, nil
+}
+
+func (k *kernel) attachSampler(prog *ebpf.Program, ev Event, cpu, hz int, period uint64) error {
+	pc, err := openSampler(ev, cpu, hz, period)
+	if err != nil {
+		return err
+	}
+	k.samplers = append(k.samplers, pc)
+	l, err := link.AttachRawLink(link.RawLinkOptions{Target: pc.fd, Program: prog, Attach: ebpf.AttachPerfEvent})
+	if err != nil {
+		return fmt.Errorf("%w: attaching the sampling program to %s on cpu %d: %w", ErrHost, ev.Name, cpu, err)
+	}
+	k.links = append(k.links, l)
+	return nil
+}
+
+// addPID makes a process (and, through the fork tracepoint, its future
+// children) a target.
+func (k *kernel) addPID(pid int) error {
+	if err := k.objs.Targets.Put(uint32(pid), uint8(1)); err != nil {
+		return fmt.Errorf("adding pid %d to the targets: %w", pid, err)
+	}
+	return nil
+}
+
+// targetPIDs lists the processes in the BPF target set (-p, command).
+func (k *kernel) targetPIDs() ([]int, error) {
+	var pids []int
+	var key uint32
+	var val uint8
+	it := k.objs.Targets.Iterate()
+	for it.Next(&key, &val) {
+		pids = append(pids, int(key))
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("reading target pids: %w", err)
+	}
+	return pids, nil
+}
+
+// close releases every link, program, map and perf event. Links go first
+// so no program runs on a closed counter.
+func (k *kernel) close() error {
+	var errs []error
+	for _, l := range k.links {
+		errs = append(errs, l.Close())
+	}
+	k.links = nil
+	for _, pc := range k.samplers {
+		errs = append(errs, pc.close())
+	}
+	k.samplers = nil
+	for _, cs := range k.counters {
+		for _, pc := range cs {
+			errs = append(errs, pc.close())
+		}
+	}
+	k.counters = nil
+	errs = append(errs, k.objs.Close())
+	return errors.Join(errs...)
+}
+
+// snapshot reads every cumulative value: the seam between the kernel and
+// the window arithmetic (window.go).
+func (k *kernel) snapshot() (*snapshot, error) {
+	s := &snapshot{
+		tasks:  map[taskKey]taskVal{},
+		target: make([][]uint64, len(k.cfg.counted)),
+		host:   make([][]counterValue, len(k.cfg.counted)),
+	}
+	var key bpf.CacheheatTaskKey
+	var val bpf.CacheheatTaskVal
+	it := k.objs.Tasks.Iterate()
+	for it.Next(&key, &val) {
+		tv := taskVal{comm: cString(val.Comm[:])}
+		copy(tv.counts[:], val.Counts[:])
+		s.tasks[taskKey{tgid: int(key.Tgid), tid: int(key.Pid)}] = tv
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("reading the task map: %w", err)
+	}
+
+	var zero uint32
+	var tots []bpf.CacheheatTotalsVal
+	if err := k.objs.TargetTotals.Lookup(&zero, &tots); err != nil {
+		return nil, fmt.Errorf("reading target totals: %w", err)
+	}
+	for slot := range k.cfg.counted {
+		s.target[slot] = make([]uint64, len(tots))
+		for cpu, t := range tots {
+			s.target[slot][cpu] = t.Counts[slot]
+		}
+	}
+	for slot, cs := range k.counters {
+		s.host[slot] = make([]counterValue, k.possible)
+		for _, pc := range cs {
+			v, err := pc.read()
+			if err != nil {
+				return nil, err
+			}
+			s.host[slot][pc.cpu] = v
+		}
+	}
+
+	var hs []bpf.CacheheatHistVal
+	if err := k.objs.Hists.Lookup(&zero, &hs); err != nil {
+		return nil, fmt.Errorf("reading histograms: %w", err)
+	}
+	s.runq = make([][]uint64, len(hs))
+	s.offcpu = make([][]uint64, len(hs))
+	for cpu, h := range hs {
+		s.runq[cpu] = append([]uint64(nil), h.Runq[:]...)
+		s.offcpu[cpu] = append([]uint64(nil), h.Offcpu[:]...)
+	}
+
+	var st []bpf.CacheheatStatsVal
+	if err := k.objs.Stats.Lookup(&zero, &st); err != nil {
+		return nil, fmt.Errorf("reading bpf stats: %w", err)
+	}
+	s.stats = make([]statsVal, len(st))
+	for cpu, v := range st {
+		s.stats[cpu] = statsVal{
+			fires: v.Fires, samples: v.Samples,
+			stackErrors: v.StackErrors, sampleMapFull: v.SampleMapFull,
+			procMapFull: v.ProcMapFull, mapErrors: v.MapErrors,
+		}
+	}
+	return s, nil
+}
+
+// drainSamples flips the active stack buffer, then takes every sample
+// count of the previous buffer with its stacks' addresses and clears that
+// buffer's stack map. Samples whose stack cannot be read any more count as
+// stack errors.
+func (k *kernel) drainSamples() ([]rawSample, uint64, error) {
+	old := k.buf
+	k.buf ^= 1
+	var zero uint32
+	if err := k.objs.Ctrl.Put(zero, k.buf); err != nil {
+		return nil, 0, fmt.Errorf("switching stack buffers: %w", err)
+	}
+	stacks := k.objs.Stacks0
+	if old == 1 {
+		stacks = k.objs.Stacks1
+	}
+	var keys []bpf.CacheheatSampleKey
+	var key bpf.CacheheatSampleKey
+	var cnt uint64
+	it := k.objs.Samples.Iterate()
+	for it.Next(&key, &cnt) {
+		if uint32(key.Buf) == old {
+			keys = append(keys, key)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, 0, fmt.Errorf("reading samples: %w", err)
+	}
+	cache := map[int32][]uint64{}
+	readStack := func(id int32) ([]uint64, bool) {
+		if id < 0 {
+			return nil, true
+		}
+		if a, ok := cache[id]; ok {
+			return a, a != nil
+		}
+		var raw [127]uint64
+		if err := stacks.Lookup(uint32(id), &raw); err != nil {
+			cache[id] = nil
+			return nil, false
+		}
+		var addrs []uint64
+		for _, a := range raw {
+			if a == 0 {
+				break
+			}
+			addrs = append(addrs, a)
+		}
+		cache[id] = addrs
+		return addrs, true
+	}
+	var out []rawSample
+	var lost uint64
+	for _, key := range keys {
+		if err := k.objs.Samples.LookupAndDelete(&key, &cnt); err != nil {
+			continue // taken by nobody else: only we delete
+		}
+		us, ok1 := readStack(key.Ustack)
+		ks, ok2 := readStack(key.Kstack)
+		if !ok1 || !ok2 {
+			lost += cnt
+		}
+		out = append(out, rawSample{
+			pid: int(key.Pid), tid: int(key.Tid), cpu: int(key.Cpu), slot: int(key.Slot),
+			user: us, kernel: ks, count: cnt,
+		})
+	}
+	// Clear the drained buffer's stack ids; the kernel hands out the same
+	// ids again for other stacks.
+	var id uint32
+	var ids []uint32
+	var raw [127]uint64
+	sit := stacks.Iterate()
+	for sit.Next(&id, &raw) {
+		ids = append(ids, id)
+	}
+	for _, id := range ids {
+		_ = stacks.Delete(id)
+	}
+	return out, lost, nil
+}
+
+func cString(b []int8) string {
+	out := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		out = append(out, byte(c))
+	}
+	return string(out)
+}

@@ -1,0 +1,219 @@
+package collector
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/cacheheat/cacheheat/profile"
+)
+
+// ErrNoTarget is wrapped when a target does not exist (a PID, a cgroup, a
+// command): a usage error, exit 2.
+var ErrNoTarget = errors.New("target not found")
+
+// Target is what to record: profile.TargetPID with PIDs, TargetCgroup with
+// Cgroup, TargetAll, or TargetCommand with Command.
+type Target struct {
+	Kind    string
+	PIDs    []int
+	Cgroup  string
+	Command []string
+}
+
+// checkPIDs reports the first PID that does not name a live process.
+func checkPIDs(pids []int) error {
+	if len(pids) == 0 {
+		return fmt.Errorf("%w: no pid given", ErrNoTarget)
+	}
+	for _, pid := range pids {
+		if pid <= 0 || !alive(pid) {
+			return fmt.Errorf("%w: no process with pid %d", ErrNoTarget, pid)
+		}
+	}
+	return nil
+}
+
+// alive says whether pid is a running process (not a zombie).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the comm, which is in parentheses and may hold
+	// spaces or parentheses itself.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return false
+	}
+	st := s[i+2]
+	return st != 'Z' && st != 'X'
+}
+
+// cgroupPath resolves -G: an absolute path under the cgroup v2 mount, or a
+// path relative to /sys/fs/cgroup.
+func cgroupPath(g string) string {
+	if filepath.IsAbs(g) {
+		return filepath.Clean(g)
+	}
+	return filepath.Join("/sys/fs/cgroup", g)
+}
+
+// cgroupID is the cgroup v2 id of a cgroup directory: its inode number,
+// which is what the kernel's kernfs node id is on 64-bit hosts.
+func cgroupID(g string) (uint64, error) {
+	p := cgroupPath(g)
+	var st syscall.Stat_t
+	if err := syscall.Stat(p, &st); err != nil {
+		return 0, fmt.Errorf("%w: cgroup %s: %w", ErrNoTarget, p, err)
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return 0, fmt.Errorf("%w: cgroup %s is not a directory", ErrNoTarget, p)
+	}
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(p, &fs); err == nil && fs.Type != 0x63677270 /* CGROUP2_SUPER_MAGIC */ {
+		return 0, fmt.Errorf("%w: %s is not on a cgroup v2 file system", ErrNoTarget, p)
+	}
+	return st.Ino, nil
+}
+
+// The command target is started through a gate: the recorder re-executes
+// its own binary with gateEnv set; that child blocks on a pipe until the
+// recorder has put its pid into the BPF target set, then execs the command.
+// So the command's first instruction is already recorded, and the same pid
+// is the command's. The gate itself runs in RunGate, which the binary (and
+// the tests' TestMain) call before anything else.
+const gateEnv = "CACHEHEAT_RECORD_GATE"
+
+// gateFD is the pipe's read end in the gated child (ExtraFiles[0]).
+const gateFD = 3
+
+// RunGate returns at once unless this process is a gated command child;
+// then it waits for the recorder's go and execs the command, never
+// returning. A recorder that dies before saying go ends the child with
+// status 127.
+func RunGate() {
+	if os.Getenv(gateEnv) != "1" {
+		return
+	}
+	os.Unsetenv(gateEnv)
+	f := os.NewFile(gateFD, "gate")
+	var b [1]byte
+	if n, _ := f.Read(b[:]); n != 1 {
+		fmt.Fprintln(os.Stderr, "cacheheat: recorder exited before starting the command")
+		os.Exit(127)
+	}
+	f.Close()
+	if len(os.Args) < 3 {
+		os.Exit(127)
+	}
+	err := syscall.Exec(os.Args[1], os.Args[2:], os.Environ())
+	fmt.Fprintf(os.Stderr, "cacheheat: starting %s: %v\n", os.Args[1], err)
+	os.Exit(127)
+}
+
+// command is a started, gated command target.
+type command struct {
+	cmd  *exec.Cmd
+	gate *os.File
+	done chan struct{}
+	err  error
+}
+
+// startCommand starts argv behind the gate with env added to the
+// environment. Under sudo the command runs as the invoking user.
+func startCommand(argv []string, env []string) (*command, error) {
+	if len(argv) == 0 {
+		return nil, fmt.Errorf("%w: empty command", ErrNoTarget)
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return nil, fmt.Errorf("%w: command %q: %w", ErrNoTarget, argv[0], err)
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding cacheheat's own binary: %w", err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("creating the command gate: %w", err)
+	}
+	c := exec.Command(self, append([]string{path}, argv...)...)
+	c.Args[0] = "cacheheat-gate"
+	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
+	c.Env = append(append(os.Environ(), env...), gateEnv+"=1")
+	c.ExtraFiles = []*os.File{r}
+	if cred := sudoCredential(); cred != nil {
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	if err := c.Start(); err != nil {
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
+	}
+	r.Close()
+	cm := &command{cmd: c, gate: w, done: make(chan struct{})}
+	go func() {
+		cm.err = c.Wait()
+		close(cm.done)
+	}()
+	return cm, nil
+}
+
+// release lets the gated command exec.
+func (c *command) release() error {
+	defer c.gate.Close()
+	if _, err := c.gate.Write([]byte{1}); err != nil {
+		return fmt.Errorf("starting the command: %w", err)
+	}
+	return nil
+}
+
+// kill ends a command that never got past the gate.
+func (c *command) kill() {
+	c.gate.Close()
+	if c.cmd.Process != nil {
+		c.cmd.Process.Kill()
+	}
+	<-c.done
+}
+
+// exitStatus is the command's exit status, 128+signal when killed.
+func (c *command) exitStatus() int {
+	st := c.cmd.ProcessState
+	if st == nil {
+		return -1
+	}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return st.ExitCode()
+}
+
+// sudoCredential is the invoking user's identity when run through sudo as
+// root, so that a recorded command does not run as root.
+func sudoCredential() *syscall.Credential {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	uid, err1 := strconv.Atoi(os.Getenv("SUDO_UID"))
+	gid, err2 := strconv.Atoi(os.Getenv("SUDO_GID"))
+	if err1 != nil || err2 != nil || uid == 0 {
+		return nil
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}
+}
+
+// targetHeader is the Target as written in the recording's header.
+func (t Target) header() profile.Target {
+	return profile.Target{Kind: t.Kind, PIDs: t.PIDs, Cgroup: t.Cgroup, Command: t.Command}
+}

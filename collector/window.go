@@ -1,0 +1,297 @@
+package collector
+
+import (
+	"encoding/binary"
+	"hash/fnv"
+	"sort"
+
+	"github.com/cacheheat/cacheheat/profile"
+)
+
+// taskKey names one thread of a process.
+type taskKey struct{ tgid, tid int }
+
+// taskVal is a thread's cumulative counts, slot-indexed.
+type taskVal struct {
+	counts [maxEvents]uint64
+	comm   string
+}
+
+type statsVal struct {
+	fires, samples                                       [2]uint64
+	stackErrors, sampleMapFull, procMapFull, mapErrors uint64
+}
+
+// snapshot is every cumulative value at one instant. Windows are the
+// differences of two snapshots, so nothing in the kernel is ever reset.
+type snapshot struct {
+	tasks  map[taskKey]taskVal
+	target [][]uint64       // [slot][cpu] the target's counts
+	host   [][]counterValue // [slot][cpu] every task's counts
+	runq   [][]uint64       // [cpu][bucket]
+	offcpu [][]uint64
+	stats  []statsVal // [cpu]
+}
+
+// rawSample is one drained sample count with its stack addresses.
+type rawSample struct {
+	pid, tid, cpu, slot int
+	user, kernel        []uint64
+	count               uint64
+}
+
+// source is the seam over the kernel: the window arithmetic above it is
+// tested with fabricated snapshots, the kernel below it for real.
+type source interface {
+	snapshot() (*snapshot, error)
+	drainSamples() ([]rawSample, uint64, error)
+}
+
+// symbolizer turns addresses into frames (package symbolize).
+type symbolizer interface {
+	User(pid int, addrs []uint64) []profile.Frame
+	Kernel(addrs []uint64) []profile.Frame
+}
+
+// windowMeta is what buildWindow needs besides the two snapshots.
+type windowMeta struct {
+	events     []string // measured events by slot
+	sampleEvs  [2]string
+	sampleHz   int
+	ncpu       int // per-CPU arrays' length: MaxCPU()+1
+	sampled    int // CPUs sampled on
+	allTasks   bool
+	startNS    int64
+	endNS      int64
+	procComm   func(pid int) string
+	procCmd    func(pid int) []string
+	stackTable *stackTable
+}
+
+// delta is cur-prev, treating a counter that went backwards (a reused key)
+// as starting from zero.
+func delta(cur, prev uint64) uint64 {
+	if cur < prev {
+		return cur
+	}
+	return cur - prev
+}
+
+func at[T any](s []T, i int) T {
+	var zero T
+	if i < 0 || i >= len(s) {
+		return zero
+	}
+	return s[i]
+}
+
+// buildWindow computes one window from the snapshots at its start and end
+// and the samples drained at its end.
+func buildWindow(prev, cur *snapshot, samples []rawSample, lostStacks uint64, m windowMeta) *profile.Window {
+	w := &profile.Window{StartNS: m.startNS, EndNS: m.endNS}
+	for slot, name := range m.events {
+		c := profile.Counter{Event: name, PerCPU: make([]uint64, m.ncpu), HostPerCPU: make([]uint64, m.ncpu)}
+		for cpu := 0; cpu < m.ncpu; cpu++ {
+			hc := at(at(cur.host, slot), cpu)
+			hp := at(at(prev.host, slot), cpu)
+			c.HostPerCPU[cpu] = delta(hc.scaled(), hp.scaled())
+			c.Enabled += delta(hc.Enabled, hp.Enabled)
+			c.Running += delta(hc.Running, hp.Running)
+			if m.allTasks {
+				c.PerCPU[cpu] = c.HostPerCPU[cpu]
+			} else {
+				c.PerCPU[cpu] = delta(at(at(cur.target, slot), cpu), at(at(prev.target, slot), cpu))
+			}
+		}
+		w.Counters = append(w.Counters, c)
+	}
+
+	w.Processes = buildProcesses(prev, cur, m)
+
+	for _, h := range []struct {
+		name      string
+		cur, prev [][]uint64
+	}{{profile.HistRunqLatency, cur.runq, prev.runq}, {profile.HistOffCPU, cur.offcpu, prev.offcpu}} {
+		hist := profile.Histogram{Name: h.name, Unit: "ns", PerCPU: make([][]uint64, m.ncpu)}
+		for cpu := 0; cpu < m.ncpu; cpu++ {
+			c, p := at(h.cur, cpu), at(h.prev, cpu)
+			b := make([]uint64, min(len(c), profile.HistBuckets))
+			last := 0
+			for i := range b {
+				b[i] = delta(c[i], at(p, i))
+				if b[i] != 0 {
+					last = i + 1
+				}
+			}
+			hist.PerCPU[cpu] = b[:last]
+		}
+		w.Histograms = append(w.Histograms, hist)
+	}
+
+	var d profile.Drops
+	var fires, tsamples [2]uint64
+	for cpu := range cur.stats {
+		c, p := cur.stats[cpu], at(prev.stats, cpu)
+		for i := range 2 {
+			fires[i] += delta(c.fires[i], p.fires[i])
+			tsamples[i] += delta(c.samples[i], p.samples[i])
+		}
+		d.StackErrors += delta(c.stackErrors, p.stackErrors)
+		d.SampleMapFull += delta(c.sampleMapFull, p.sampleMapFull)
+		d.ProcMapFull += delta(c.procMapFull, p.procMapFull)
+		d.MapErrors += delta(c.mapErrors, p.mapErrors)
+	}
+	d.StackErrors += lostStacks
+	w.Drops = d
+
+	secs := float64(m.endNS-m.startNS) / 1e9
+	for slot, ev := range m.sampleEvs {
+		if ev == "" {
+			continue
+		}
+		sr := profile.SampleRate{Event: ev, Samples: tsamples[slot]}
+		if slot == slotClock {
+			sr.Requested = float64(m.sampleHz)
+		}
+		if secs > 0 && m.sampled > 0 {
+			sr.Achieved = float64(fires[slot]) / secs / float64(m.sampled)
+		}
+		w.SampleRate = append(w.SampleRate, sr)
+	}
+
+	for _, s := range samples {
+		if s.slot < 0 || s.slot > 1 || m.sampleEvs[s.slot] == "" || s.cpu >= m.ncpu {
+			continue
+		}
+		ps := profile.Sample{Event: m.sampleEvs[s.slot], PID: s.pid, TID: s.tid, CPU: s.cpu, Count: s.count}
+		if m.stackTable != nil {
+			ps.UserStack = m.stackTable.user(s.pid, s.user, w)
+			ps.KernelStack = m.stackTable.kernel(s.kernel, w)
+		}
+		w.Samples = append(w.Samples, ps)
+	}
+	sort.Slice(w.Samples, func(i, j int) bool {
+		a, b := w.Samples[i], w.Samples[j]
+		if a.Count != b.Count {
+			return a.Count > b.Count
+		}
+		if a.PID != b.PID {
+			return a.PID < b.PID
+		}
+		return a.TID < b.TID
+	})
+	return w
+}
+
+// buildProcesses groups the per-thread deltas by process; threads and
+// processes with nothing counted in the window are left out.
+func buildProcesses(prev, cur *snapshot, m windowMeta) []profile.Process {
+	byPID := map[int]*profile.Process{}
+	for k, v := range cur.tasks {
+		pv := prev.tasks[k]
+		counts := map[string]uint64{}
+		for slot, name := range m.events {
+			if d := delta(v.counts[slot], pv.counts[slot]); d != 0 {
+				counts[name] = d
+			}
+		}
+		if len(counts) == 0 {
+			continue
+		}
+		p, ok := byPID[k.tgid]
+		if !ok {
+			p = &profile.Process{PID: k.tgid, Counts: map[string]uint64{}}
+			byPID[k.tgid] = p
+		}
+		for name, d := range counts {
+			p.Counts[name] += d
+		}
+		p.Threads = append(p.Threads, profile.Thread{TID: k.tid, Comm: v.comm, Counts: counts})
+	}
+	out := make([]profile.Process, 0, len(byPID))
+	for pid, p := range byPID {
+		// The process's name is its main thread's; worker threads may
+		// rename themselves.
+		if mt, ok := cur.tasks[taskKey{pid, pid}]; ok {
+			p.Comm = mt.comm
+		}
+		if p.Comm == "" && m.procComm != nil {
+			p.Comm = m.procComm(pid)
+		}
+		if p.Comm == "" && len(p.Threads) > 0 {
+			p.Comm = p.Threads[0].Comm
+		}
+		if m.procCmd != nil {
+			p.Cmdline = m.procCmd(pid)
+		}
+		sort.Slice(p.Threads, func(i, j int) bool { return p.Threads[i].TID < p.Threads[j].TID })
+		out = append(out, *p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].PID < out[j].PID })
+	return out
+}
+
+// stackTable symbolizes stacks and names each by a hash of its frames: the
+// kernel reuses stack ids, so they cannot name a stack across windows.
+type stackTable struct {
+	sym  symbolizer
+	seen map[uint64]bool
+}
+
+func newStackTable(sym symbolizer) *stackTable {
+	return &stackTable{sym: sym, seen: map[uint64]bool{}}
+}
+
+func (t *stackTable) user(pid int, addrs []uint64, w *profile.Window) uint64 {
+	if len(addrs) == 0 {
+		return 0
+	}
+	return t.add(profile.Stack{Frames: t.sym.User(pid, addrs)}, w)
+}
+
+func (t *stackTable) kernel(addrs []uint64, w *profile.Window) uint64 {
+	if len(addrs) == 0 {
+		return 0
+	}
+	return t.add(profile.Stack{Kernel: true, Frames: t.sym.Kernel(addrs)}, w)
+}
+
+func (t *stackTable) add(s profile.Stack, w *profile.Window) uint64 {
+	h := fnv.New64a()
+	var b [8]byte
+	if s.Kernel {
+		h.Write([]byte{'k'})
+	}
+	for _, f := range s.Frames {
+		h.Write([]byte(f.Function))
+		h.Write([]byte{0})
+		h.Write([]byte(f.Module))
+		h.Write([]byte{0})
+		binary.LittleEndian.PutUint64(b[:], f.Offset)
+		h.Write(b[:])
+	}
+	s.ID = h.Sum64()
+	if s.ID == 0 {
+		s.ID = 1
+	}
+	if !t.seen[s.ID] {
+		t.seen[s.ID] = true
+		w.NewStacks = append(w.NewStacks, s)
+	}
+	return s.ID
+}
+
+// rawSymbolizer stores addresses unresolved (Module "" and Offset = the
+// address), for when no symbolizer is available.
+type rawSymbolizer struct{}
+
+func (rawSymbolizer) User(_ int, addrs []uint64) []profile.Frame { return rawFrames(addrs) }
+func (rawSymbolizer) Kernel(addrs []uint64) []profile.Frame     { return rawFrames(addrs) }
+
+func rawFrames(addrs []uint64) []profile.Frame {
+	out := make([]profile.Frame, len(addrs))
+	for i, a := range addrs {
+		out[i] = profile.Frame{Offset: a}
+	}
+	return out
+}

@@ -1,0 +1,289 @@
+package symbolize
+
+import (
+	"debug/elf"
+	"debug/gosym"
+	"fmt"
+	"io"
+)
+
+// object is the symbol index of one ELF file, shared by every process that
+// maps it. It is immutable once built.
+type object struct {
+	// segs translate a file offset (what a mapping gives) into the link-time
+	// virtual address the symbol tables use; this is also what makes PIE and
+	// shared libraries work wherever they were loaded.
+	segs []segment
+	// tables are consulted in order: .gopclntab, .symtab, .dynsym.
+	tables []*funcTable
+	// err says why the file could not be indexed (not ELF, unreadable);
+	// its frames then keep module+offset.
+	err error
+}
+
+type segment struct {
+	off, filesz, vaddr uint64
+}
+
+// resolve returns the function at file offset off.
+func (o *object) resolve(off uint64) (string, bool) {
+	if o == nil {
+		return "", false
+	}
+	for _, s := range o.segs {
+		if off >= s.off && off-s.off < s.filesz {
+			vaddr := off - s.off + s.vaddr
+			for _, t := range o.tables {
+				if name, ok := t.lookup(vaddr); ok {
+					return name, true
+				}
+			}
+			return "", false
+		}
+	}
+	return "", false
+}
+
+// symbols is the number of functions indexed, for tests and diagnostics.
+func (o *object) symbols() int {
+	n := 0
+	for _, t := range o.tables {
+		n += t.len()
+	}
+	return n
+}
+
+// loadObject indexes the ELF file read from r. A file without any symbols
+// is not an error: its frames keep module+offset.
+func loadObject(r io.ReaderAt) (obj *object, err error) {
+	// debug/elf and debug/gosym are not hardened against every malformed
+	// file, and the files come from whatever the target process mapped.
+	defer func() {
+		if p := recover(); p != nil {
+			obj, err = nil, fmt.Errorf("parsing elf: %v", p)
+		}
+	}()
+	f, err := elf.NewFile(r)
+	if err != nil {
+		return nil, fmt.Errorf("parsing elf: %w", err)
+	}
+	defer f.Close()
+
+	o := &object{}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Filesz > 0 {
+			o.segs = append(o.segs, segment{off: p.Off, filesz: p.Filesz, vaddr: p.Vaddr})
+		}
+	}
+
+	// .symtab is read first because it names runtime.text, which the Go
+	// table needs, but it is consulted after .gopclntab.
+	symtab, symErr := f.Symbols()
+	var textStart uint64
+	for _, s := range symtab {
+		if s.Name == "runtime.text" {
+			textStart = s.Value
+			break
+		}
+	}
+	goTable, lo, hi := goFuncs(f, textStart)
+	if goTable != nil {
+		o.tables = append(o.tables, goTable)
+	}
+	var symTable *funcTable
+	if symErr == nil {
+		// Go functions are already named by .gopclntab; keeping them twice
+		// would double the memory of a large Go binary.
+		symTable = elfFuncs(symtab, func(s elf.Symbol) bool { return s.Value >= lo && s.Value < hi })
+		if symTable.len() > 0 {
+			o.tables = append(o.tables, symTable)
+		}
+	}
+	if dynsym, err := f.DynamicSymbols(); err == nil {
+		t := elfFuncs(dynsym, func(s elf.Symbol) bool {
+			if s.Value >= lo && s.Value < hi {
+				return true
+			}
+			_, dup := symTable.lookup(s.Value)
+			return dup
+		})
+		if t.len() > 0 {
+			o.tables = append(o.tables, t)
+		}
+	}
+	return o, nil
+}
+
+// elfFuncs builds a table of the function symbols in syms, leaving out
+// those skip reports.
+func elfFuncs(syms []elf.Symbol, skip func(elf.Symbol) bool) *funcTable {
+	var funcs []funcSym
+	for _, s := range syms {
+		typ := elf.ST_TYPE(s.Info)
+		if typ != elf.STT_FUNC && typ != elf.STT_GNU_IFUNC {
+			continue
+		}
+		if s.Section == elf.SHN_UNDEF || s.Value == 0 || s.Name == "" || skip(s) {
+			continue
+		}
+		rank := 2
+		switch elf.ST_BIND(s.Info) {
+		case elf.STB_GLOBAL:
+			rank = 0
+		case elf.STB_WEAK:
+			rank = 1
+		}
+		// Versioned dynamic names carry their version in Symbol.Version;
+		// the name itself is what a reader expects to see.
+		funcs = append(funcs, funcSym{addr: s.Value, size: s.Size, name: s.Name, rank: rank})
+	}
+	return newFuncTable(funcs)
+}
+
+// pclntab magic numbers of the Go 1.18 and 1.20+ formats, whose header holds
+// runtime.text's address.
+const (
+	go118magic = 0xfffffff0
+	go120magic = 0xfffffff1
+)
+
+// goFuncs indexes the functions in the file's .gopclntab and returns the
+// table with the range of addresses it covers. It returns nil when the file
+// is not a Go binary.
+func goFuncs(f *elf.File, textStart uint64) (_ *funcTable, lo, hi uint64) {
+	sect := f.Section(".gopclntab")
+	if sect == nil {
+		// PIE and externally linked binaries put it in the relro segment.
+		sect = f.Section(".data.rel.ro.gopclntab")
+	}
+	if sect == nil || sect.Type == elf.SHT_NOBITS {
+		return nil, 0, 0
+	}
+	data, err := sect.Data()
+	if err != nil || len(data) < 16 {
+		return nil, 0, 0
+	}
+	if textStart == 0 {
+		textStart = goTextStart(f, sect, data)
+	}
+	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, textStart))
+	if err != nil || len(tab.Funcs) == 0 {
+		return nil, 0, 0
+	}
+	funcs := make([]funcSym, 0, len(tab.Funcs))
+	lo = ^uint64(0)
+	for _, fn := range tab.Funcs {
+		if fn.End <= fn.Entry {
+			continue
+		}
+		funcs = append(funcs, funcSym{addr: fn.Entry, size: fn.End - fn.Entry, name: fn.Name})
+		lo, hi = min(lo, fn.Entry), max(hi, fn.End)
+	}
+	if len(funcs) == 0 {
+		return nil, 0, 0
+	}
+	return newFuncTable(funcs), lo, hi
+}
+
+// goTextStart finds runtime.text in a binary without .symtab. Function
+// entries in a Go 1.18+ pclntab are offsets from runtime.text, whose address
+// is in the pclntab header of a position-dependent binary. In a PIE binary
+// that field stays zero; the address is then in the runtime's moduledata,
+// filled in by relative relocations whose addends are the link-time
+// addresses. Without either, .text's start is right for internally linked
+// binaries (externally linked ones start .text with C start-up code).
+func goTextStart(f *elf.File, sect *elf.Section, data []byte) uint64 {
+	text := f.Section(".text")
+	if text == nil {
+		return 0
+	}
+	inText := func(v uint64) bool { return v >= text.Addr && v-text.Addr < text.Size }
+	magic := f.ByteOrder.Uint32(data)
+	if magic != go118magic && magic != go120magic {
+		return text.Addr
+	}
+	ptrSize := uint64(data[7])
+	field := 8 + 2*ptrSize
+	if ptrSize != 8 || uint64(len(data)) < field+ptrSize {
+		return text.Addr
+	}
+	if v := f.ByteOrder.Uint64(data[field:]); inText(v) {
+		return v
+	}
+	rel := relativeRelocs(f)
+	if v, ok := rel[sect.Addr+field]; ok && inText(v) {
+		return v
+	}
+	// moduledata starts with a pointer to the pclntab header; minpc,
+	// maxpc and text follow the header pointer, six slices (three words
+	// each) and findfunctab: words 20 to 22, unchanged since Go 1.16.
+	const minpcWord, maxpcWord, textWord = 1 + 6*3 + 1, 1 + 6*3 + 2, 1 + 6*3 + 3
+	plausible := func(word func(i uint64) (uint64, bool)) (uint64, bool) {
+		minpc, ok1 := word(minpcWord)
+		maxpc, ok2 := word(maxpcWord)
+		t, ok3 := word(textWord)
+		return t, ok1 && ok2 && ok3 && inText(t) && t <= minpc && minpc < maxpc
+	}
+	// PIE: the moduledata's pointers are relocations.
+	for off, addend := range rel {
+		if addend != sect.Addr {
+			continue
+		}
+		if v, ok := plausible(func(i uint64) (uint64, bool) { v, ok := rel[off+i*ptrSize]; return v, ok }); ok {
+			return v
+		}
+	}
+	// Position-dependent: the moduledata's pointers are in the file.
+	for _, ds := range f.Sections {
+		if ds.Type != elf.SHT_PROGBITS || ds.Flags&elf.SHF_WRITE == 0 || ds.Size > 1<<30 {
+			continue
+		}
+		d, err := ds.Data()
+		if err != nil {
+			continue
+		}
+		for off := uint64(0); off+(textWord+1)*ptrSize <= uint64(len(d)); off += ptrSize {
+			if f.ByteOrder.Uint64(d[off:]) != sect.Addr {
+				continue
+			}
+			if v, ok := plausible(func(i uint64) (uint64, bool) { return f.ByteOrder.Uint64(d[off+i*ptrSize:]), true }); ok {
+				return v
+			}
+		}
+	}
+	return text.Addr
+}
+
+// relativeRelocs returns the R_X86_64_RELATIVE or R_AARCH64_RELATIVE
+// relocations of a 64-bit file: patched address to addend, which is the
+// link-time address the patched word points to.
+func relativeRelocs(f *elf.File) map[uint64]uint64 {
+	if f.Class != elf.ELFCLASS64 {
+		return nil
+	}
+	var relative uint32
+	switch f.Machine {
+	case elf.EM_X86_64:
+		relative = uint32(elf.R_X86_64_RELATIVE)
+	case elf.EM_AARCH64:
+		relative = uint32(elf.R_AARCH64_RELATIVE)
+	default:
+		return nil
+	}
+	rel := map[uint64]uint64{}
+	for _, s := range f.Sections {
+		if s.Type != elf.SHT_RELA {
+			continue
+		}
+		data, err := s.Data()
+		if err != nil {
+			continue
+		}
+		for ; len(data) >= 24; data = data[24:] {
+			if elf.R_TYPE64(f.ByteOrder.Uint64(data[8:])) == relative {
+				rel[f.ByteOrder.Uint64(data)] = f.ByteOrder.Uint64(data[16:])
+			}
+		}
+	}
+	return rel
+}

@@ -1,0 +1,334 @@
+package symbolize
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/cacheheat/cacheheat/profile"
+)
+
+// Module names of frames that are not in a mapped file.
+const (
+	ModuleUnknown = "[unknown]" // the address is in no executable mapping
+	ModuleAnon    = "[anon]"    // an anonymous executable mapping (JIT code)
+	ModuleKernel  = "[kernel]"
+	ModuleVDSO    = "[vdso]"
+)
+
+// Symbolizer resolves user and kernel addresses to function names. It is
+// safe for concurrent use.
+type Symbolizer struct {
+	root string // "/" on a live host; tests may point it elsewhere
+
+	mu    sync.Mutex
+	procs map[int]*process
+	files map[fileKey]*object
+
+	vdsoOnce sync.Once
+	vdso     *object
+	vdsoSize uint64
+
+	kernel kernelSyms
+}
+
+// fileKey identifies one version of a file: a binary rebuilt in place gets
+// a new mtime or size and is indexed again.
+type fileKey struct {
+	dev, ino, size uint64
+	mtime          syscall.Timespec
+}
+
+// process is the snapshot of one process's executable mappings.
+type process struct {
+	maps []mapping // sorted by start
+	// perfMap holds a JIT's symbols from /tmp/perf-PID.map (absolute
+	// addresses), nil when it writes none.
+	perfMap      *funcTable
+	perfMapStamp fileKey
+}
+
+// New returns a Symbolizer for the running host.
+func New() *Symbolizer { return NewWithRoot("/") }
+
+// NewWithRoot returns a Symbolizer that reads proc and files under root
+// instead of "/".
+func NewWithRoot(root string) *Symbolizer {
+	return &Symbolizer{
+		root:  root,
+		procs: make(map[int]*process),
+		files: make(map[fileKey]*object),
+	}
+}
+
+func (s *Symbolizer) procPath(pid int, name ...string) string {
+	return filepath.Join(append([]string{s.root, "proc", strconv.Itoa(pid)}, name...)...)
+}
+
+// Snapshot reads the executable mappings of pid now and indexes the files
+// they map, so User resolves its addresses after it exits. It is cheap when
+// the mappings have not changed since the last call, so callers may call it
+// for every pid they see in every window. It returns an error wrapping
+// os.ErrNotExist when the process is gone (its previous snapshot is kept).
+func (s *Symbolizer) Snapshot(pid int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snapshotLocked(pid)
+}
+
+func (s *Symbolizer) snapshotLocked(pid int) error {
+	data, err := os.ReadFile(s.procPath(pid, "maps"))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("reading maps of pid %d: %w (%w)", pid, os.ErrNotExist, err)
+		}
+		return fmt.Errorf("reading maps of pid %d: %w", pid, err)
+	}
+	maps, err := parseMaps(data)
+	if err != nil {
+		return fmt.Errorf("pid %d: %w", pid, err)
+	}
+	if len(maps) == 0 {
+		// An exiting process (zombie) and a kernel thread have no
+		// mappings; the last snapshot of the former is what is wanted.
+		return fmt.Errorf("pid %d has no executable mappings (exited or kernel thread): %w", pid, os.ErrNotExist)
+	}
+	old := s.procs[pid]
+	p := &process{maps: maps}
+	if old != nil {
+		p.perfMap, p.perfMapStamp = old.perfMap, old.perfMapStamp
+	}
+	// Both lists are sorted, so unchanged mappings are found by a merge
+	// and keep their index without touching the file again.
+	j, unchanged := 0, old != nil && len(old.maps) == len(maps)
+	anon := false
+	for i := range p.maps {
+		m := &p.maps[i]
+		if old != nil {
+			for j < len(old.maps) && old.maps[j].start < m.start {
+				j++
+			}
+			if j < len(old.maps) && old.maps[j].sameAs(m) {
+				m.obj = old.maps[j].obj
+				continue
+			}
+		}
+		unchanged = false
+		switch {
+		case m.isFile():
+			m.obj = s.objectFor(pid, m)
+		case m.module == ModuleVDSO:
+			m.obj = s.vdsoFor(m)
+		}
+	}
+	for i := range p.maps {
+		if p.maps[i].obj == nil && !p.maps[i].isFile() && p.maps[i].module != ModuleVDSO {
+			anon = true
+		}
+	}
+	if anon {
+		s.readPerfMap(pid, p)
+	}
+	if unchanged && p.perfMap == old.perfMap {
+		return nil
+	}
+	s.procs[pid] = p
+	return nil
+}
+
+// Forget drops pid's mappings; the indexed files stay cached for other
+// processes.
+func (s *Symbolizer) Forget(pid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.procs, pid)
+}
+
+// User resolves user-space addresses of pid, one frame per address in the
+// same order. A pid never snapshotted is snapshotted now if it still runs.
+// Addresses are resolved as given (see the package documentation).
+func (s *Symbolizer) User(pid int, addrs []uint64) []profile.Frame {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.procs[pid]
+	if p == nil {
+		_ = s.snapshotLocked(pid) // a process that is gone resolves to [unknown]
+		p = s.procs[pid]
+	}
+	frames := make([]profile.Frame, len(addrs))
+	for i, a := range addrs {
+		frames[i] = p.frame(a)
+	}
+	return frames
+}
+
+func (p *process) frame(addr uint64) profile.Frame {
+	if p == nil {
+		return profile.Frame{Module: ModuleUnknown, Offset: addr}
+	}
+	i := sort.Search(len(p.maps), func(i int) bool { return p.maps[i].end > addr })
+	if i == len(p.maps) || addr < p.maps[i].start {
+		return profile.Frame{Module: ModuleUnknown, Offset: addr}
+	}
+	m := &p.maps[i]
+	if !m.isFile() && m.module != ModuleVDSO {
+		// Anonymous memory has no file to be relative to; its absolute
+		// address is what a JIT's map and a debugger show.
+		name, _ := p.perfMap.lookup(addr)
+		return profile.Frame{Function: name, Module: m.module, Offset: addr}
+	}
+	off := addr - m.start + m.pgoff
+	name, _ := m.obj.resolve(off)
+	return profile.Frame{Function: name, Module: m.module, Offset: off}
+}
+
+// objectFor returns the index of the file mapped by m, from the cache when
+// this version of the file was indexed before.
+func (s *Symbolizer) objectFor(pid int, m *mapping) *object {
+	path := strings.TrimSuffix(m.module, " (deleted)")
+	candidates := []struct {
+		path       string
+		checkInode bool
+	}{
+		// map_files opens exactly the mapped file, even deleted or
+		// replaced, and in another mount namespace.
+		{s.procPath(pid, "map_files", fmt.Sprintf("%x-%x", m.start, m.end)), false},
+		{s.procPath(pid, "root", path), true},
+		{filepath.Join(s.root, path), true},
+	}
+	var lastErr error
+	for _, c := range candidates {
+		f, err := os.Open(c.path)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		obj, err := s.indexFile(f, m, c.checkInode)
+		f.Close()
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		return obj
+	}
+	return &object{err: fmt.Errorf("opening %s: %w", m.module, lastErr)}
+}
+
+// errReplaced is returned when the file at a mapping's path is no longer the
+// file that was mapped; its symbols would be wrong.
+var errReplaced = errors.New("file replaced since it was mapped")
+
+func (s *Symbolizer) indexFile(f *os.File, m *mapping, checkInode bool) (*object, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("stat %s: %w", m.module, err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil, fmt.Errorf("stat %s: no inode", m.module)
+	}
+	if checkInode && st.Ino != m.inode {
+		return nil, fmt.Errorf("%s: %w", m.module, errReplaced)
+	}
+	key := fileKey{dev: uint64(st.Dev), ino: st.Ino, size: uint64(st.Size), mtime: st.Mtim}
+	if obj, ok := s.files[key]; ok {
+		return obj, nil
+	}
+	obj, err := loadObject(f)
+	if err != nil {
+		obj = &object{err: fmt.Errorf("%s: %w", m.module, err)}
+	}
+	s.files[key] = obj
+	return obj, nil
+}
+
+// vdsoFor returns the index of the vDSO. The kernel maps one image into
+// every process of an ABI, so the recorder reads its own copy once; a
+// target whose vDSO differs in size (another ABI) is left unresolved.
+func (s *Symbolizer) vdsoFor(m *mapping) *object {
+	s.vdsoOnce.Do(func() {
+		data, err := os.ReadFile("/proc/self/maps")
+		if err != nil {
+			return
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if !strings.HasSuffix(line, " [vdso]") {
+				continue
+			}
+			var start, end uint64
+			if _, err := fmt.Sscanf(line, "%x-%x", &start, &end); err != nil || end <= start {
+				return
+			}
+			mem, err := os.Open("/proc/self/mem")
+			if err != nil {
+				return
+			}
+			defer mem.Close()
+			img := make([]byte, end-start)
+			if _, err := mem.ReadAt(img, int64(start)); err != nil {
+				return
+			}
+			obj, err := loadObject(bytes.NewReader(img))
+			if err != nil {
+				return
+			}
+			s.vdso, s.vdsoSize = obj, end-start
+			return
+		}
+	})
+	if s.vdso == nil || m.end-m.start != s.vdsoSize || m.pgoff != 0 {
+		return nil
+	}
+	return s.vdso
+}
+
+// readPerfMap loads /tmp/perf-PID.map, the symbol file JITs (Node.js with
+// --perf-basic-prof, Java with perf-map-agent, ...) write for perf, when it
+// changed since the last snapshot.
+func (s *Symbolizer) readPerfMap(pid int, p *process) {
+	f, err := os.Open(s.procPath(pid, "root", "tmp", fmt.Sprintf("perf-%d.map", pid)))
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return
+	}
+	stamp := fileKey{dev: uint64(st.Dev), ino: st.Ino, size: uint64(st.Size), mtime: st.Mtim}
+	if p.perfMap != nil && stamp == p.perfMapStamp {
+		return
+	}
+	var syms []funcSym
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	for sc.Scan() {
+		// START SIZE NAME, hex without 0x (some writers add it).
+		addrS, rest, ok1 := strings.Cut(sc.Text(), " ")
+		sizeS, name, ok2 := strings.Cut(rest, " ")
+		if !ok1 || !ok2 || name == "" {
+			continue
+		}
+		addr, err1 := strconv.ParseUint(strings.TrimPrefix(addrS, "0x"), 16, 64)
+		size, err2 := strconv.ParseUint(strings.TrimPrefix(sizeS, "0x"), 16, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		// Later lines win: a JIT reuses addresses after freeing code.
+		syms = append(syms, funcSym{addr: addr, size: size, name: name, rank: -len(syms)})
+	}
+	p.perfMap, p.perfMapStamp = newFuncTable(syms), stamp
+}

@@ -1,0 +1,493 @@
+package symbolize
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+const goProgram = `package main
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+)
+
+//go:noinline
+func hotLoop(n int) int {
+	s := 0
+	for i := 0; i < n; i++ {
+		s += i * i
+	}
+	return s
+}
+
+func main() {
+	fmt.Printf("%#x\n", reflect.ValueOf(hotLoop).Pointer())
+	// Wait until the test closes stdin or kills us.
+	os.Stdin.Read(make([]byte, 1))
+	fmt.Println(hotLoop(3))
+}
+`
+
+const cProgram = `#include <stdio.h>
+#include <unistd.h>
+
+__attribute__((noinline)) int hot_loop(int n) {
+	int s = 0;
+	for (int i = 0; i < n; i++)
+		s += i * i;
+	return s;
+}
+
+int main(void) {
+	char c;
+	printf("%p %p\n", (void *)hot_loop, (void *)getpid);
+	fflush(stdout);
+	if (read(0, &c, 1) < 0)
+		return 2;
+	return hot_loop(3) & 1;
+}
+`
+
+// buildOnce caches test binaries across tests of one run.
+var (
+	buildMu  sync.Mutex
+	built    = map[string]string{}
+	buildDir string
+)
+
+// build compiles src with the given command (which gets the source and
+// output paths appended) once per name and returns the binary's path.
+func build(t *testing.T, name, src, ext string, env []string, argv ...string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if p, ok := built[name]; ok {
+		return p
+	}
+	if buildDir == "" {
+		d, err := os.MkdirTemp("", "symbolize-test-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		buildDir = d
+	}
+	dir := filepath.Join(buildDir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	srcPath := filepath.Join(dir, "main."+ext)
+	if err := os.WriteFile(srcPath, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, name)
+	args := append(append([]string{}, argv[1:]...), "-o", out, srcPath)
+	cmd := exec.Command(argv[0], args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", name, err, b)
+	}
+	built[name] = out
+	return out
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+func goBinary(t *testing.T, name string, flags ...string) string {
+	t.Helper()
+	return goBinaryEnv(t, name, []string{"CGO_ENABLED=0"}, flags...)
+}
+
+func goBinaryEnv(t *testing.T, name string, env []string, flags ...string) string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		if _, err := os.Stat(goTool); err != nil {
+			t.Skip("needs the go tool to build a test binary: not in PATH")
+		}
+	}
+	env = append([]string{"GO111MODULE=off"}, env...)
+	return build(t, name, goProgram, "go", env, append([]string{goTool, "build"}, flags...)...)
+}
+
+func cBinary(t *testing.T, name string, flags ...string) string {
+	t.Helper()
+	cc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("needs gcc to build a C test binary: not in PATH")
+	}
+	return build(t, name, cProgram, "c", nil, append([]string{cc, "-O1"}, flags...)...)
+}
+
+// running is a started test program and the addresses it printed.
+type running struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	addrs []uint64
+}
+
+// start runs bin and reads the hex addresses it prints on its first line.
+func start(t *testing.T, bin string) *running {
+	t.Helper()
+	cmd := exec.Command(bin)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := &running{cmd: cmd, stdin: stdin}
+	t.Cleanup(r.kill)
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading %s's addresses: %v", bin, err)
+	}
+	for _, f := range strings.Fields(line) {
+		a, err := strconv.ParseUint(strings.TrimPrefix(f, "0x"), 16, 64)
+		if err != nil {
+			t.Fatalf("parsing address %q: %v", f, err)
+		}
+		r.addrs = append(r.addrs, a)
+	}
+	return r
+}
+
+// kill ends the program and waits for it, so its pid is really gone.
+func (r *running) kill() {
+	if r.cmd.ProcessState != nil {
+		return
+	}
+	r.stdin.Close()
+	r.cmd.Process.Kill()
+	r.cmd.Wait()
+}
+
+func (r *running) pid() int { return r.cmd.Process.Pid }
+
+// checkResolves asserts that addr (and an address inside the function)
+// resolve to want in pid's mapping of bin, and returns the frame.
+func checkResolves(t *testing.T, s *Symbolizer, pid int, addr uint64, want, module string) {
+	t.Helper()
+	frames := s.User(pid, []uint64{addr, addr + 1})
+	if len(frames) != 2 {
+		t.Fatalf("User returned %d frames for 2 addresses", len(frames))
+	}
+	for i, f := range frames {
+		if !strings.Contains(f.Function, want) {
+			t.Errorf("address %#x: function %q (%s), want %q", addr+uint64(i), f.Function, f, want)
+		}
+		if module != "" && f.Module != module {
+			t.Errorf("address %#x: module %q, want %q", addr+uint64(i), f.Module, module)
+		}
+	}
+}
+
+func TestGoBinary(t *testing.T) {
+	variants := []struct {
+		name   string
+		flags  []string
+		linker bool // needs gcc as the external linker
+	}{
+		{"go-exe", nil, false},
+		{"go-stripped", []string{"-ldflags=-s -w"}, false},
+		{"go-pie-stripped", []string{"-buildmode=pie", "-ldflags=-s -w"}, false},
+		// External linking puts C start-up code at the start of .text, so
+		// runtime.text must come from the binary's own data.
+		{"go-extpie-stripped", []string{"-buildmode=pie", "-ldflags=-linkmode=external -s -w"}, true},
+		{"go-ext-stripped", []string{"-ldflags=-linkmode=external -s -w"}, true},
+	}
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			env := []string{"CGO_ENABLED=0"}
+			if v.linker {
+				if _, err := exec.LookPath("gcc"); err != nil {
+					t.Skip("needs gcc as the external linker: not in PATH")
+				}
+				env = []string{"CGO_ENABLED=1"}
+			}
+			bin := goBinaryEnv(t, v.name, env, v.flags...)
+			p := start(t, bin)
+			s := New()
+			if err := s.Snapshot(p.pid()); err != nil {
+				t.Fatalf("Snapshot: %v", err)
+			}
+			checkResolves(t, s, p.pid(), p.addrs[0], "main.hotLoop", bin)
+
+			// The process is gone: its snapshot still resolves.
+			p.kill()
+			if err := s.Snapshot(p.pid()); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("Snapshot of an exited process: %v, want os.ErrNotExist", err)
+			}
+			checkResolves(t, s, p.pid(), p.addrs[0], "main.hotLoop", bin)
+		})
+	}
+}
+
+func TestDeletedBinary(t *testing.T) {
+	orig := goBinary(t, "go-exe")
+	bin := filepath.Join(t.TempDir(), "deleted-prog")
+	data, err := os.ReadFile(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, bin)
+	if err := os.Remove(bin); err != nil {
+		t.Fatal(err)
+	}
+	s := New()
+	if err := s.Snapshot(p.pid()); err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	checkResolves(t, s, p.pid(), p.addrs[0], "main.hotLoop", bin+" (deleted)")
+}
+
+func TestCBinary(t *testing.T) {
+	variants := []struct {
+		name  string
+		flags []string
+		strip bool
+	}{
+		{"c-pie", nil, false},
+		{"c-nopie", []string{"-no-pie"}, false},
+		// Stripped: only .dynsym is left, which -rdynamic fills.
+		{"c-stripped-dynsym", []string{"-rdynamic", "-s"}, true},
+	}
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			bin := cBinary(t, v.name, v.flags...)
+			if v.strip {
+				if f := sectionNames(t, bin); strings.Contains(f, ".symtab") {
+					t.Fatalf("%s still has .symtab: %s", bin, f)
+				}
+			}
+			p := start(t, bin)
+			s := New()
+			if err := s.Snapshot(p.pid()); err != nil {
+				t.Fatalf("Snapshot: %v", err)
+			}
+			checkResolves(t, s, p.pid(), p.addrs[0], "hot_loop", bin)
+			// getpid lives in libc (resolved through its .dynsym or
+			// .symtab); the module is whatever libc's path is.
+			checkResolves(t, s, p.pid(), p.addrs[1], "getpid", "")
+			p.kill()
+			checkResolves(t, s, p.pid(), p.addrs[0], "hot_loop", bin)
+		})
+	}
+}
+
+func TestUnknownRegion(t *testing.T) {
+	bin := goBinary(t, "go-exe")
+	p := start(t, bin)
+	s := New()
+	if err := s.Snapshot(p.pid()); err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	// Page zero is never mapped.
+	f := s.User(p.pid(), []uint64{0x10})[0]
+	if f.Function != "" || f.String() != "[unknown]+0x10" {
+		t.Errorf("address in no mapping: %+v (%s), want [unknown]+0x10", f, f)
+	}
+	// The first executable page of a Go binary starts with the ELF
+	// header, which is in no function: the frame keeps the module and the
+	// file offset.
+	var m *mapping
+	for i := range s.procs[p.pid()].maps {
+		if mm := &s.procs[p.pid()].maps[i]; mm.module == bin {
+			m = mm
+			break
+		}
+	}
+	if m == nil {
+		t.Fatalf("no executable mapping of %s in the snapshot", bin)
+	}
+	f = s.User(p.pid(), []uint64{m.start + 8})[0]
+	want := fmt.Sprintf("%s+0x%x", bin, m.pgoff+8)
+	if f.Function != "" || f.String() != want {
+		t.Errorf("address in the ELF header: %+v (%s), want %s", f, f, want)
+	}
+	// A pid that never existed has no snapshot at all.
+	if err := s.Snapshot(1 << 30); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Snapshot of a missing pid: %v, want os.ErrNotExist", err)
+	}
+	if f := s.User(1<<30, []uint64{0x1234})[0]; f.String() != "[unknown]+0x1234" {
+		t.Errorf("address of a missing pid: %s, want [unknown]+0x1234", f)
+	}
+}
+
+func TestSharedFiles(t *testing.T) {
+	bin := goBinary(t, "go-exe")
+	a, b := start(t, bin), start(t, bin)
+	s := New()
+	for _, p := range []*running{a, b} {
+		if err := s.Snapshot(p.pid()); err != nil {
+			t.Fatalf("Snapshot: %v", err)
+		}
+	}
+	objOf := func(pid int) *object {
+		for _, m := range s.procs[pid].maps {
+			if m.module == bin {
+				return m.obj
+			}
+		}
+		return nil
+	}
+	oa, ob := objOf(a.pid()), objOf(b.pid())
+	if oa == nil || oa != ob {
+		t.Errorf("two processes of one binary got tables %p and %p, want one shared", oa, ob)
+	}
+	if oa != nil && oa.symbols() == 0 {
+		t.Errorf("%s indexed with no symbols: %v", bin, oa.err)
+	}
+	// A second snapshot of unchanged mappings keeps the same process.
+	before := s.procs[a.pid()]
+	if err := s.Snapshot(a.pid()); err != nil {
+		t.Fatal(err)
+	}
+	if s.procs[a.pid()] != before {
+		t.Error("Snapshot of unchanged mappings rebuilt the process")
+	}
+	s.Forget(a.pid())
+	if _, ok := s.procs[a.pid()]; ok {
+		t.Error("Forget kept the process")
+	}
+}
+
+func TestVDSO(t *testing.T) {
+	s := New()
+	pid := os.Getpid()
+	if err := s.Snapshot(pid); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range s.procs[pid].maps {
+		if m.module != ModuleVDSO {
+			continue
+		}
+		if m.obj == nil || m.obj.symbols() == 0 {
+			t.Fatalf("vdso not indexed")
+		}
+		// Every symbol of the vDSO resolves to itself or an alias at its
+		// address; look one name up through the table to get an address.
+		for _, tab := range m.obj.tables {
+			for _, e := range tab.entries {
+				if name := tab.name(e); strings.Contains(name, "clock_gettime") {
+					f := s.User(pid, []uint64{m.start + e.addr + 1})[0]
+					if !strings.Contains(f.Function, "clock_gettime") || f.Module != ModuleVDSO {
+						t.Errorf("vdso clock_gettime+1 resolved to %+v", f)
+					}
+					return
+				}
+			}
+		}
+		t.Fatal("no clock_gettime in the vdso")
+	}
+	t.Skip("needs a vdso: this process has none mapped")
+}
+
+func TestPerfMap(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root: writes /tmp/perf-PID.map for another process")
+	}
+	bin := goBinary(t, "go-exe")
+	p := start(t, bin)
+	s := New()
+	if err := s.Snapshot(p.pid()); err != nil {
+		t.Fatal(err)
+	}
+	// A Go program has no JIT, so this checks how the map file of a
+	// running process is found and parsed, not a real JIT's output.
+	path := fmt.Sprintf("/tmp/perf-%d.map", p.pid())
+	t.Cleanup(func() { os.Remove(path) })
+	if err := os.WriteFile(path, []byte("1000 20 jitted_a\n0x2000 0x10 LazyCompile:*b /x.js:1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pr := &process{}
+	s.readPerfMap(p.pid(), pr)
+	for _, c := range []struct {
+		addr uint64
+		want string
+	}{{0x1000, "jitted_a"}, {0x101f, "jitted_a"}, {0x1020, ""}, {0x2008, "LazyCompile:*b /x.js:1"}} {
+		if got, _ := pr.perfMap.lookup(c.addr); got != c.want {
+			t.Errorf("perf map lookup %#x: %q, want %q", c.addr, got, c.want)
+		}
+	}
+}
+
+func sectionNames(t *testing.T, bin string) string {
+	t.Helper()
+	out, err := exec.Command("readelf", "-S", "-W", bin).Output()
+	if err != nil {
+		t.Skipf("needs readelf to check the strip: %v", err)
+	}
+	return string(out)
+}
+
+//go:noinline
+func benchLeaf() []uintptr {
+	pcs := make([]uintptr, 64)
+	return pcs[:runtime.Callers(0, pcs)]
+}
+
+func BenchmarkUser(b *testing.B) {
+	s := New()
+	pid := os.Getpid()
+	if err := s.Snapshot(pid); err != nil {
+		b.Fatal(err)
+	}
+	// A realistic stack: this process's own call chain plus a few
+	// functions elsewhere in the binary and one unknown address.
+	var addrs []uint64
+	for _, pc := range benchLeaf() {
+		addrs = append(addrs, uint64(pc))
+	}
+	for _, f := range []any{fmt.Sprintf, strconv.Itoa, reflect.ValueOf, errors.Is} {
+		addrs = append(addrs, uint64(reflect.ValueOf(f).Pointer())+4)
+	}
+	addrs = append(addrs, 0x10)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		s.User(pid, addrs)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(addrs)), "ns/addr")
+}
+
+func BenchmarkSnapshotUnchanged(b *testing.B) {
+	s := New()
+	pid := os.Getpid()
+	if err := s.Snapshot(pid); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := s.Snapshot(pid); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

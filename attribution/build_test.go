@@ -1,0 +1,161 @@
+package attribution
+
+import (
+	"testing"
+
+	"github.com/cacheheat/cacheheat/profile"
+)
+
+// Recordings for the rule tests are built in code: each states the exact
+// counts a rule's threshold is about, which a real run cannot pin down.
+
+const second = int64(1e9)
+
+// hwEvents are the hardware events a PMU host would measure.
+var hwEvents = []string{
+	evInstructions, evL1Loads, evL1LoadMisses, evLLCLoads, evLLCLoadMisses, evLLCStores,
+	evNodeLoads, evNodeLoadMisses, evDTLBLoadMisses, hitmEvents[0],
+}
+
+// swEvents are the software events every host measures.
+var swEvents = []string{evCPUClock, evPageFaults, evContextSwitch, evCPUMigrations}
+
+type builder struct {
+	t   *testing.T
+	rec *profile.Recording
+}
+
+// newRec builds a recording of n one-second windows on ncpu CPUs of one
+// node, with the given events measured (hardware ones as on a PMU host).
+func newRec(t *testing.T, ncpu, n int, measured ...string) *builder {
+	t.Helper()
+	h := profile.Header{
+		FormatVersion: "1.0",
+		Host:          profile.Host{Hostname: "test", Mode: "hardware"},
+		Target:        profile.Target{Kind: profile.TargetPID, PIDs: []int{100}},
+		Settings:      profile.Settings{IntervalNS: second, SampleHz: 100, SampleEvents: []string{evCPUClock}},
+	}
+	node := profile.Node{ID: 0}
+	for c := 0; c < ncpu; c++ {
+		h.Host.Topology.CPUs = append(h.Host.Topology.CPUs, profile.CPU{ID: c, Node: 0, Core: c, L3: 0, Siblings: []int{c}})
+		node.CPUs = append(node.CPUs, c)
+	}
+	h.Host.Topology.Nodes = []profile.Node{node}
+	for _, e := range measured {
+		h.Events = append(h.Events, profile.EventStatus{Name: e, Kind: "hardware", Status: profile.StatusMeasured})
+	}
+	rec := &profile.Recording{Header: h, Stacks: map[uint64]profile.Stack{}}
+	for i := 0; i < n; i++ {
+		rec.Windows = append(rec.Windows, profile.Window{Index: i, StartNS: int64(i) * second, EndNS: int64(i+1) * second})
+	}
+	rec.Trailer = &profile.Trailer{EndReason: profile.EndDuration, Windows: n}
+	return &builder{t: t, rec: rec}
+}
+
+// software marks the recording as made on a host without a PMU: every
+// hardware event unsupported with the kernel's reason.
+func (b *builder) software() *builder {
+	b.rec.Header.Host.Mode = "software"
+	for _, e := range hwEvents {
+		b.rec.Header.Events = append(b.rec.Header.Events, profile.EventStatus{
+			Name: e, Kind: "hardware", Status: profile.StatusUnsupported, Errno: "ENOENT",
+			Reason: "no hardware PMU (perf_event_open: ENOENT)",
+		})
+	}
+	return b
+}
+
+// counter sets an event's per-CPU counts in every window (or only the
+// listed ones).
+func (b *builder) counter(event string, perCPU []uint64, windows ...int) *builder {
+	for _, i := range b.windows(windows) {
+		w := &b.rec.Windows[i]
+		found := false
+		for j := range w.Counters {
+			if w.Counters[j].Event == event {
+				w.Counters[j].PerCPU = perCPU
+				found = true
+			}
+		}
+		if !found {
+			w.Counters = append(w.Counters, profile.Counter{Event: event, PerCPU: perCPU})
+		}
+	}
+	return b
+}
+
+// samples adds n cpu-clock samples on a CPU in every window (or the listed
+// ones), in function fn.
+func (b *builder) samples(cpu int, n uint64, fn string, windows ...int) *builder {
+	id := uint64(len(b.rec.Stacks) + 1)
+	for sid, s := range b.rec.Stacks {
+		if s.Frames[0].Function == fn {
+			id = sid
+		}
+	}
+	b.rec.Stacks[id] = profile.Stack{ID: id, Frames: []profile.Frame{{Function: fn, Module: "/bin/target"}}}
+	for _, i := range b.windows(windows) {
+		w := &b.rec.Windows[i]
+		w.Samples = append(w.Samples, profile.Sample{Event: evCPUClock, PID: 100, TID: 100, CPU: cpu, UserStack: id, Count: n})
+	}
+	return b
+}
+
+// hist adds count values in a log2 bucket on a CPU to a histogram in
+// every window (or the listed ones).
+func (b *builder) hist(name string, cpu, bucket int, count uint64, windows ...int) *builder {
+	for _, i := range b.windows(windows) {
+		w := &b.rec.Windows[i]
+		var h *profile.Histogram
+		for j := range w.Histograms {
+			if w.Histograms[j].Name == name {
+				h = &w.Histograms[j]
+			}
+		}
+		if h == nil {
+			w.Histograms = append(w.Histograms, profile.Histogram{Name: name, Unit: "ns"})
+			h = &w.Histograms[len(w.Histograms)-1]
+		}
+		for len(h.PerCPU) <= cpu {
+			h.PerCPU = append(h.PerCPU, make([]uint64, profile.HistBuckets))
+		}
+		h.PerCPU[cpu][bucket] += count
+	}
+	return b
+}
+
+// threads lists n threads of process 100 in every window with the given
+// per-thread counts.
+func (b *builder) threads(n int, counts map[string]uint64) *builder {
+	for i := range b.rec.Windows {
+		p := profile.Process{PID: 100, Comm: "target", Counts: map[string]uint64{}}
+		for t := 0; t < n; t++ {
+			p.Threads = append(p.Threads, profile.Thread{TID: 100 + t, Comm: "target", Counts: counts})
+			for k, v := range counts {
+				p.Counts[k] += v
+			}
+		}
+		b.rec.Windows[i].Processes = []profile.Process{p}
+	}
+	return b
+}
+
+func (b *builder) windows(list []int) []int {
+	if len(list) > 0 {
+		return list
+	}
+	all := make([]int, len(b.rec.Windows))
+	for i := range all {
+		all[i] = i
+	}
+	return all
+}
+
+// done checks the recording's invariants, as the reader would.
+func (b *builder) done() *profile.Recording {
+	b.t.Helper()
+	if err := b.rec.CheckValid(); err != nil {
+		b.t.Fatalf("test recording is invalid: %v", err)
+	}
+	return b.rec
+}

@@ -1,0 +1,12 @@
+// Package attribution turns a recording into root-cause findings: it derives
+// metrics (rates, ratios such as miss ratio and MPKI, per-core imbalance,
+// per-window latency percentiles) and evaluates a table of rules against
+// them.
+//
+// The rule table (Rules) is data: each rule names the inputs it needs, its
+// thresholds, where they come from and what to do. A rule whose inputs were
+// not measured is never skipped and never guessed: Analyze lists it as not
+// evaluated, with the reason the recording gives (for example "unsupported
+// on this host: no hardware PMU"). docs/ATTRIBUTION.md is generated from the
+// same table, so the documentation cannot drift from the code.
+package attribution

@@ -1,0 +1,263 @@
+package attribution
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/cacheheat/cacheheat/profile"
+)
+
+// Result is what Analyze finds in a recording: the findings of the rules
+// that could be evaluated, most severe first, and every rule that could not
+// be evaluated with the reason.
+type Result struct {
+	Findings     []Finding      `json:"findings"`
+	NotEvaluated []NotEvaluated `json:"not_evaluated"`
+}
+
+// Finding is one rule that fired, with the numbers behind it.
+type Finding struct {
+	Rule     string `json:"rule"`
+	Title    string `json:"title"`
+	Severity string `json:"severity"` // SeverityHigh, SeverityMedium
+	// Confidence in [0, 1]: the rule's base confidence, lowered for short
+	// recordings, approximated formulas and multiplexed counters.
+	Confidence float64    `json:"confidence"`
+	Scope      Scope      `json:"scope"`
+	Evidence   []Evidence `json:"evidence"`
+	Advice     string     `json:"advice"`
+	// Approximation says how a metric was approximated from generic events
+	// when no exact formula was available; empty when exact.
+	Approximation string `json:"approximation,omitempty"`
+}
+
+// Severity values.
+const (
+	SeverityHigh   = "high"   // the primary metric is at least twice its threshold
+	SeverityMedium = "medium" // the primary metric is over its threshold
+)
+
+// Scope is what a finding is about: the heatmap region (CPUs, nodes) and
+// time range (nanoseconds since the recording's start time) to look at.
+type Scope struct {
+	CPUs      []int    `json:"cpus"`
+	Nodes     []int    `json:"nodes"`
+	PIDs      []int    `json:"pids"`
+	Functions []string `json:"functions"`
+	StartNS   int64    `json:"start_ns"`
+	EndNS     int64    `json:"end_ns"`
+}
+
+// Evidence is one metric's value next to the threshold it was held to.
+type Evidence struct {
+	Metric    string  `json:"metric"`
+	Value     float64 `json:"value"`
+	Threshold float64 `json:"threshold"`
+	Op        string  `json:"op"` // ">", ">=", "<", "<="
+	Unit      string  `json:"unit"`
+}
+
+// NotEvaluated is a rule whose inputs the recording does not have.
+type NotEvaluated struct {
+	Rule  string   `json:"rule"`
+	Title string   `json:"title"`
+	Needs []string `json:"needs"` // the missing inputs
+	// Reason says why each is missing, from the recording's event status
+	// ("unsupported on this host: ...") or "not recorded (add -e NAME)".
+	Reason string `json:"reason"`
+}
+
+// Analyze evaluates every rule against a recording.
+func Analyze(rec *profile.Recording) Result {
+	m := NewMetrics(rec)
+	res := Result{Findings: []Finding{}, NotEvaluated: []NotEvaluated{}}
+	for i := range table {
+		r := &table[i]
+		if ne, ok := r.notEvaluated(m); ok {
+			res.NotEvaluated = append(res.NotEvaluated, ne)
+			continue
+		}
+		for _, f := range r.eval(m, r) {
+			res.Findings = append(res.Findings, r.complete(m, f))
+		}
+	}
+	sort.SliceStable(res.Findings, func(i, j int) bool {
+		a, b := res.Findings[i], res.Findings[j]
+		if a.Severity != b.Severity {
+			return a.Severity == SeverityHigh
+		}
+		return a.Confidence > b.Confidence
+	})
+	return res
+}
+
+// complete fills what every finding of a rule shares.
+func (r *Rule) complete(m *Metrics, f Finding) Finding {
+	f.Rule, f.Title, f.Advice, f.Approximation = r.ID, r.Title, r.Advice, r.Approximation
+	conf := r.Confidence
+	// Fewer than three windows leave no way to tell a steady state from
+	// a blip.
+	if len(m.Windows) < 3 {
+		conf *= 0.8
+	}
+	// A multiplexed hardware counter was scaled from a fraction of the
+	// time; trust the finding as much as the least-observed input.
+	conf *= m.observedFraction(r.events())
+	f.Confidence = math.Round(conf*100) / 100
+	// JSON has no NaN or infinity; a rule never fires on one, but an
+	// evidence line beside the deciding one may carry it.
+	for i := range f.Evidence {
+		f.Evidence[i].Value = finite(f.Evidence[i].Value)
+	}
+	if f.Scope.PIDs == nil {
+		f.Scope.PIDs = m.PIDs()
+	}
+	if f.Scope.StartNS == 0 && f.Scope.EndNS == 0 && len(m.Windows) > 0 {
+		f.Scope.StartNS, f.Scope.EndNS = m.Windows[0].StartNS, m.Windows[len(m.Windows)-1].EndNS
+	}
+	if f.Scope.CPUs == nil {
+		f.Scope.CPUs = []int{}
+	}
+	f.Scope.Nodes = m.NodesOf(f.Scope.CPUs)
+	if f.Scope.Nodes == nil {
+		f.Scope.Nodes = []int{}
+	}
+	if f.Scope.PIDs == nil {
+		f.Scope.PIDs = []int{}
+	}
+	if f.Scope.Functions == nil {
+		f.Scope.Functions = m.TopFunctions(f.Scope.CPUs, f.Scope.StartNS, f.Scope.EndNS, 3)
+		if f.Scope.Functions == nil {
+			f.Scope.Functions = []string{}
+		}
+	}
+	return f
+}
+
+// observedFraction is the smallest running/enabled time ratio among the
+// measured events, 1 when none was multiplexed.
+func (m *Metrics) observedFraction(events []string) float64 {
+	frac := 1.0
+	want := map[string]bool{}
+	for _, e := range events {
+		want[e] = true
+	}
+	enabled, running := map[string]uint64{}, map[string]uint64{}
+	for _, w := range m.rec.Windows {
+		for _, c := range w.Counters {
+			if want[c.Event] {
+				enabled[c.Event] += c.Enabled
+				running[c.Event] += c.Running
+			}
+		}
+	}
+	for e, en := range enabled {
+		if en > 0 && running[e] < en {
+			frac = min(frac, float64(running[e])/float64(en))
+		}
+	}
+	return frac
+}
+
+// WriteText prints a result for a terminal: findings first, then the
+// rules that were not evaluated.
+func (res Result) WriteText(w io.Writer) error {
+	var b strings.Builder
+	if len(res.Findings) == 0 {
+		b.WriteString("findings: none\n")
+	} else {
+		fmt.Fprintf(&b, "findings (%d)\n", len(res.Findings))
+	}
+	for _, f := range res.Findings {
+		fmt.Fprintf(&b, "\n  [%s] %s: %s (confidence %.2f)\n", f.Severity, f.Rule, f.Title, f.Confidence)
+		fmt.Fprintf(&b, "    scope     %s\n", f.Scope)
+		for i, e := range f.Evidence {
+			label := ""
+			if i == 0 {
+				label = "evidence"
+			}
+			fmt.Fprintf(&b, "    %-9s %s = %s (threshold %s %s)\n", label, e.Metric, FormatValue(e.Value, e.Unit), e.Op, FormatValue(e.Threshold, e.Unit))
+		}
+		fmt.Fprintf(&b, "    advice    %s\n", f.Advice)
+		if f.Approximation != "" {
+			fmt.Fprintf(&b, "    note      %s\n", f.Approximation)
+		}
+	}
+	if len(res.NotEvaluated) > 0 {
+		fmt.Fprintf(&b, "\nnot evaluated (%d)\n", len(res.NotEvaluated))
+		for _, n := range res.NotEvaluated {
+			fmt.Fprintf(&b, "  %-24s needs %s (%s)\n", n.Rule, strings.Join(n.Needs, ", "), n.Reason)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// String renders a scope on one line.
+func (s Scope) String() string {
+	var parts []string
+	if len(s.CPUs) > 0 {
+		parts = append(parts, "cpus "+joinInts(s.CPUs))
+	}
+	if len(s.Nodes) > 0 {
+		parts = append(parts, "nodes "+joinInts(s.Nodes))
+	}
+	if len(s.PIDs) > 0 {
+		parts = append(parts, "pids "+joinInts(s.PIDs))
+	}
+	parts = append(parts, fmt.Sprintf("time %.1fs-%.1fs", float64(s.StartNS)/1e9, float64(s.EndNS)/1e9))
+	if len(s.Functions) > 0 {
+		q := make([]string, len(s.Functions))
+		for i, f := range s.Functions {
+			q[i] = fmt.Sprintf("%q", f)
+		}
+		parts = append(parts, "functions "+strings.Join(q, " "))
+	}
+	return strings.Join(parts, "  ")
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ",")
+}
+
+// FormatValue prints a metric value with its unit for people.
+func FormatValue(v float64, unit string) string {
+	switch unit {
+	case UnitRatio:
+		return fmt.Sprintf("%.1f%%", v*100)
+	case UnitNS:
+		switch {
+		case v >= 1e9:
+			return fmt.Sprintf("%.2fs", v/1e9)
+		case v >= 1e6:
+			return fmt.Sprintf("%.2fms", v/1e6)
+		case v >= 1e3:
+			return fmt.Sprintf("%.2fus", v/1e3)
+		}
+		return fmt.Sprintf("%.0fns", v)
+	case UnitTimes:
+		return fmt.Sprintf("%.2fx", v)
+	case "":
+		return fmt.Sprintf("%.4g", v)
+	}
+	return fmt.Sprintf("%.4g %s", v, unit)
+}
+
+func finite(v float64) float64 {
+	switch {
+	case math.IsNaN(v):
+		return 0
+	case math.IsInf(v, 1):
+		return math.MaxFloat64
+	case math.IsInf(v, -1):
+		return -math.MaxFloat64
+	}
+	return v
+}

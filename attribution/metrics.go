@@ -1,0 +1,399 @@
+package attribution
+
+import (
+	"math"
+	"sort"
+
+	"github.com/cacheheat/cacheheat/profile"
+)
+
+// Event names the rules read, perf's names (DESIGN.md).
+const (
+	evCPUClock       = "cpu-clock"
+	evPageFaults     = "page-faults"
+	evContextSwitch  = "context-switches"
+	evCPUMigrations  = "cpu-migrations"
+	evInstructions   = "instructions"
+	evL1Loads        = "L1-dcache-loads"
+	evL1LoadMisses   = "L1-dcache-load-misses"
+	evLLCLoads       = "LLC-loads"
+	evLLCLoadMisses  = "LLC-load-misses"
+	evLLCStores      = "LLC-stores"
+	evNodeLoads      = "node-loads"
+	evNodeLoadMisses = "node-load-misses"
+	evDTLBLoadMisses = "dTLB-load-misses"
+)
+
+// hitmEvents are the vendor events that count loads served by another
+// core's modified line (a cache-to-cache transfer), by perf's names from
+// the kernel's pmu-events tables: Intel Skylake..Ice Lake call it
+// xsnp_hitm, Sapphire Rapids and later xsnp_fwd; AMD Zen 4 counts demand
+// fills from another core's cache in the same (near) or another (far) CCX.
+var hitmEvents = []string{
+	"mem_load_l3_hit_retired.xsnp_hitm",
+	"mem_load_l3_hit_retired.xsnp_fwd",
+	"ls_dmnd_fills_from_sys.near_cache",
+	"ls_dmnd_fills_from_sys.far_cache",
+}
+
+// Metrics is what the rules read: a recording reduced to totals, rates,
+// per-CPU splits and per-window series. Every value is derived from the
+// recording's counts; nothing is estimated except where a field says so.
+type Metrics struct {
+	rec *profile.Recording
+
+	// DurationS is the recorded time, first window start to last window
+	// end.
+	DurationS float64
+	// CPUs are the online CPU ids that were recorded (Settings.CPUs or the
+	// whole topology).
+	CPUs   []int
+	nodeOf []int
+
+	status map[string]profile.EventStatus
+	// Totals and HostTotals sum each event's per-CPU counts over all
+	// windows, for the target's tasks and for every task.
+	Totals     map[string][]uint64
+	HostTotals map[string][]uint64
+	Processes  []profile.ProcessSummary
+	// ThreadSeconds sums, over windows, the number of target threads (or
+	// processes without thread detail) that appear in the window times the
+	// window's length: the denominator of per-thread rates.
+	ThreadSeconds float64
+	// Threads is the number of distinct target threads seen.
+	Threads int
+	hists   map[string]bool
+
+	// SampleEvent is the primary stack-sample event and SamplesPerCPU its
+	// target samples per CPU.
+	SampleEvent   string
+	SamplesPerCPU []uint64
+	SampleTotal   uint64
+
+	Windows []WindowMetrics
+}
+
+// WindowMetrics is one window reduced to totals.
+type WindowMetrics struct {
+	StartNS, EndNS int64
+	DurationS      float64
+	// Counts sums each event over CPUs (target's tasks).
+	Counts map[string]uint64
+	// Hist sums each histogram over CPUs; HistPerCPU keeps the split.
+	Hist       map[string][]uint64
+	HistPerCPU map[string][][]uint64
+}
+
+// Rate is an event's per-second rate in the window.
+func (w *WindowMetrics) Rate(event string) float64 {
+	if w.DurationS <= 0 {
+		return 0
+	}
+	return float64(w.Counts[event]) / w.DurationS
+}
+
+// NewMetrics derives the metrics of a recording.
+func NewMetrics(rec *profile.Recording) *Metrics {
+	m := &Metrics{
+		rec:        rec,
+		status:     map[string]profile.EventStatus{},
+		Totals:     rec.CounterTotals(false),
+		HostTotals: rec.CounterTotals(true),
+		Processes:  rec.ProcessTotals(),
+		hists:      map[string]bool{},
+		nodeOf:     rec.Header.Host.Topology.NodeOf(),
+	}
+	for _, e := range rec.Header.Events {
+		m.status[e.Name] = e
+	}
+	online := map[int]bool{}
+	for _, c := range rec.Header.Host.Topology.CPUs {
+		online[c.ID] = true
+	}
+	if len(rec.Header.Settings.CPUs) > 0 {
+		for _, c := range rec.Header.Settings.CPUs {
+			if online[c] {
+				m.CPUs = append(m.CPUs, c)
+			}
+		}
+	} else {
+		for _, c := range rec.Header.Host.Topology.CPUs {
+			m.CPUs = append(m.CPUs, c.ID)
+		}
+	}
+	sort.Ints(m.CPUs)
+	if n := len(rec.Windows); n > 0 {
+		m.DurationS = float64(rec.Windows[n-1].EndNS-rec.Windows[0].StartNS) / 1e9
+	}
+
+	ncpu := rec.Header.Host.Topology.MaxCPU() + 1
+	m.SampleEvent = rec.PrimarySampleEvent()
+	m.SamplesPerCPU = make([]uint64, ncpu)
+	tids := map[int]bool{}
+	for _, w := range rec.Windows {
+		wm := WindowMetrics{
+			StartNS: w.StartNS, EndNS: w.EndNS,
+			DurationS:  float64(w.EndNS-w.StartNS) / 1e9,
+			Counts:     map[string]uint64{},
+			Hist:       map[string][]uint64{},
+			HistPerCPU: map[string][][]uint64{},
+		}
+		for _, c := range w.Counters {
+			for _, v := range c.PerCPU {
+				wm.Counts[c.Event] += v
+			}
+		}
+		for _, h := range w.Histograms {
+			m.hists[h.Name] = true
+			sum, ok := wm.Hist[h.Name]
+			if !ok {
+				sum = make([]uint64, profile.HistBuckets)
+				wm.Hist[h.Name] = sum
+			}
+			h.AddTo(sum)
+			per := wm.HistPerCPU[h.Name]
+			for len(per) < len(h.PerCPU) {
+				per = append(per, make([]uint64, profile.HistBuckets))
+			}
+			for cpu, b := range h.PerCPU {
+				for i, c := range b {
+					per[cpu][i] += c
+				}
+			}
+			wm.HistPerCPU[h.Name] = per
+		}
+		for _, s := range w.Samples {
+			if s.Event == m.SampleEvent && s.CPU >= 0 && s.CPU < ncpu {
+				m.SamplesPerCPU[s.CPU] += s.Count
+				m.SampleTotal += s.Count
+			}
+		}
+		var present int
+		for _, p := range w.Processes {
+			if len(p.Threads) == 0 {
+				present++
+				tids[-p.PID] = true
+				continue
+			}
+			for _, t := range p.Threads {
+				present++
+				tids[t.TID] = true
+			}
+		}
+		m.ThreadSeconds += float64(present) * wm.DurationS
+		m.Windows = append(m.Windows, wm)
+	}
+	m.Threads = len(tids)
+	return m
+}
+
+// Measured reports whether an event was measured in this recording.
+func (m *Metrics) Measured(event string) bool {
+	return m.status[event].Status == profile.StatusMeasured
+}
+
+// HasHistogram reports whether the recorder collected a histogram: a
+// window carries it.
+func (m *Metrics) HasHistogram(name string) bool { return m.hists[name] }
+
+// HasSamples reports whether stack samples were taken.
+func (m *Metrics) HasSamples() bool {
+	return len(m.rec.Header.Settings.SampleEvents) > 0 && (m.rec.Header.Settings.SampleHz > 0 || m.rec.Header.Settings.SamplePeriod > 0)
+}
+
+// Total is an event's total over the target's tasks.
+func (m *Metrics) Total(event string) float64 { return sum(m.Totals[event]) }
+
+// Rate is an event's per-second rate over the whole recording.
+func (m *Metrics) Rate(event string) float64 {
+	if m.DurationS <= 0 {
+		return 0
+	}
+	return m.Total(event) / m.DurationS
+}
+
+// PerCPU is an event's target total on one CPU.
+func (m *Metrics) PerCPU(event string, cpu int) float64 {
+	v := m.Totals[event]
+	if cpu < 0 || cpu >= len(v) {
+		return 0
+	}
+	return float64(v[cpu])
+}
+
+// NodeTotal is an event's target total over a node's recorded CPUs.
+func (m *Metrics) NodeTotal(event string, node int) float64 {
+	var t float64
+	for _, c := range m.NodeCPUs(node) {
+		t += m.PerCPU(event, c)
+	}
+	return t
+}
+
+// NodeCPUs lists the recorded CPUs of a node.
+func (m *Metrics) NodeCPUs(node int) []int {
+	var out []int
+	for _, c := range m.CPUs {
+		if c < len(m.nodeOf) && m.nodeOf[c] == node {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Nodes lists the nodes that have recorded CPUs.
+func (m *Metrics) Nodes() []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, c := range m.CPUs {
+		if c < len(m.nodeOf) && !seen[m.nodeOf[c]] {
+			seen[m.nodeOf[c]] = true
+			out = append(out, m.nodeOf[c])
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+// NodesOf maps CPUs to their nodes, sorted and unique.
+func (m *Metrics) NodesOf(cpus []int) []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, c := range cpus {
+		if c >= 0 && c < len(m.nodeOf) && m.nodeOf[c] >= 0 && !seen[m.nodeOf[c]] {
+			seen[m.nodeOf[c]] = true
+			out = append(out, m.nodeOf[c])
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+// Busy is the fraction of a CPU's time the target ran on it. It comes from
+// the target's cpu-clock count (nanoseconds of on-CPU time) when that was
+// measured, otherwise from stack samples divided by the sampling rate.
+func (m *Metrics) Busy(cpu int) float64 {
+	if m.DurationS <= 0 {
+		return 0
+	}
+	if m.Measured(evCPUClock) {
+		return m.PerCPU(evCPUClock, cpu) / 1e9 / m.DurationS
+	}
+	if hz := m.rec.Header.Settings.SampleHz; hz > 0 && cpu < len(m.SamplesPerCPU) {
+		return float64(m.SamplesPerCPU[cpu]) / float64(hz) / m.DurationS
+	}
+	return 0
+}
+
+// OnCPUSeconds is the target's total on-CPU time from cpu-clock.
+func (m *Metrics) OnCPUSeconds() float64 { return m.Total(evCPUClock) / 1e9 }
+
+// HistogramSum estimates the sum of the values in a log2 histogram: each
+// bucket's count times its midpoint. A value in [2^i, 2^(i+1)) is off from
+// the midpoint 1.5*2^i by at most a third, so the estimate is within
+// -33%..+50% of the truth, bounded the same way for every bucket.
+func HistogramSum(b []uint64) float64 {
+	var s float64
+	for i, c := range b {
+		if c > 0 {
+			s += float64(c) * (profile.BucketLower(i) + profile.BucketUpper(i)) / 2
+		}
+	}
+	return s
+}
+
+// HistogramCount is the number of values in a histogram.
+func HistogramCount(b []uint64) uint64 {
+	var n uint64
+	for _, c := range b {
+		n += c
+	}
+	return n
+}
+
+// TopFunctions lists the target's hottest self functions in the samples of
+// the given CPUs (all when cpus is empty) and time range.
+func (m *Metrics) TopFunctions(cpus []int, startNS, endNS int64, n int) []string {
+	want := map[int]bool{}
+	for _, c := range cpus {
+		want[c] = true
+	}
+	counts := map[string]uint64{}
+	for _, w := range m.rec.Windows {
+		if w.EndNS <= startNS || (endNS > 0 && w.StartNS >= endNS) {
+			continue
+		}
+		for _, s := range w.Samples {
+			if s.Event != m.SampleEvent || (len(want) > 0 && !want[s.CPU]) {
+				continue
+			}
+			frames := m.rec.SampleFrames(s)
+			name := "[unknown]"
+			// The innermost user frame names the target's code; a kernel
+			// frame (a syscall or fault handler) says less about where to
+			// look, so it is used only when there is no user frame.
+			for _, f := range frames {
+				name = f.String()
+				if !m.isKernelFrame(s, f) {
+					break
+				}
+			}
+			counts[name] += s.Count
+		}
+	}
+	var out []string
+	for _, f := range profile.TopN(counts, n) {
+		out = append(out, f.Name)
+	}
+	return out
+}
+
+func (m *Metrics) isKernelFrame(s profile.Sample, f profile.Frame) bool {
+	if s.KernelStack == 0 {
+		return false
+	}
+	for _, k := range m.rec.Stacks[s.KernelStack].Frames {
+		if k == f {
+			return true
+		}
+	}
+	return false
+}
+
+// PIDs lists the target's process ids.
+func (m *Metrics) PIDs() []int {
+	var out []int
+	for _, p := range m.Processes {
+		out = append(out, p.PID)
+	}
+	return out
+}
+
+func sum(v []uint64) float64 {
+	var t float64
+	for _, x := range v {
+		t += float64(x)
+	}
+	return t
+}
+
+// ratio divides, returning NaN for an empty denominator so that a rule
+// never compares a ratio of nothing against a threshold.
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return math.NaN()
+	}
+	return a / b
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}

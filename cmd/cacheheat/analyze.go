@@ -1,0 +1,44 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/cacheheat/cacheheat/attribution"
+)
+
+func init() {
+	register(command{name: "analyze", summary: "root-cause findings of a recording (--json for CI)", run: runAnalyze})
+}
+
+// runAnalyze prints findings and the rules that could not be evaluated.
+// It exits 0 with or without findings: a finding is information, and CI
+// that wants to fail on one tests the JSON (jq -e '.findings | length == 0').
+func runAnalyze(name string, args []string, stdout io.Writer) error {
+	fs := newFlagSet(name, "FILE [--json]", `  cacheheat analyze r.rec
+  cacheheat analyze --json r.rec | jq -r '.findings[].rule'
+`, stdout)
+	asJSON := fs.Bool("json", false, "print findings and not-evaluated rules as JSON (docs/ATTRIBUTION.md)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageErrorf("analyze: want one recording file, got %d arguments; run 'cacheheat analyze --help'", fs.NArg())
+	}
+	rec, err := readRecording(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	if rec.Warning != "" {
+		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", rec.Warning)
+	}
+	res := attribution.Analyze(rec)
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	return res.WriteText(stdout)
+}

@@ -1,0 +1,943 @@
+package heatmap
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/cacheheat/cacheheat/profile"
+)
+
+// DefaultMaxCells is the most cells one heatmap carries. ECharts slows
+// down above about 20,000 heatmap cells per chart, so longer or wider
+// recordings are downsampled to fit.
+const DefaultMaxCells = 20000
+
+// maxRows is the most rows (CPUs) a heatmap shows before adjacent CPUs
+// are merged into one row: more would not be readable on a screen.
+const maxRows = 256
+
+// Report is everything the HTML report shows, computed from a recording.
+// Its JSON form is the page's data block.
+type Report struct {
+	Summary   Summary      `json:"summary"`
+	CPU       Grid         `json:"cpu"`
+	Node      Grid         `json:"node"`
+	Latency   []Latency    `json:"latency"`
+	Processes ProcessTable `json:"processes"`
+	Samples   []SampleView `json:"samples"`
+	Host      HostView     `json:"host"`
+	Quality   Quality      `json:"quality"`
+	Findings  *Findings    `json:"findings,omitempty"`
+}
+
+// Build computes the whole report's data. maxCells <= 0 means
+// DefaultMaxCells.
+func Build(rec *profile.Recording, maxCells int) Report {
+	if maxCells <= 0 {
+		maxCells = DefaultMaxCells
+	}
+	return Report{
+		Summary:   BuildSummary(rec),
+		CPU:       CPUGrid(rec, maxCells),
+		Node:      NodeGrid(rec, maxCells),
+		Latency:   LatencyMaps(rec, maxCells),
+		Processes: Processes(rec, 300),
+		Samples:   SampleViews(rec),
+		Host:      BuildHost(rec),
+		Quality:   BuildQuality(rec),
+	}
+}
+
+// Summary is the report's first section.
+type Summary struct {
+	Title      string             `json:"title"`
+	Target     string             `json:"target"`
+	Hostname   string             `json:"hostname"`
+	Kernel     string             `json:"kernel"`
+	CPUModel   string             `json:"cpu_model"`
+	CPUs       int                `json:"cpus"`
+	Nodes      int                `json:"nodes"`
+	Mode       string             `json:"mode"`
+	Start      string             `json:"start"`
+	DurationS  float64            `json:"duration_s"`
+	IntervalS  float64            `json:"interval_s"`
+	Windows    int                `json:"windows"`
+	EndReason  string             `json:"end_reason"`
+	ExitStatus *int               `json:"exit_status,omitempty"`
+	Warning    string             `json:"warning,omitempty"`
+	Headline   []Headline         `json:"headline"`
+	Latency    []LatencyHeadline  `json:"latency"`
+	AppMetrics map[string]float64 `json:"app_metrics,omitempty"`
+}
+
+// Headline is one measured event's totals.
+type Headline struct {
+	Event     string  `json:"event"`
+	Total     uint64  `json:"total"`
+	HostTotal uint64  `json:"host_total"`
+	PerSec    float64 `json:"per_sec"`
+	// Share is Total/HostTotal: how much of what the CPUs counted came
+	// from the target; -1 when the host total is unknown.
+	Share float64 `json:"share"`
+}
+
+// LatencyHeadline is one histogram's percentiles over the recording.
+type LatencyHeadline struct {
+	Name  string  `json:"name"`
+	Count uint64  `json:"count"`
+	P50   float64 `json:"p50_ns"`
+	P99   float64 `json:"p99_ns"`
+}
+
+// BuildSummary computes the summary section.
+func BuildSummary(rec *profile.Recording) Summary {
+	s := profile.Summarize(rec)
+	out := Summary{
+		Title:     "cacheheat report: " + targetString(rec.Header.Target),
+		Target:    targetString(rec.Header.Target),
+		Hostname:  s.Host.Hostname,
+		Kernel:    s.Host.Kernel,
+		CPUModel:  s.Host.CPUModel,
+		CPUs:      s.Host.CPUs,
+		Nodes:     s.Host.NUMANodes,
+		Mode:      s.Mode,
+		DurationS: round(s.DurationS, 3),
+		IntervalS: s.IntervalS,
+		Windows:   s.Windows,
+		EndReason: s.EndReason,
+
+		ExitStatus: s.ExitStatus,
+		Warning:    s.Warning,
+		Headline:   []Headline{},
+		Latency:    []LatencyHeadline{},
+		AppMetrics: s.AppMetrics,
+	}
+	if !rec.Header.StartTime.IsZero() {
+		out.Start = rec.Header.StartTime.UTC().Format("2006-01-02 15:04:05 UTC")
+	}
+	if out.EndReason == "" && rec.Truncated {
+		out.EndReason = "truncated"
+	}
+	if len(out.AppMetrics) == 0 {
+		out.AppMetrics = nil
+	}
+	for _, e := range measuredEvents(rec) {
+		t, ok := s.Totals[e]
+		if !ok {
+			continue
+		}
+		h := Headline{Event: e, Total: t.Total, Share: -1}
+		if s.DurationS > 0 {
+			h.PerSec = round(float64(t.Total)/s.DurationS, 4)
+		}
+		if ht, ok := s.HostTotals[e]; ok {
+			h.HostTotal = ht.Total
+			if ht.Total > 0 {
+				h.Share = round(float64(t.Total)/float64(ht.Total), 4)
+			}
+		}
+		out.Headline = append(out.Headline, h)
+	}
+	for _, h := range s.Histograms {
+		out.Latency = append(out.Latency, LatencyHeadline{Name: h.Name, Count: h.Count, P50: round(h.P50, 4), P99: round(h.P99, 4)})
+	}
+	return out
+}
+
+func targetString(t profile.Target) string {
+	switch {
+	case len(t.Command) > 0:
+		return "command: " + strings.Join(t.Command, " ")
+	case t.Cgroup != "":
+		return "cgroup: " + t.Cgroup
+	case len(t.PIDs) > 0:
+		parts := make([]string, len(t.PIDs))
+		for i, p := range t.PIDs {
+			parts[i] = strconv.Itoa(p)
+		}
+		return "pids: " + strings.Join(parts, ",")
+	case t.Kind == profile.TargetAll:
+		return "all: every task on the host"
+	}
+	return t.Kind
+}
+
+// measuredEvents lists the header's measured events in header order, then
+// any event that windows carry but the header does not list.
+func measuredEvents(rec *profile.Recording) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, e := range rec.Header.Events {
+		if e.Status == profile.StatusMeasured && !seen[e.Name] {
+			seen[e.Name] = true
+			out = append(out, e.Name)
+		}
+	}
+	for _, w := range rec.Windows {
+		for _, c := range w.Counters {
+			if !seen[c.Event] {
+				seen[c.Event] = true
+				out = append(out, c.Event)
+			}
+		}
+	}
+	return out
+}
+
+// Bin is one heatmap column: one or more consecutive windows.
+type Bin struct {
+	StartNS int64 `json:"start_ns"`
+	EndNS   int64 `json:"end_ns"`
+	// DurNS is the summed length of the bin's windows; rates divide by it.
+	DurNS   int64 `json:"dur_ns"`
+	Windows int   `json:"windows"`
+}
+
+// Row is one heatmap row: a CPU (or, for very wide hosts, a run of
+// adjacent CPUs), or a NUMA node.
+type Row struct {
+	Label string `json:"label"`
+	CPUs  []int  `json:"cpus"`
+	Node  int    `json:"node"`
+	L3    int    `json:"l3"`
+	Core  int    `json:"core"`
+}
+
+// Metric is one selectable heatmap colour. Events and sample counts carry
+// their per-cell sums (row-major, len(Rows)*len(Bins)); the page shows
+// them per second. Derived metrics carry no values: the page computes
+// Scale*Num/Den from their inputs' sums, cell by cell.
+type Metric struct {
+	Name   string   `json:"name"`
+	Kind   string   `json:"kind"` // "event", "samples", "derived"
+	Unit   string   `json:"unit"`
+	Num    string   `json:"num,omitempty"`
+	Den    string   `json:"den,omitempty"`
+	Scale  float64  `json:"scale,omitempty"`
+	Values []uint64 `json:"values,omitempty"`
+}
+
+// Grid is the data of one heatmap with a metric selector.
+type Grid struct {
+	Bins []Bin `json:"bins"`
+	Rows []Row `json:"rows"`
+	// BinWindows and BinRows say how much was merged per cell (1: none);
+	// the page says so on the chart.
+	BinWindows int      `json:"bin_windows"`
+	BinRows    int      `json:"bin_rows"`
+	Metrics    []Metric `json:"metrics"`
+}
+
+// derivedRatios are the miss ratios the report offers where both inputs
+// were measured. Misses per kilo-instruction are offered for every
+// measured *-misses event when instructions were measured.
+var derivedRatios = []struct{ name, num, den string }{
+	{"cache-miss-ratio", "cache-misses", "cache-references"},
+	{"L1-dcache-load-miss-ratio", "L1-dcache-load-misses", "L1-dcache-loads"},
+	{"l2-miss-ratio", "l2-misses", "l2-references"},
+	{"LLC-load-miss-ratio", "LLC-load-misses", "LLC-loads"},
+	{"LLC-store-miss-ratio", "LLC-store-misses", "LLC-stores"},
+	{"node-load-miss-ratio", "node-load-misses", "node-loads"},
+}
+
+// sortedCPUs orders CPUs by NUMA node, then L3 domain, then package and
+// core, then id, so that the heatmap groups what shares a cache.
+func sortedCPUs(t profile.Topology) []profile.CPU {
+	cpus := append([]profile.CPU(nil), t.CPUs...)
+	sort.SliceStable(cpus, func(i, j int) bool {
+		a, b := cpus[i], cpus[j]
+		if a.Node != b.Node {
+			return a.Node < b.Node
+		}
+		if a.L3 != b.L3 {
+			return a.L3 < b.L3
+		}
+		if a.Package != b.Package {
+			return a.Package < b.Package
+		}
+		if a.Core != b.Core {
+			return a.Core < b.Core
+		}
+		return a.ID < b.ID
+	})
+	return cpus
+}
+
+// timeBins groups windows into at most maxCols columns of equal window
+// counts, returning the columns and each window's column.
+func timeBins(ws []profile.Window, maxCols int) ([]Bin, []int, int) {
+	if maxCols < 1 {
+		maxCols = 1
+	}
+	per := (len(ws) + maxCols - 1) / maxCols
+	if per < 1 {
+		per = 1
+	}
+	var bins []Bin
+	col := make([]int, len(ws))
+	for i, w := range ws {
+		c := i / per
+		col[i] = c
+		if c == len(bins) {
+			bins = append(bins, Bin{StartNS: w.StartNS})
+		}
+		b := &bins[c]
+		b.EndNS = w.EndNS
+		b.DurNS += w.EndNS - w.StartNS
+		b.Windows++
+	}
+	if bins == nil {
+		bins = []Bin{}
+	}
+	return bins, col, per
+}
+
+// CPUGrid builds the per-core heatmap data: one row per CPU ordered by
+// node, L3 domain and core, one column per (binned) window.
+func CPUGrid(rec *profile.Recording, maxCells int) Grid {
+	cpus := sortedCPUs(rec.Header.Host.Topology)
+	perRow := max(1, (len(cpus)+maxRows-1)/maxRows)
+	var rows []Row
+	rowOf := map[int]int{} // CPU id -> row
+	for i := 0; i < len(cpus); i += perRow {
+		grp := cpus[i:min(i+perRow, len(cpus))]
+		r := Row{Node: grp[0].Node, L3: grp[0].L3, Core: grp[0].Core}
+		for _, c := range grp {
+			r.CPUs = append(r.CPUs, c.ID)
+			rowOf[c.ID] = len(rows)
+		}
+		if len(grp) == 1 {
+			r.Label = fmt.Sprintf("N%d L3:%d c%d cpu%d", r.Node, r.L3, r.Core, grp[0].ID)
+		} else {
+			r.Label = fmt.Sprintf("N%d L3:%d cpu%d-%d", r.Node, r.L3, grp[0].ID, grp[len(grp)-1].ID)
+		}
+		rows = append(rows, r)
+	}
+	if rows == nil {
+		rows = []Row{}
+	}
+	return buildGrid(rec, rows, rowOf, perRow, maxCells)
+}
+
+// NodeGrid builds the NUMA-node heatmap data: one row per node.
+func NodeGrid(rec *profile.Recording, maxCells int) Grid {
+	t := rec.Header.Host.Topology
+	rows := []Row{}
+	rowOf := map[int]int{}
+	nodeRow := map[int]int{}
+	for _, n := range t.Nodes {
+		nodeRow[n.ID] = len(rows)
+		rows = append(rows, Row{Label: fmt.Sprintf("node %d", n.ID), Node: n.ID, L3: -1, Core: -1})
+	}
+	for _, c := range t.CPUs {
+		r, ok := nodeRow[c.Node]
+		if !ok {
+			continue
+		}
+		rowOf[c.ID] = r
+		rows[r].CPUs = append(rows[r].CPUs, c.ID)
+	}
+	for i := range rows {
+		sort.Ints(rows[i].CPUs)
+	}
+	return buildGrid(rec, rows, rowOf, 1, maxCells)
+}
+
+func buildGrid(rec *profile.Recording, rows []Row, rowOf map[int]int, perRow, maxCells int) Grid {
+	maxCols := maxCells / max(1, len(rows))
+	bins, col, perCol := timeBins(rec.Windows, maxCols)
+	g := Grid{Bins: bins, Rows: rows, BinWindows: perCol, BinRows: perRow, Metrics: []Metric{}}
+	ncell := len(rows) * len(bins)
+	// rowIdx maps CPU id to row, -1 for CPUs outside the topology.
+	maxID := rec.Header.Host.Topology.MaxCPU()
+	rowIdx := make([]int, maxID+1)
+	for i := range rowIdx {
+		rowIdx[i] = -1
+	}
+	for id, r := range rowOf {
+		rowIdx[id] = r
+	}
+	nb := len(bins)
+	have := map[string]bool{}
+	for _, e := range measuredEvents(rec) {
+		vals := make([]uint64, ncell)
+		seen := false
+		for wi, w := range rec.Windows {
+			for _, c := range w.Counters {
+				if c.Event != e {
+					continue
+				}
+				seen = true
+				for cpu, v := range c.PerCPU {
+					if cpu < len(rowIdx) && rowIdx[cpu] >= 0 {
+						vals[rowIdx[cpu]*nb+col[wi]] += v
+					}
+				}
+			}
+		}
+		if !seen {
+			continue
+		}
+		have[e] = true
+		g.Metrics = append(g.Metrics, Metric{Name: e, Kind: "event", Unit: "/s", Values: vals})
+	}
+	// Samples per second per CPU: where the on-CPU time went, as the
+	// sampler saw it.
+	for _, ev := range rec.Header.Settings.SampleEvents {
+		vals := make([]uint64, ncell)
+		seen := false
+		for wi, w := range rec.Windows {
+			for _, s := range w.Samples {
+				if s.Event == ev && s.CPU >= 0 && s.CPU < len(rowIdx) && rowIdx[s.CPU] >= 0 {
+					vals[rowIdx[s.CPU]*nb+col[wi]] += s.Count
+					seen = true
+				}
+			}
+		}
+		if seen {
+			g.Metrics = append(g.Metrics, Metric{Name: ev + " samples", Kind: "samples", Unit: "samples/s", Values: vals})
+		}
+	}
+	for _, d := range derivedRatios {
+		if have[d.num] && have[d.den] {
+			g.Metrics = append(g.Metrics, Metric{Name: d.name, Kind: "derived", Unit: "ratio", Num: d.num, Den: d.den, Scale: 1})
+		}
+	}
+	if have["instructions"] {
+		for _, e := range measuredEvents(rec) {
+			if have[e] && strings.HasSuffix(e, "misses") {
+				g.Metrics = append(g.Metrics, Metric{Name: e + " MPKI", Kind: "derived", Unit: "per 1000 instructions", Num: e, Den: "instructions", Scale: 1000})
+			}
+		}
+	}
+	return g
+}
+
+// Latency is one latency histogram as a heatmap over time: rows are log2
+// buckets, colour is the count, with the p50 and p99 per column on top.
+type Latency struct {
+	Name string `json:"name"`
+	Unit string `json:"unit"`
+	Bins []Bin  `json:"bins"`
+	// Lo and Hi are the first and last bucket shown (the non-empty range).
+	Lo         int      `json:"lo"`
+	Hi         int      `json:"hi"`
+	Labels     []string `json:"labels"` // per shown bucket: its lower bound
+	BinWindows int      `json:"bin_windows"`
+	// Counts is row-major: (bucket-Lo)*len(Bins)+column.
+	Counts []uint64 `json:"counts"`
+	// P50 and P99 per column in ns (-1: no events), and their positions
+	// on the bucket axis (row index plus the fraction inside the bucket).
+	P50    []float64 `json:"p50_ns"`
+	P99    []float64 `json:"p99_ns"`
+	P50Pos []float64 `json:"p50_pos"`
+	P99Pos []float64 `json:"p99_pos"`
+}
+
+// LatencyMaps builds one latency heatmap per histogram in the recording.
+func LatencyMaps(rec *profile.Recording, maxCells int) []Latency {
+	out := []Latency{}
+	for _, name := range rec.HistogramNames() {
+		tot := rec.HistogramTotal(name)
+		lo, hi := -1, -1
+		for i, c := range tot {
+			if c > 0 {
+				if lo < 0 {
+					lo = i
+				}
+				hi = i
+			}
+		}
+		if lo < 0 {
+			lo, hi = 0, 0
+		}
+		nrow := hi - lo + 1
+		bins, col, per := timeBins(rec.Windows, maxCells/nrow)
+		l := Latency{Name: name, Unit: "ns", Bins: bins, Lo: lo, Hi: hi, BinWindows: per}
+		for i := lo; i <= hi; i++ {
+			l.Labels = append(l.Labels, fmtNS(profile.BucketLower(i)))
+		}
+		nb := len(bins)
+		perCol := make([][]uint64, nb)
+		for c := range perCol {
+			perCol[c] = make([]uint64, profile.HistBuckets)
+		}
+		for wi, w := range rec.Windows {
+			for hi := range w.Histograms {
+				if w.Histograms[hi].Name == name {
+					w.Histograms[hi].AddTo(perCol[col[wi]])
+				}
+			}
+		}
+		l.Counts = make([]uint64, nrow*nb)
+		for c, b := range perCol {
+			for i := lo; i <= hi; i++ {
+				l.Counts[(i-lo)*nb+c] = b[i]
+			}
+			p50, p99 := -1.0, -1.0
+			pos50, pos99 := -1.0, -1.0
+			if sum(b) > 0 {
+				p50 = profile.Percentile(b, 0.5)
+				p99 = profile.Percentile(b, 0.99)
+				pos50 = bucketPos(p50) - float64(lo)
+				pos99 = bucketPos(p99) - float64(lo)
+			}
+			l.P50 = append(l.P50, round(p50, 4))
+			l.P99 = append(l.P99, round(p99, 4))
+			l.P50Pos = append(l.P50Pos, round(pos50, 3))
+			l.P99Pos = append(l.P99Pos, round(pos99, 3))
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// bucketPos places a value on the bucket axis: bucket i spans positions
+// [i-0.5, i+0.5), linear inside the bucket as Percentile interpolates.
+func bucketPos(v float64) float64 {
+	i := 0
+	if v >= 2 {
+		i = min(int(math.Floor(math.Log2(v))), profile.HistBuckets-1)
+	}
+	lo, hi := profile.BucketLower(i), profile.BucketUpper(i)
+	f := (v - lo) / (hi - lo)
+	return float64(i) - 0.5 + math.Max(0, math.Min(1, f))
+}
+
+func sum(b []uint64) uint64 {
+	var s uint64
+	for _, v := range b {
+		s += v
+	}
+	return s
+}
+
+// ProcessTable lists the target's processes and threads with their totals.
+type ProcessTable struct {
+	Events []string     `json:"events"`
+	Rows   []ProcessRow `json:"rows"`
+	// Omitted counts processes left out to keep the page small.
+	Omitted int `json:"omitted"`
+}
+
+// ProcessRow is a process (TID 0) or one of its threads.
+type ProcessRow struct {
+	PID     int      `json:"pid"`
+	TID     int      `json:"tid,omitempty"`
+	Comm    string   `json:"comm"`
+	Cmdline string   `json:"cmdline,omitempty"`
+	Totals  []uint64 `json:"totals"` // in Events order
+}
+
+// Processes builds the process table, keeping the limit processes with
+// the most counts of the first event.
+func Processes(rec *profile.Recording, limit int) ProcessTable {
+	ps := rec.ProcessTotals()
+	evSet := map[string]bool{}
+	for _, p := range ps {
+		for k := range p.Totals {
+			evSet[k] = true
+		}
+	}
+	var events []string
+	for _, e := range measuredEvents(rec) {
+		if evSet[e] {
+			events = append(events, e)
+			delete(evSet, e)
+		}
+	}
+	var rest []string
+	for e := range evSet {
+		rest = append(rest, e)
+	}
+	sort.Strings(rest)
+	events = append(events, rest...)
+	if events == nil {
+		events = []string{}
+	}
+	if len(events) > 0 {
+		first := events[0]
+		sort.SliceStable(ps, func(i, j int) bool { return ps[i].Totals[first] > ps[j].Totals[first] })
+	}
+	t := ProcessTable{Events: events, Rows: []ProcessRow{}}
+	if len(ps) > limit {
+		t.Omitted = len(ps) - limit
+		ps = ps[:limit]
+	}
+	vec := func(m map[string]uint64) []uint64 {
+		v := make([]uint64, len(events))
+		for i, e := range events {
+			v[i] = m[e]
+		}
+		return v
+	}
+	for _, p := range ps {
+		t.Rows = append(t.Rows, ProcessRow{PID: p.PID, Comm: p.Comm, Cmdline: strings.Join(p.Cmdline, " "), Totals: vec(p.Totals)})
+		for _, th := range p.Threads {
+			t.Rows = append(t.Rows, ProcessRow{PID: p.PID, TID: th.TID, Comm: th.Comm, Totals: vec(th.Totals)})
+		}
+	}
+	return t
+}
+
+// SampleView is the stack data of one sample event.
+type SampleView struct {
+	Event     string                 `json:"event"`
+	Total     uint64                 `json:"total"`
+	Self      []profile.FunctionStat `json:"self"`
+	Inclusive []profile.FunctionStat `json:"inclusive"`
+	Stacks    []StackStat            `json:"stacks"`
+	Flame     FlameNode              `json:"flame"`
+}
+
+// StackStat is one distinct stack (innermost frame first) and its count.
+type StackStat struct {
+	Frames []string `json:"frames"`
+	Count  uint64   `json:"count"`
+}
+
+// FlameNode is a node of the flame graph: a function on a call path from
+// the root, with the samples whose stack passes through it.
+type FlameNode struct {
+	Name     string      `json:"n"`
+	Value    uint64      `json:"v"`
+	Children []FlameNode `json:"c,omitempty"`
+}
+
+const (
+	topFunctions = 25
+	topStacks    = 15
+	// flameMinShare drops flame-graph nodes below this share of all
+	// samples: too narrow to see, and they would bloat the page.
+	flameMinShare = 0.001
+	flameMaxDepth = 128
+)
+
+// SampleViews builds the function tables, top stacks and flame graph of
+// every sample event that has samples.
+func SampleViews(rec *profile.Recording) []SampleView {
+	out := []SampleView{}
+	var events []string
+	seen := map[string]bool{}
+	for _, e := range rec.Header.Settings.SampleEvents {
+		if !seen[e] {
+			seen[e] = true
+			events = append(events, e)
+		}
+	}
+	for _, w := range rec.Windows {
+		for _, s := range w.Samples {
+			if !seen[s.Event] {
+				seen[s.Event] = true
+				events = append(events, s.Event)
+			}
+		}
+	}
+	for _, ev := range events {
+		v := sampleView(rec, ev)
+		if v.Total > 0 {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+type flameBuild struct {
+	value    uint64
+	children map[string]*flameBuild
+}
+
+func sampleView(rec *profile.Recording, ev string) SampleView {
+	v := SampleView{Event: ev, Stacks: []StackStat{}}
+	self, total := rec.FunctionCounts(ev)
+	v.Self = profile.TopN(self, topFunctions)
+	v.Inclusive = profile.TopN(total, topFunctions)
+	type key struct{ u, k uint64 }
+	stacks := map[key]uint64{}
+	root := &flameBuild{children: map[string]*flameBuild{}}
+	for _, w := range rec.Windows {
+		for _, s := range w.Samples {
+			if s.Event != ev {
+				continue
+			}
+			v.Total += s.Count
+			stacks[key{s.UserStack, s.KernelStack}] += s.Count
+		}
+	}
+	keys := make([]key, 0, len(stacks))
+	for k := range stacks {
+		keys = append(keys, k)
+	}
+	frameNames := func(k key) []string {
+		fr := rec.SampleFrames(profile.Sample{UserStack: k.u, KernelStack: k.k})
+		names := make([]string, len(fr))
+		for i, f := range fr {
+			names[i] = f.String()
+		}
+		if len(names) == 0 {
+			names = []string{"[unknown]"}
+		}
+		return names
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if stacks[a] != stacks[b] {
+			return stacks[a] > stacks[b]
+		}
+		if a.u != b.u {
+			return a.u < b.u
+		}
+		return a.k < b.k
+	})
+	for i, k := range keys {
+		names := frameNames(k)
+		if i < topStacks {
+			v.Stacks = append(v.Stacks, StackStat{Frames: names, Count: stacks[k]})
+		}
+		// The flame graph grows from the outermost frame.
+		n := root
+		n.value += stacks[k]
+		for j := len(names) - 1; j >= 0 && len(names)-1-j < flameMaxDepth; j-- {
+			c, ok := n.children[names[j]]
+			if !ok {
+				c = &flameBuild{children: map[string]*flameBuild{}}
+				n.children[names[j]] = c
+			}
+			c.value += stacks[k]
+			n = c
+		}
+	}
+	minV := uint64(math.Ceil(float64(v.Total) * flameMinShare))
+	v.Flame = flameTree("all", root, minV)
+	return v
+}
+
+func flameTree(name string, b *flameBuild, minV uint64) FlameNode {
+	n := FlameNode{Name: name, Value: b.value}
+	names := make([]string, 0, len(b.children))
+	for k, c := range b.children {
+		if c.value >= minV {
+			names = append(names, k)
+		}
+	}
+	sort.Slice(names, func(i, j int) bool {
+		ci, cj := b.children[names[i]], b.children[names[j]]
+		if ci.value != cj.value {
+			return ci.value > cj.value
+		}
+		return names[i] < names[j]
+	})
+	for _, k := range names {
+		n.Children = append(n.Children, flameTree(k, b.children[k], minV))
+	}
+	return n
+}
+
+// HostView is the topology section: nodes, L3 domains, cores and caches.
+type HostView struct {
+	Nodes       []HostNode  `json:"nodes"`
+	Caches      []HostCache `json:"caches"`
+	OfflineCPUs []int       `json:"offline_cpus,omitempty"`
+}
+
+// HostNode is a NUMA node and its L3 domains.
+type HostNode struct {
+	ID  int      `json:"id"`
+	L3s []HostL3 `json:"l3s"`
+}
+
+// HostL3 is one L3 domain (ID -1: the host reports no L3) and its cores.
+type HostL3 struct {
+	ID        int        `json:"id"`
+	SizeBytes int64      `json:"size_bytes"`
+	Cores     []HostCore `json:"cores"`
+}
+
+// HostCore is one physical core and its logical CPUs.
+type HostCore struct {
+	Package int   `json:"package"`
+	Core    int   `json:"core"`
+	CPUs    []int `json:"cpus"`
+}
+
+// HostCache is one cache instance.
+type HostCache struct {
+	Level     int    `json:"level"`
+	Type      string `json:"type"`
+	ID        int    `json:"id"`
+	SizeBytes int64  `json:"size_bytes"`
+	LineSize  int    `json:"line_size"`
+	Ways      int    `json:"ways,omitempty"`
+	CPUs      string `json:"cpus"` // "0-3,8"
+}
+
+// BuildHost computes the topology section.
+func BuildHost(rec *profile.Recording) HostView {
+	t := rec.Header.Host.Topology
+	l3Size := map[int]int64{}
+	h := HostView{Nodes: []HostNode{}, Caches: []HostCache{}, OfflineCPUs: t.OfflineCPUs}
+	for _, c := range t.Caches {
+		if c.Level == 3 {
+			l3Size[c.ID] = c.SizeBytes
+		}
+		h.Caches = append(h.Caches, HostCache{Level: c.Level, Type: c.Type, ID: c.ID, SizeBytes: c.SizeBytes,
+			LineSize: c.LineSize, Ways: c.Ways, CPUs: cpuList(c.SharedCPUs)})
+	}
+	sort.SliceStable(h.Caches, func(i, j int) bool {
+		a, b := h.Caches[i], h.Caches[j]
+		if a.Level != b.Level {
+			return a.Level < b.Level
+		}
+		if a.Type != b.Type {
+			return a.Type < b.Type
+		}
+		return a.ID < b.ID
+	})
+	for _, c := range sortedCPUs(t) {
+		if len(h.Nodes) == 0 || h.Nodes[len(h.Nodes)-1].ID != c.Node {
+			h.Nodes = append(h.Nodes, HostNode{ID: c.Node})
+		}
+		n := &h.Nodes[len(h.Nodes)-1]
+		if len(n.L3s) == 0 || n.L3s[len(n.L3s)-1].ID != c.L3 {
+			n.L3s = append(n.L3s, HostL3{ID: c.L3, SizeBytes: l3Size[c.L3]})
+		}
+		l3 := &n.L3s[len(n.L3s)-1]
+		if len(l3.Cores) == 0 || l3.Cores[len(l3.Cores)-1].Core != c.Core || l3.Cores[len(l3.Cores)-1].Package != c.Package {
+			l3.Cores = append(l3.Cores, HostCore{Package: c.Package, Core: c.Core})
+		}
+		core := &l3.Cores[len(l3.Cores)-1]
+		core.CPUs = append(core.CPUs, c.ID)
+	}
+	return h
+}
+
+// cpuList writes CPU ids as Linux cpulist ranges: "0-3,8".
+func cpuList(ids []int) string {
+	s := append([]int(nil), ids...)
+	sort.Ints(s)
+	var parts []string
+	for i := 0; i < len(s); {
+		j := i
+		for j+1 < len(s) && s[j+1] == s[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", s[i], s[j]))
+		} else {
+			parts = append(parts, strconv.Itoa(s[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
+
+// Quality is the data-quality section: what was measured, scaled,
+// throttled or lost.
+type Quality struct {
+	Events      []EventQuality   `json:"events"`
+	Drops       profile.Drops    `json:"drops"`
+	DropsTotal  uint64           `json:"drops_total"`
+	SampleRates []SampleRateView `json:"sample_rates"`
+	Truncated   bool             `json:"truncated"`
+	Warnings    []string         `json:"warnings"`
+}
+
+// EventQuality is one requested event's status and multiplexing.
+type EventQuality struct {
+	Name   string `json:"name"`
+	Kind   string `json:"kind"`
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
+	Errno  string `json:"errno,omitempty"`
+	// Scale is enabled/running time summed over the recording: 1 means
+	// the event was counted all the time; 2 means counts were scaled up
+	// from half the time. 0 when unknown.
+	Scale float64 `json:"scale"`
+}
+
+// SampleRateView compares requested and achieved sampling for an event.
+type SampleRateView struct {
+	Event       string  `json:"event"`
+	RequestedHz float64 `json:"requested_hz"`
+	AchievedHz  float64 `json:"achieved_hz"`
+	Samples     uint64  `json:"samples"`
+}
+
+// BuildQuality computes the data-quality section.
+func BuildQuality(rec *profile.Recording) Quality {
+	q := Quality{Events: []EventQuality{}, SampleRates: []SampleRateView{}, Truncated: rec.Truncated, Warnings: []string{}}
+	enabled := map[string]uint64{}
+	running := map[string]uint64{}
+	type rate struct {
+		req, ach float64
+		n        int
+		samples  uint64
+	}
+	rates := map[string]*rate{}
+	var rateOrder []string
+	for _, w := range rec.Windows {
+		q.Drops.Add(w.Drops)
+		for _, c := range w.Counters {
+			enabled[c.Event] += c.Enabled
+			running[c.Event] += c.Running
+		}
+		for _, sr := range w.SampleRate {
+			r, ok := rates[sr.Event]
+			if !ok {
+				r = &rate{}
+				rates[sr.Event] = r
+				rateOrder = append(rateOrder, sr.Event)
+			}
+			r.req += sr.Requested
+			r.ach += sr.Achieved
+			r.n++
+			r.samples += sr.Samples
+		}
+	}
+	q.DropsTotal = q.Drops.Total()
+	for _, e := range rec.Header.Events {
+		eq := EventQuality{Name: e.Name, Kind: e.Kind, Status: e.Status, Reason: e.Reason, Errno: e.Errno}
+		if running[e.Name] > 0 {
+			eq.Scale = round(float64(enabled[e.Name])/float64(running[e.Name]), 4)
+		}
+		q.Events = append(q.Events, eq)
+	}
+	for _, e := range rateOrder {
+		r := rates[e]
+		q.SampleRates = append(q.SampleRates, SampleRateView{Event: e, RequestedHz: round(r.req/float64(r.n), 4),
+			AchievedHz: round(r.ach/float64(r.n), 4), Samples: r.samples})
+	}
+	if rec.Warning != "" {
+		q.Warnings = append(q.Warnings, rec.Warning)
+	}
+	if rec.Trailer != nil {
+		q.Warnings = append(q.Warnings, rec.Trailer.Warnings...)
+	}
+	return q
+}
+
+// round keeps d significant digits: the page shows no more, and shorter
+// numbers keep the report small.
+func round(v float64, d int) float64 {
+	if v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return v
+	}
+	f, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'g', d, 64), 64)
+	return f
+}
+
+// fmtNS writes a duration in ns with a unit: 512ns, 1.0us, 2.1ms, 1.1s.
+func fmtNS(ns float64) string {
+	switch {
+	case ns >= 1e9:
+		return strconv.FormatFloat(ns/1e9, 'g', 3, 64) + "s"
+	case ns >= 1e6:
+		return strconv.FormatFloat(ns/1e6, 'g', 3, 64) + "ms"
+	case ns >= 1e3:
+		return strconv.FormatFloat(ns/1e3, 'g', 3, 64) + "us"
+	}
+	return strconv.FormatFloat(ns, 'g', 3, 64) + "ns"
+}

@@ -189,8 +189,8 @@ func one(m int) modelRange { return modelRange{m, m} }
 // names come from tools/perf/pmu-events/arch/x86/mapfile.csv in the Linux
 // kernel; each encoding from that directory's cache.json (docs/EVENTS.md
 // lists them). Intel: L2_RQSTS.MISS and L2_RQSTS.REFERENCES. AMD:
-// l2_cache_req_stat.ic_dc_miss_in_l2 and l2_cache_req_stat.all, core-to-L2
-// requests without L2 prefetches.
+// l2_cache_req_stat.ic_dc_miss_in_l2 and all of l2_cache_req_stat
+// (umask 0xff): core-to-L2 requests, not counting L2 prefetches.
 var l2Table = []l2Encoding{
 	intelL2("haswell", one(0x3c), one(0x45), one(0x46)),
 	intelL2("haswellx", one(0x3f)),
@@ -205,12 +205,17 @@ var l2Table = []l2Encoding{
 	intelL2("rocketlake", one(0xa7)),
 	intelL2("sapphirerapids", one(0x8f)),
 	intelL2("emeraldrapids", one(0xcf)),
-	amdL2("amdzen1", 0x17, modelRange{0x00, 0x2f}),
-	amdL2("amdzen2", 0x17, modelRange{0x30, 0xff}),
-	amdL2("amdzen3", 0x19, modelRange{0x00, 0x0f}, modelRange{0x20, 0x5f}),
-	amdL2("amdzen4", 0x19, modelRange{0x10, 0x1f}, modelRange{0x60, 0xff}),
-	amdL2("amdzen5", 0x1a, modelRange{0x00, 0xff}),
+	amdL2("amdzen1", amdRefSum, 0x17, modelRange{0x00, 0x2f}),
+	amdL2("amdzen2", amdRefSum, 0x17, modelRange{0x30, 0xff}),
+	amdL2("amdzen3", amdRefSum, 0x19, modelRange{0x00, 0x0f}, modelRange{0x20, 0x5f}),
+	amdL2("amdzen4", "l2_cache_req_stat.all", 0x19, modelRange{0x10, 0x1f}, modelRange{0x60, 0xff}),
+	amdL2("amdzen5", "l2_cache_req_stat.all", 0x1a, modelRange{0x00, 0xff}),
 }
+
+// amdRefSum names l2-references on Zen 1 to 3, whose cache.json has no
+// ".all" entry: umask 0xff is the union of the miss (0x09) and hit (0xf6)
+// unit masks it does list; Zen 4 named that union l2_cache_req_stat.all.
+const amdRefSum = "l2_cache_req_stat.ic_dc_miss_in_l2 (0x09) | l2_cache_req_stat.ic_dc_hit_in_l2 (0xf6)"
 
 func intelL2(uarch string, models ...modelRange) l2Encoding {
 	return l2Encoding{
@@ -221,11 +226,11 @@ func intelL2(uarch string, models ...modelRange) l2Encoding {
 	}
 }
 
-func amdL2(uarch string, family int, models ...modelRange) l2Encoding {
+func amdL2(uarch, refName string, family int, models ...modelRange) l2Encoding {
 	return l2Encoding{
 		vendor: "AuthenticAMD", family: family, models: models, uarch: uarch,
 		missConfig: x86Raw(0x64, 0x09), missName: "l2_cache_req_stat.ic_dc_miss_in_l2",
-		refConfig: x86Raw(0x64, 0xff), refName: "l2_cache_req_stat.all",
+		refConfig: x86Raw(0x64, 0xff), refName: refName,
 		source: "linux tools/perf/pmu-events/arch/x86/" + uarch + "/cache.json",
 	}
 }

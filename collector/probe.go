@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	perf "github.com/hodgesds/perf-utils"
 	"golang.org/x/sys/unix"
 
 	"github.com/cacheheat/cacheheat/profile"
@@ -65,7 +64,7 @@ func ClassifyOpenError(ev Event, err error) profile.EventStatus {
 		st.Reason = err.Error()
 		return st
 	}
-	st.Errno = unix.ErrnoName(errno)
+	st.Errno = errnoName(errno)
 	switch errno {
 	case unix.EACCES, unix.EPERM:
 		st.Status = profile.StatusDenied
@@ -99,14 +98,20 @@ func ClassifyOpenError(ev Event, err error) profile.EventStatus {
 // "cpu_core"/"cpu_atom" on hybrid Intel parts, armv8_* and similar on Arm.
 var corePMUPrefixes = []string{"cpu", "armv", "arm_", "riscv"}
 
-// HasCorePMU says whether the kernel exposes a PMU for CPU events, by the
-// names in /sys/bus/event_source/devices (read with perf-utils).
+// HasCorePMU says whether the running kernel exposes a PMU for CPU
+// events, by the names in /sys/bus/event_source/devices. (perf-utils'
+// AvailablePMUs reads the same directory but leaks a file descriptor per
+// PMU, so it is not used here.)
 func HasCorePMU() bool {
-	pmus, err := perf.AvailablePMUs()
+	pmus, err := readPMUs("/")
 	if err != nil {
 		return true // cannot tell; do not claim there is no PMU
 	}
-	for name := range pmus {
+	return hasCorePMU(pmus)
+}
+
+func hasCorePMU(pmus []string) bool {
+	for _, name := range pmus {
 		for _, p := range corePMUPrefixes {
 			if strings.HasPrefix(name, p) {
 				return true
@@ -133,4 +138,13 @@ func paranoidString(root string) string {
 		return "unknown"
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// errnoName names errno as perf_event_open(2) documents it: Linux's
+// EOPNOTSUPP and ENOTSUP are one number, and the man page says EOPNOTSUPP.
+func errnoName(errno unix.Errno) string {
+	if errno == unix.EOPNOTSUPP {
+		return "EOPNOTSUPP"
+	}
+	return unix.ErrnoName(errno)
 }

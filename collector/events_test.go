@@ -1,0 +1,168 @@
+package collector
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	perf "github.com/hodgesds/perf-utils"
+	"golang.org/x/sys/unix"
+)
+
+// DESIGN.md's list, in its order.
+var designEvents = []string{
+	"cpu-clock", "page-faults", "major-faults", "context-switches", "cpu-migrations",
+	"cycles", "instructions", "cache-references", "cache-misses",
+	"L1-dcache-loads", "L1-dcache-load-misses", "LLC-loads", "LLC-load-misses",
+	"LLC-stores", "LLC-store-misses", "dTLB-load-misses", "node-loads", "node-load-misses",
+	"branch-misses", "l2-misses", "l2-references",
+}
+
+func TestCatalogueMatchesDesign(t *testing.T) {
+	for _, cpu := range []CPUInfo{{}, {Vendor: "GenuineIntel", Family: 6, Model: 85}} {
+		var names []string
+		for _, e := range Catalogue(cpu) {
+			names = append(names, e.Name)
+		}
+		if !slices.Equal(names, designEvents) {
+			t.Errorf("catalogue for %+v:\n got  %v\n want %v", cpu, names, designEvents)
+		}
+	}
+}
+
+// TestEncodingsMatchPerfUtils cross-checks the generic encodings against
+// hodgesds/perf-utils' attr constructors, written independently.
+func TestEncodingsMatchPerfUtils(t *testing.T) {
+	const (
+		rd   = unix.PERF_COUNT_HW_CACHE_OP_READ
+		wr   = unix.PERF_COUNT_HW_CACHE_OP_WRITE
+		acc  = unix.PERF_COUNT_HW_CACHE_RESULT_ACCESS
+		miss = unix.PERF_COUNT_HW_CACHE_RESULT_MISS
+	)
+	want := map[string]unix.PerfEventAttr{
+		"cpu-clock":             perf.CPUClockEventAttr(),
+		"page-faults":           perf.PageFaultsEventAttr(),
+		"major-faults":          perf.MajorPageFaultsEventAttr(),
+		"context-switches":      perf.ContextSwitchesEventAttr(),
+		"cpu-migrations":        perf.CPUMigrationsEventAttr(),
+		"cycles":                perf.CPUCyclesEventAttr(),
+		"instructions":          perf.CPUInstructionsEventAttr(),
+		"cache-references":      perf.CacheRefEventAttr(),
+		"cache-misses":          perf.CacheMissEventAttr(),
+		"L1-dcache-loads":       perf.L1DataEventAttr(rd, acc),
+		"L1-dcache-load-misses": perf.L1DataEventAttr(rd, miss),
+		"LLC-loads":             perf.LLCacheEventAttr(rd, acc),
+		"LLC-load-misses":       perf.LLCacheEventAttr(rd, miss),
+		"LLC-stores":            perf.LLCacheEventAttr(wr, acc),
+		"LLC-store-misses":      perf.LLCacheEventAttr(wr, miss),
+		"dTLB-load-misses":      perf.DataTLBEventAttr(rd, miss),
+		"node-loads":            perf.NodeCacheEventAttr(rd, acc),
+		"node-load-misses":      perf.NodeCacheEventAttr(rd, miss),
+	}
+	for name, attr := range want {
+		e, err := LookupEvent(name, CPUInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Type != attr.Type || e.Config != attr.Config {
+			t.Errorf("%s: type %d config %#x; perf-utils says type %d config %#x", name, e.Type, e.Config, attr.Type, attr.Config)
+		}
+	}
+	// perf-utils has no branch-misses attr constructor.
+	if e, _ := LookupEvent("branch-misses", CPUInfo{}); e.Type != unix.PERF_TYPE_HARDWARE || e.Config != unix.PERF_COUNT_HW_BRANCH_MISSES {
+		t.Errorf("branch-misses = %+v", e)
+	}
+}
+
+func TestL2Resolution(t *testing.T) {
+	for _, tc := range []struct {
+		host      string
+		miss, ref uint64
+		uarch     string
+	}{
+		{"intel2s", 0x3f24, 0xff24, "/skylakex/"},
+		{"offline", 0x3f24, 0xff24, "/skylake/"},
+		{"epyc-nps4", 0x0964, 0xff64, "/amdzen3/"},
+		{"vm2", 0x0964, 0xff64, "/amdzen5/"},
+	} {
+		cpu, err := ReadCPUInfo(fixture(tc.host))
+		if err != nil {
+			t.Fatal(err)
+		}
+		miss, _ := LookupEvent("l2-misses", cpu)
+		ref, _ := LookupEvent("l2-references", cpu)
+		if miss.Config != tc.miss || ref.Config != tc.ref || miss.Type != unix.PERF_TYPE_RAW || miss.Missing != "" {
+			t.Errorf("%s: l2-misses %+v, l2-references %+v; want configs %#x, %#x", tc.host, miss, ref, tc.miss, tc.ref)
+		}
+		for _, e := range []Event{miss, ref} {
+			if !strings.Contains(e.Source, "tools/perf/pmu-events/arch/x86"+tc.uarch+"cache.json") {
+				t.Errorf("%s %s: source %q does not cite the %s cache.json", tc.host, e.Name, e.Source, tc.uarch)
+			}
+		}
+	}
+	// Zen 3 and Zen 4 share family 25; the model decides.
+	zen4, _ := LookupEvent("l2-misses", CPUInfo{Vendor: "AuthenticAMD", Family: 25, Model: 0x11})
+	if !strings.Contains(zen4.Source, "/amdzen4/") {
+		t.Errorf("family 25 model 0x11: source %q, want amdzen4", zen4.Source)
+	}
+}
+
+func TestL2UnknownModelIsListedWithReason(t *testing.T) {
+	cpu := CPUInfo{Vendor: "GenuineIntel", Family: 6, Model: 0xfe}
+	e, err := LookupEvent("l2-misses", cpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "no raw encoding known for GenuineIntel family 6 model 254"
+	if e.Missing != want {
+		t.Errorf("Missing = %q, want %q", e.Missing, want)
+	}
+	st := ProbeEvent(e)
+	if st.Status != "unsupported" || st.Reason != want {
+		t.Errorf("probe of an unencodable event = %+v", st)
+	}
+}
+
+func TestLookupRaw(t *testing.T) {
+	e, err := LookupEvent("r01c4", CPUInfo{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Kind != KindRaw || e.Type != unix.PERF_TYPE_RAW || e.Config != 0x1c4 || e.Name != "r01c4" {
+		t.Errorf("r01c4 = %+v", e)
+	}
+}
+
+func TestLookupUnknown(t *testing.T) {
+	for _, name := range []string{"LLC-misses", "r", "rxyz", ""} {
+		_, err := LookupEvent(name, CPUInfo{})
+		if !errors.Is(err, ErrUnknownEvent) {
+			t.Errorf("LookupEvent(%q) error %v, want ErrUnknownEvent", name, err)
+			continue
+		}
+		for _, valid := range designEvents {
+			if !strings.Contains(err.Error(), valid) {
+				t.Errorf("error %q does not list %s", err, valid)
+			}
+		}
+		if !strings.Contains(err.Error(), "rNNNN") {
+			t.Errorf("error %q does not mention raw events", err)
+		}
+	}
+}
+
+func TestDefaultEvents(t *testing.T) {
+	var names []string
+	for _, e := range DefaultEvents(CPUInfo{}) {
+		names = append(names, e.Name)
+	}
+	for _, want := range designEvents {
+		if !slices.Contains(names, want) {
+			t.Errorf("default events %v lack %s", names, want)
+		}
+	}
+	if len(names) != len(designEvents) {
+		t.Errorf("default events %v: want each catalogue event once", names)
+	}
+}

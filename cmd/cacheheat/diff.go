@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/cacheheat/cacheheat/compare"
+	"github.com/cacheheat/cacheheat/heatmap"
+	"github.com/cacheheat/cacheheat/profile"
+)
+
+func init() {
+	register(command{name: "diff", summary: "compare two recordings; exit 1 on a significant regression", run: runDiff})
+}
+
+func runDiff(name string, args []string, stdout io.Writer) error {
+	fs := newFlagSet(name, "BASE NEW [-o diff.html] [--markdown FILE] [--json] [--threshold 5%] [--alpha 0.01] [--metric PATTERN]...", `  cacheheat diff base.rec new.rec
+  cacheheat diff base.rec new.rec -o diff.html --markdown comment.md
+  cacheheat diff --json --metric 'app.*' --metric 'context-switches*' base.rec new.rec
+  cacheheat diff --higher-is-better hits base.rec new.rec
+
+Each metric both recordings share is tested per window with a Mann-Whitney
+U test, Holm-corrected; it regressed when significant at --alpha and its
+median moved beyond --threshold in its worse direction. Exit 0: no
+regression; 1: a regression; 2: usage; 4: unreadable recording.
+`, stdout)
+	html := fs.StringP("output", "o", "", "write the HTML diff report to this file")
+	markdown := fs.String("markdown", "", "write a short markdown summary (for a pull-request comment) to this file")
+	asJSON := fs.Bool("json", false, "print the result as JSON instead of the table")
+	threshold := fs.String("threshold", "5%", "smallest change of the median that counts (\"5%\" or 0.05)")
+	alpha := fs.Float64("alpha", 0.01, "family-wise significance level after Holm's correction")
+	metrics := fs.StringSlice("metric", nil, "compare only metrics matching this pattern ('*' wildcard; repeatable)")
+	higher := fs.StringSlice("higher-is-better", nil, "declare metrics matching this pattern higher-is-better (repeatable)")
+	lower := fs.StringSlice("lower-is-better", nil, "declare metrics matching this pattern lower-is-better (repeatable)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 2 {
+		return usageErrorf("diff: want two recordings, BASE and NEW, got %d arguments; run 'cacheheat diff --help'", fs.NArg())
+	}
+	opts := compare.DefaultOptions()
+	thr, err := parseThreshold(*threshold)
+	if err != nil {
+		return usageErrorf("diff: --threshold %q: %v; give a percentage such as 5%% or a fraction such as 0.05", *threshold, err)
+	}
+	if !(*alpha > 0 && *alpha < 1) {
+		return usageErrorf("diff: --alpha %g: want a probability between 0 and 1, such as 0.01", *alpha)
+	}
+	opts.Threshold, opts.Alpha = thr, *alpha
+	opts.Metrics, opts.HigherIsBetter, opts.LowerIsBetter = *metrics, *higher, *lower
+
+	base, err := readRecording(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	newRec, err := readRecording(fs.Arg(1))
+	if err != nil {
+		return err
+	}
+	res := compare.Compare(base, newRec, opts)
+	for _, w := range res.Warnings {
+		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", w)
+	}
+
+	// Every requested output is written before the verdict decides the
+	// exit code, so a failing CI job still has its report to upload.
+	if *html != "" {
+		if err := writeFileAtomic(*html, func(w io.Writer) error { return writeDiffHTML(w, base, newRec, &res) }); err != nil {
+			return fmt.Errorf("writing diff report: %w", err)
+		}
+	}
+	if *markdown != "" {
+		if err := writeFileAtomic(*markdown, func(w io.Writer) error { return compare.WriteMarkdown(w, &res) }); err != nil {
+			return fmt.Errorf("writing markdown summary: %w", err)
+		}
+	}
+	if *asJSON {
+		err = compare.WriteJSON(stdout, &res)
+	} else {
+		// Warnings went to stderr already; the table goes to stdout.
+		res2 := res
+		res2.Warnings = nil
+		err = compare.WriteText(stdout, &res2)
+	}
+	if err != nil {
+		return err
+	}
+	if res.Regressed() {
+		var names []string
+		for _, m := range res.ByVerdict(compare.VerdictRegression) {
+			names = append(names, m.Name)
+		}
+		return fmt.Errorf("%w: %s", errRegression, strings.Join(names, ", "))
+	}
+	return nil
+}
+
+// parseThreshold accepts "5%", "5 %" or a fraction "0.05".
+func parseThreshold(s string) (float64, error) {
+	s = strings.TrimSpace(s)
+	pct := strings.HasSuffix(s, "%")
+	v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(s, "%")), 64)
+	if err != nil {
+		return 0, fmt.Errorf("not a number")
+	}
+	if pct {
+		v /= 100
+	}
+	if !(v >= 0 && v < 10) {
+		return 0, fmt.Errorf("out of range")
+	}
+	return v, nil
+}
+
+// writeFileAtomic renders into memory and writes the file in one go, so a
+// failed render never leaves a half-written report behind.
+func writeFileAtomic(path string, render func(io.Writer) error) error {
+	var buf bytes.Buffer
+	if err := render(&buf); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, buf.Bytes(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func writeDiffHTML(w io.Writer, base, newRec *profile.Recording, res *compare.Result) error {
+	return heatmap.WriteDiff(w, base, newRec, res)
+}

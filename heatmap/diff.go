@@ -1,0 +1,247 @@
+package heatmap
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/cacheheat/cacheheat/compare"
+	"github.com/cacheheat/cacheheat/profile"
+)
+
+//go:embed diff.tmpl
+var diffTmplText string
+
+//go:embed diff.js
+var diffJS string
+
+var diffTmpl = template.Must(template.New("diff").Funcs(TemplateFuncs).Funcs(template.FuncMap{
+	"val":   compare.FormatValue,
+	"ratio": compare.FormatRatio,
+	"ci":    compare.FormatCI,
+	"p":     compare.FormatP,
+	"vclass": func(v string) string {
+		return strings.ReplaceAll(v, " ", "-")
+	},
+}).Parse(diffTmplText))
+
+// DiffHeat is one event's per-core heatmaps of a diff: BASE, NEW and
+// NEW-BASE rates per second, row-major (len(Rows)*Cols), null where a side
+// has no window in that column.
+type DiffHeat struct {
+	Event string     `json:"event"`
+	Base  []*float64 `json:"base"`
+	New   []*float64 `json:"new"`
+	Delta []*float64 `json:"delta"`
+}
+
+// DiffLatency is one latency histogram of both recordings, as the share of
+// events per log2 bucket, for an overlaid plot.
+type DiffLatency struct {
+	Name   string    `json:"name"`
+	Labels []string  `json:"labels"` // lower bound of each shown bucket
+	Base   []float64 `json:"base"`   // fraction of BASE's events
+	New    []float64 `json:"new"`
+	BaseN  uint64    `json:"base_count"`
+	NewN   uint64    `json:"new_count"`
+}
+
+// DiffSeries is one compared metric's per-window values, for the plot a
+// click on its table row shows.
+type DiffSeries struct {
+	Name string    `json:"name"`
+	Unit string    `json:"unit"`
+	Base []float64 `json:"base"`
+	New  []float64 `json:"new"`
+}
+
+// DiffData is the diff page's data block.
+type DiffData struct {
+	Skeletons  Skeletons     `json:"skeletons"`
+	Rows       []string      `json:"rows"` // CPU labels
+	Cols       int           `json:"cols"` // time columns
+	BinWindows int           `json:"bin_windows"`
+	Heat       []DiffHeat    `json:"heat"`
+	Latency    []DiffLatency `json:"latency"`
+	Series     []DiffSeries  `json:"series"`
+}
+
+// WriteDiff writes the diff report of a comparison: the metric table,
+// BASE/NEW/delta per-core heatmaps and overlaid latency histograms, as one
+// self-contained page.
+func WriteDiff(w io.Writer, base, new *profile.Recording, res *compare.Result) error {
+	sk, err := BuildSkeletons()
+	if err != nil {
+		return err
+	}
+	data := BuildDiff(base, new, res, DefaultMaxCells)
+	data.Skeletons = sk
+	var body bytes.Buffer
+	view := struct {
+		R          *compare.Result
+		Headline   string
+		ChartH     int
+		HasHeat    bool
+		HasLatency bool
+		Percent    float64
+	}{res, res.Headline(), chartHeight(len(data.Rows)), len(data.Heat) > 0, len(data.Latency) > 0, res.Confidence * 100}
+	if err := diffTmpl.ExecuteTemplate(&body, "diff", view); err != nil {
+		return fmt.Errorf("rendering diff body: %w", err)
+	}
+	return WritePage(w, Page{
+		Title:  "cacheheat diff: " + res.Headline(),
+		Body:   template.HTML(body.String()),
+		Data:   data,
+		Script: template.JS(diffJS),
+		Style:  diffCSS,
+	})
+}
+
+// diffCSS colours the verdicts; it is static.
+const diffCSS template.CSS = `
+h2.vd-regression { color: #b2182b; }
+h2.vd-ok { color: #1a7f37; }
+tr.vd-regression td:first-child { color: #b2182b; font-weight: bold; }
+tr.vd-improvement td:first-child { color: #1a7f37; font-weight: bold; }
+tr.vd-changed td:first-child { color: #8a6d00; }
+tr.metric-row { cursor: pointer; }
+tr.metric-row:hover { background: #f0f4ff; }
+`
+
+// BuildDiff computes the diff page's chart data.
+func BuildDiff(base, new *profile.Recording, res *compare.Result, maxCells int) DiffData {
+	d := DiffData{Rows: []string{}, Heat: []DiffHeat{}, Latency: []DiffLatency{}, Series: []DiffSeries{}}
+	for _, m := range res.Metrics {
+		d.Series = append(d.Series, DiffSeries{Name: m.Name, Unit: m.Unit, Base: nonNil(m.Base), New: nonNil(m.New)})
+	}
+
+	// Rows: the CPUs both hosts have, by id.
+	bcpu := map[int]bool{}
+	for _, c := range base.Header.Host.Topology.CPUs {
+		bcpu[c.ID] = true
+	}
+	var cpus []int
+	for _, c := range new.Header.Host.Topology.CPUs {
+		if bcpu[c.ID] {
+			cpus = append(cpus, c.ID)
+		}
+	}
+	sort.Ints(cpus)
+	for _, c := range cpus {
+		d.Rows = append(d.Rows, fmt.Sprintf("cpu%d", c))
+	}
+	// Columns: window i of BASE against window i of NEW, merged so that a
+	// chart stays under maxCells.
+	nw := max(len(base.Windows), len(new.Windows))
+	per := 1
+	if len(cpus) > 0 && nw*len(cpus) > maxCells {
+		per = (nw*len(cpus) + maxCells - 1) / maxCells
+	}
+	d.BinWindows = per
+	d.Cols = (nw + per - 1) / per
+
+	for _, ev := range sharedEvents(base, new) {
+		h := DiffHeat{Event: ev}
+		b, n := rateGrid(base, ev, cpus, per, d.Cols), rateGrid(new, ev, cpus, per, d.Cols)
+		h.Base, h.New = b, n
+		h.Delta = make([]*float64, len(b))
+		for i := range b {
+			if b[i] != nil && n[i] != nil {
+				v := *n[i] - *b[i]
+				h.Delta[i] = &v
+			}
+		}
+		d.Heat = append(d.Heat, h)
+	}
+
+	for _, name := range base.HistogramNames() {
+		bt, nt := base.HistogramTotal(name), new.HistogramTotal(name)
+		bn, nn := sum(bt), sum(nt)
+		if bn == 0 && nn == 0 {
+			continue
+		}
+		lo, hi := profile.HistBuckets, -1
+		for i := range bt {
+			if bt[i] > 0 || nt[i] > 0 {
+				lo, hi = min(lo, i), max(hi, i)
+			}
+		}
+		l := DiffLatency{Name: name, BaseN: bn, NewN: nn}
+		for i := lo; i <= hi; i++ {
+			l.Labels = append(l.Labels, fmtNS(profile.BucketLower(i)))
+			l.Base = append(l.Base, share(bt[i], bn))
+			l.New = append(l.New, share(nt[i], nn))
+		}
+		d.Latency = append(d.Latency, l)
+	}
+	return d
+}
+
+func nonNil(v []float64) []float64 {
+	if v == nil {
+		return []float64{}
+	}
+	return v
+}
+
+func share(c, total uint64) float64 {
+	if total == 0 {
+		return 0
+	}
+	return round(float64(c)/float64(total), 6)
+}
+
+// sharedEvents lists the events both recordings have counters for, in
+// BASE's order.
+func sharedEvents(base, new *profile.Recording) []string {
+	inNew := map[string]bool{}
+	for _, e := range measuredEvents(new) {
+		inNew[e] = true
+	}
+	var out []string
+	for _, e := range measuredEvents(base) {
+		if inNew[e] {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// rateGrid is one event's per-CPU rate per second, row per CPU, column per
+// group of per windows.
+func rateGrid(rec *profile.Recording, ev string, cpus []int, per, cols int) []*float64 {
+	counts := make([]float64, len(cpus)*cols)
+	dur := make([]int64, cols)
+	for wi, w := range rec.Windows {
+		c := wi / per
+		if c >= cols {
+			break
+		}
+		dur[c] += w.EndNS - w.StartNS
+		for _, ctr := range w.Counters {
+			if ctr.Event != ev {
+				continue
+			}
+			for r, cpu := range cpus {
+				if cpu < len(ctr.PerCPU) {
+					counts[r*cols+c] += float64(ctr.PerCPU[cpu])
+				}
+			}
+		}
+	}
+	out := make([]*float64, len(counts))
+	for i, v := range counts {
+		if d := dur[i%cols]; d > 0 {
+			r := round(v/(float64(d)/1e9), 4)
+			if !math.IsNaN(r) && !math.IsInf(r, 0) {
+				out[i] = &r
+			}
+		}
+	}
+	return out
+}

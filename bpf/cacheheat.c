@@ -89,7 +89,11 @@ static __always_inline long read_slot(u32 i, struct bpf_perf_event_value *v)
 }
 
 // Target processes (tgid) in MODE_PIDS; children of targets are added at
-// fork so that a target's whole process tree is followed.
+// fork so that a target's whole process tree is followed. A value of
+// TARGET_AT_EXEC marks a command that becomes a target when it execs, as
+// perf's enable_on_exec: the launcher before it is not the command.
+#define TARGET_YES 1
+#define TARGET_AT_EXEC 2
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 8192);
@@ -244,8 +248,10 @@ static __always_inline bool is_target(struct task_struct *t)
 	switch (target_mode) {
 	case MODE_ALL:
 		return true;
-	case MODE_PIDS:
-		return bpf_map_lookup_elem(&targets, &tgid) != NULL;
+	case MODE_PIDS: {
+		u8 *v = bpf_map_lookup_elem(&targets, &tgid);
+		return v && *v == TARGET_YES;
+	}
 	case MODE_CGROUP:
 		return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id) == target_cgroup;
 	}
@@ -388,14 +394,31 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 		return 0;
 	u32 ptgid = parent->tgid;
 	u32 ctgid = child->tgid;
-	if (ptgid == ctgid || !bpf_map_lookup_elem(&targets, &ptgid))
+	u8 *pv = bpf_map_lookup_elem(&targets, &ptgid);
+	if (ptgid == ctgid || !pv || *pv != TARGET_YES)
 		return 0;
-	u8 one = 1;
+	u8 one = TARGET_YES;
 	if (bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY)) {
 		struct stats_val *s = get_stats();
 		if (s)
 			__sync_fetch_and_add(&s->map_errors, 1);
 	}
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	if (target_mode != MODE_PIDS)
+		return 0;
+	u32 tgid = p->tgid;
+	u8 *v = bpf_map_lookup_elem(&targets, &tgid);
+	if (!v || *v != TARGET_AT_EXEC)
+		return 0;
+	// Counts up to here belong to the launcher: move this CPU's baseline
+	// past them, then start counting.
+	account(p);
+	*v = TARGET_YES;
 	return 0;
 }
 

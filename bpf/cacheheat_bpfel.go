@@ -97,6 +97,7 @@ const (
 	CacheheatMapTargets      = "targets"
 	CacheheatMapTasks        = "tasks"
 	CacheheatMapWakeupTs     = "wakeup_ts"
+	CacheheatProgOnExec      = "on_exec"
 	CacheheatProgOnExit      = "on_exit"
 	CacheheatProgOnFork      = "on_fork"
 	CacheheatProgOnSwitch    = "on_switch"
@@ -151,6 +152,7 @@ type CacheheatSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type CacheheatProgramSpecs struct {
+	OnExec      *ebpf.ProgramSpec `ebpf:"on_exec"`
 	OnExit      *ebpf.ProgramSpec `ebpf:"on_exit"`
 	OnFork      *ebpf.ProgramSpec `ebpf:"on_fork"`
 	OnSwitch    *ebpf.ProgramSpec `ebpf:"on_switch"`
@@ -299,6 +301,7 @@ type CacheheatVariables struct {
 //
 // It can be passed to LoadCacheheatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type CacheheatPrograms struct {
+	OnExec      *ebpf.Program `ebpf:"on_exec"`
 	OnExit      *ebpf.Program `ebpf:"on_exit"`
 	OnFork      *ebpf.Program `ebpf:"on_fork"`
 	OnSwitch    *ebpf.Program `ebpf:"on_switch"`
@@ -310,6 +313,7 @@ type CacheheatPrograms struct {
 
 func (p *CacheheatPrograms) Close() error {
 	return _CacheheatClose(
+		p.OnExec,
 		p.OnExit,
 		p.OnFork,
 		p.OnSwitch,

@@ -2,7 +2,7 @@ package collector
 
 import (
 	"encoding/binary"
-		"fmt"
+	"fmt"
 
 	"golang.org/x/sys/unix"
 )

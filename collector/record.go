@@ -209,7 +209,7 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 			return nil, err
 		}
 		tgt.PIDs = []int{cm.cmd.Process.Pid}
-		kc.pids = tgt.PIDs
+		kc.execPIDs = tgt.PIDs
 		defer func() {
 			if cm != nil && err != nil {
 				cm.kill()
@@ -240,6 +240,14 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 		settings.SamplePeriod = o.SamplePeriod
 		settings.SampleEvents = append(settings.SampleEvents, sampleEvs[slotMiss])
 	}
+	// Indexing the targets' binaries can take a while: done before the
+	// clock starts. A command's mappings are read once it has exec'd.
+	sym := symbolize.New()
+	if cm == nil {
+		for _, pid := range tgt.PIDs {
+			_ = sym.Snapshot(pid) // a process may exit at any time: resolved as [unknown]
+		}
+	}
 	start := time.Now()
 	w, err := profile.Create(o.Output, profile.Header{
 		Tool: "cacheheat", StartTime: start, Host: host,
@@ -252,10 +260,6 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 	r.w = w
 	r.mu.Unlock()
 
-	sym := symbolize.New()
-	for _, pid := range tgt.PIDs {
-		_ = sym.Snapshot(pid) // a process may exit at any time: resolved as [unknown]
-	}
 	if cm != nil {
 		if err := cm.release(); err != nil {
 			return nil, err

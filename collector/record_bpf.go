@@ -39,6 +39,8 @@ type kernelConfig struct {
 	mode     uint32
 	cgroupID uint64
 	pids     []int
+	// execPIDs become targets when they exec (a gated command).
+	execPIDs []int
 	counted  []Event // measured events, slot = index
 	cpus     []int   // CPUs to count and sample on
 	sampleHz int
@@ -125,7 +127,12 @@ func openKernel(cfg kernelConfig) (_ *kernel, err error) {
 		return nil, fmt.Errorf("%w: loading bpf programs: %w", ErrHost, err)
 	}
 	for _, pid := range cfg.pids {
-		if err := k.addPID(pid); err != nil {
+		if err := k.addPID(pid, targetYes); err != nil {
+			return nil, err
+		}
+	}
+	for _, pid := range cfg.execPIDs {
+		if err := k.addPID(pid, targetAtExec); err != nil {
 			return nil, err
 		}
 	}
@@ -160,6 +167,7 @@ func openKernel(cfg kernelConfig) (_ *kernel, err error) {
 		{k.objs.OnWakeup, "sched_wakeup"},
 		{k.objs.OnWakeupNew, "sched_wakeup_new"},
 		{k.objs.OnFork, "sched_process_fork"},
+		{k.objs.OnExec, "sched_process_exec"},
 		{k.objs.OnExit, "sched_process_exit"},
 	} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: a.prog})
@@ -213,10 +221,16 @@ func (k *kernel) attachSampler(prog *ebpf.Program, ev Event, cpu, hz int, period
 	return nil
 }
 
+// Values of the targets map (TARGET_* in bpf/cacheheat.c).
+const (
+	targetYes    = 1
+	targetAtExec = 2
+)
+
 // addPID makes a process (and, through the fork tracepoint, its future
-// children) a target.
-func (k *kernel) addPID(pid int) error {
-	if err := k.objs.Targets.Put(uint32(pid), uint8(1)); err != nil {
+// children) a target, now or when it next execs.
+func (k *kernel) addPID(pid int, how uint8) error {
+	if err := k.objs.Targets.Put(uint32(pid), how); err != nil {
 		return fmt.Errorf("adding pid %d to the targets: %w", pid, err)
 	}
 	return nil

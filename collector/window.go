@@ -18,7 +18,7 @@ type taskVal struct {
 }
 
 type statsVal struct {
-	fires, samples                                       [2]uint64
+	fires, samples                                     [2]uint64
 	stackErrors, sampleMapFull, procMapFull, mapErrors uint64
 }
 
@@ -286,7 +286,7 @@ func (t *stackTable) add(s profile.Stack, w *profile.Window) uint64 {
 type rawSymbolizer struct{}
 
 func (rawSymbolizer) User(_ int, addrs []uint64) []profile.Frame { return rawFrames(addrs) }
-func (rawSymbolizer) Kernel(addrs []uint64) []profile.Frame     { return rawFrames(addrs) }
+func (rawSymbolizer) Kernel(addrs []uint64) []profile.Frame      { return rawFrames(addrs) }
 
 func rawFrames(addrs []uint64) []profile.Frame {
 	out := make([]profile.Frame, len(addrs))

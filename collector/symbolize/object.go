@@ -3,8 +3,11 @@ package symbolize
 import (
 	"debug/elf"
 	"debug/gosym"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 )
 
 // object is the symbol index of one ELF file, shared by every process that
@@ -55,7 +58,11 @@ func (o *object) symbols() int {
 
 // loadObject indexes the ELF file read from r. A file without any symbols
 // is not an error: its frames keep module+offset.
-func loadObject(r io.ReaderAt) (obj *object, err error) {
+//
+// debugDirs are searched for a separate debug file by build id
+// (DIR/.build-id/xx/rest.debug, what distributions' -dbgsym packages
+// install) when the file itself has no .symtab.
+func loadObject(r io.ReaderAt, debugDirs ...string) (obj *object, err error) {
 	// debug/elf and debug/gosym are not hardened against every malformed
 	// file, and the files come from whatever the target process mapped.
 	defer func() {
@@ -79,6 +86,11 @@ func loadObject(r io.ReaderAt) (obj *object, err error) {
 	// .symtab is read first because it names runtime.text, which the Go
 	// table needs, but it is consulted after .gopclntab.
 	symtab, symErr := f.Symbols()
+	if symErr != nil {
+		if syms, err := debugSymbols(f, debugDirs); err == nil {
+			symtab, symErr = syms, nil
+		}
+	}
 	var textStart uint64
 	for _, s := range symtab {
 		if s.Name == "runtime.text" {
@@ -112,6 +124,60 @@ func loadObject(r io.ReaderAt) (obj *object, err error) {
 		}
 	}
 	return o, nil
+}
+
+// debugSymbols returns the .symtab of f's separate debug file, found by its
+// GNU build id.
+func debugSymbols(f *elf.File, dirs []string) ([]elf.Symbol, error) {
+	id := buildID(f)
+	if len(id) < 2 || len(dirs) == 0 {
+		return nil, errNoDebugFile
+	}
+	hexID := hex.EncodeToString(id)
+	for _, dir := range dirs {
+		df, err := elf.Open(filepath.Join(dir, ".build-id", hexID[:2], hexID[2:]+".debug"))
+		if err != nil {
+			continue
+		}
+		syms, err := df.Symbols()
+		df.Close()
+		if err == nil {
+			return syms, nil
+		}
+	}
+	return nil, errNoDebugFile
+}
+
+var errNoDebugFile = errors.New("no debug file")
+
+// buildID returns the GNU build id note of f, nil when it has none.
+func buildID(f *elf.File) []byte {
+	for _, s := range f.Sections {
+		if s.Type != elf.SHT_NOTE {
+			continue
+		}
+		data, err := s.Data()
+		if err != nil {
+			continue
+		}
+		// Notes: namesz, descsz, type, then name and desc, each padded to
+		// 4 bytes.
+		for len(data) >= 12 {
+			namesz := uint64(f.ByteOrder.Uint32(data))
+			descsz := uint64(f.ByteOrder.Uint32(data[4:]))
+			typ := f.ByteOrder.Uint32(data[8:])
+			nameEnd := 12 + (namesz+3)&^3
+			descEnd := nameEnd + (descsz+3)&^3
+			if descEnd > uint64(len(data)) {
+				break
+			}
+			if typ == 3 && namesz == 4 && string(data[12:15]) == "GNU" { // NT_GNU_BUILD_ID
+				return data[nameEnd : nameEnd+descsz]
+			}
+			data = data[descEnd:]
+		}
+	}
+	return nil
 }
 
 // elfFuncs builds a table of the function symbols in syms, leaving out

@@ -29,10 +29,14 @@ const (
 // safe for concurrent use.
 type Symbolizer struct {
 	root string // "/" on a live host; tests may point it elsewhere
+	// debugDirs hold separate debug files by build id.
+	debugDirs []string
 
 	mu    sync.Mutex
 	procs map[int]*process
 	files map[fileKey]*object
+	// unopened remembers mapped files that could not be opened, for Stats.
+	unopened map[string]error
 
 	vdsoOnce sync.Once
 	vdso     *object
@@ -64,9 +68,10 @@ func New() *Symbolizer { return NewWithRoot("/") }
 // instead of "/".
 func NewWithRoot(root string) *Symbolizer {
 	return &Symbolizer{
-		root:  root,
-		procs: make(map[int]*process),
-		files: make(map[fileKey]*object),
+		root:      root,
+		debugDirs: []string{filepath.Join(root, "usr", "lib", "debug")},
+		procs:     make(map[int]*process),
+		files:     make(map[fileKey]*object),
 	}
 }
 
@@ -131,9 +136,7 @@ func (s *Symbolizer) snapshotLocked(pid int) error {
 		}
 	}
 	for i := range p.maps {
-		if p.maps[i].obj == nil && !p.maps[i].isFile() && p.maps[i].module != ModuleVDSO {
-			anon = true
-		}
+		anon = anon || isAnon(p.maps[i].module)
 	}
 	if anon {
 		s.readPerfMap(pid, p)
@@ -143,6 +146,41 @@ func (s *Symbolizer) snapshotLocked(pid int) error {
 	}
 	s.procs[pid] = p
 	return nil
+}
+
+// isAnon reports whether module names anonymous memory, where JITs put
+// their code ("[anon:name]" is a mapping named with prctl).
+func isAnon(module string) bool {
+	return module == ModuleAnon || strings.HasPrefix(module, "[anon:")
+}
+
+// Stats describes what a Symbolizer holds, so a recorder can say which
+// files' frames could not be named and why.
+type Stats struct {
+	Processes int // processes with a snapshot
+	Files     int // distinct file versions indexed
+	Symbols   int // functions indexed, over all files
+	// Problems lists files that could not be opened or parsed, one
+	// message each, sorted.
+	Problems []string
+}
+
+// Stats returns what the Symbolizer holds now.
+func (s *Symbolizer) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Stats{Processes: len(s.procs), Files: len(s.files)}
+	for _, o := range s.files {
+		st.Symbols += o.symbols()
+		if o.err != nil {
+			st.Problems = append(st.Problems, o.err.Error())
+		}
+	}
+	for _, err := range s.unopened {
+		st.Problems = append(st.Problems, err.Error())
+	}
+	sort.Strings(st.Problems)
+	return st
 }
 
 // Forget drops pid's mappings; the indexed files stay cached for other
@@ -220,7 +258,9 @@ func (s *Symbolizer) objectFor(pid int, m *mapping) *object {
 		}
 		return obj
 	}
-	return &object{err: fmt.Errorf("opening %s: %w", m.module, lastErr)}
+	obj := &object{err: fmt.Errorf("opening %s: %w", m.module, lastErr)}
+	s.unopened[m.module] = obj.err
+	return obj
 }
 
 // errReplaced is returned when the file at a mapping's path is no longer the
@@ -243,7 +283,7 @@ func (s *Symbolizer) indexFile(f *os.File, m *mapping, checkInode bool) (*object
 	if obj, ok := s.files[key]; ok {
 		return obj, nil
 	}
-	obj, err := loadObject(f)
+	obj, err := loadObject(f, s.debugDirs...)
 	if err != nil {
 		obj = &object{err: fmt.Errorf("%s: %w", m.module, err)}
 	}

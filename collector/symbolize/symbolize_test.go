@@ -2,6 +2,8 @@ package symbolize
 
 import (
 	"bufio"
+	"debug/elf"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -300,6 +302,77 @@ func TestCBinary(t *testing.T) {
 			p.kill()
 			checkResolves(t, s, p.pid(), p.addrs[0], "hot_loop", bin)
 		})
+	}
+}
+
+func TestDebugFile(t *testing.T) {
+	bin := cBinary(t, "c-build-id", "-Wl,--build-id")
+	for _, tool := range []string{"objcopy", "strip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s (binutils) to split debug symbols: not in PATH", tool)
+		}
+	}
+	// Move the symbols into DIR/.build-id/xx/rest.debug, as a
+	// distribution's -dbgsym package does, and strip the binary.
+	dir := t.TempDir()
+	stripped := filepath.Join(dir, "prog")
+	debug := filepath.Join(dir, "prog.debug")
+	for _, argv := range [][]string{
+		{"objcopy", "--only-keep-debug", bin, debug},
+		{"strip", "--strip-all", "-o", stripped, bin},
+	} {
+		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", argv, err, out)
+		}
+	}
+	f, err := elf.Open(stripped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := hex.EncodeToString(buildID(f))
+	f.Close()
+	if id == "" {
+		t.Fatalf("%s has no build id", stripped)
+	}
+	debugDir := filepath.Join(dir, "debug")
+	if err := os.MkdirAll(filepath.Join(debugDir, ".build-id", id[:2]), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(debug, filepath.Join(debugDir, ".build-id", id[:2], id[2:]+".debug")); err != nil {
+		t.Fatal(err)
+	}
+
+	p := start(t, stripped)
+	// Without the debug file hot_loop (static, not exported) has no name.
+	s := New()
+	s.debugDirs = nil
+	if err := s.Snapshot(p.pid()); err != nil {
+		t.Fatal(err)
+	}
+	if f := s.User(p.pid(), p.addrs[:1])[0]; strings.Contains(f.Function, "hot_loop") {
+		t.Fatalf("stripped binary resolved hot_loop without its debug file: %+v", f)
+	}
+	s = New()
+	s.debugDirs = []string{debugDir}
+	if err := s.Snapshot(p.pid()); err != nil {
+		t.Fatal(err)
+	}
+	checkResolves(t, s, p.pid(), p.addrs[0], "hot_loop", stripped)
+}
+
+func TestStats(t *testing.T) {
+	bin := goBinary(t, "go-exe")
+	p := start(t, bin)
+	s := New()
+	if err := s.Snapshot(p.pid()); err != nil {
+		t.Fatal(err)
+	}
+	st := s.Stats()
+	if st.Processes != 1 || st.Files < 1 || st.Symbols < 100 {
+		t.Errorf("Stats after one Go process: %+v, want 1 process, >= 1 file, >= 100 symbols", st)
+	}
+	if len(st.Problems) != 0 {
+		t.Errorf("Stats problems for a plain Go binary: %q", st.Problems)
 	}
 }
 

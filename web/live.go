@@ -1,0 +1,403 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cacheheat/cacheheat/profile"
+)
+
+// LiveOptions tune a Live view; the zero value is usable.
+type LiveOptions struct {
+	// Renderers render the findings while recording and the final report.
+	Renderers Renderers
+	// AnalyzeEvery is how many windows pass between two runs of the
+	// findings analysis (default 3): it reads every window so far, so it
+	// does not run on each one.
+	AnalyzeEvery int
+	// ClientQueue is how many updates wait for a slow client before newer
+	// ones are dropped for it (default 4).
+	ClientQueue int
+	// MaxCells bounds each heatmap's cells (default 20,000, where ECharts
+	// starts to slow down).
+	MaxCells int
+	// Grids turns the windows so far into the page's heatmaps. Nil uses
+	// the built-in per-core, per-node and latency grids.
+	Grids func(rec *profile.Recording, maxCells int) any
+	// WriteTimeout ends a client's stream when one update cannot be
+	// written for this long (default 10 s), so a stuck client does not
+	// hold a goroutine and a socket for the rest of the recording.
+	WriteTimeout time.Duration
+}
+
+// Live is the live view of a recording in progress. The recorder calls
+// Publish with each window as it closes; Publish only appends the window
+// and wakes a builder goroutine, which turns the windows so far into the
+// page's heatmaps and hands the update to each client's queue without
+// waiting. A client whose queue is full loses that update (counted and
+// shown to it); since every update carries the whole state so far, the
+// next one it receives is complete again. The recording's own data path
+// never waits for a client.
+//
+// Live implements http.Handler:
+//
+//	GET /        the live page
+//	GET /events  the update stream (text/event-stream)
+//	GET /report  the final report, once Finish was called
+type Live struct {
+	opts    LiveOptions
+	handler http.Handler
+	wake    chan struct{}
+	done    chan struct{} // closed by Finish
+	stopped chan struct{} // closed when the builder has exited
+
+	mu        sync.Mutex
+	header    *profile.Header
+	windows   []profile.Window
+	status    any
+	published uint64 // windows given to Publish
+	clients   map[*liveClient]struct{}
+	latest    []byte // the last update, for clients that connect late
+	report    []byte // the final report, after Finish
+	finalErr  string
+	pending   int           // clients at Finish that have not fetched the report
+	fetched   chan struct{} // closed when pending reaches 0
+	finished  bool
+	totalDrop atomic.Uint64
+}
+
+type liveClient struct {
+	ch      chan []byte
+	dropped atomic.Uint64
+}
+
+// NewLive starts a live view's builder goroutine; Finish stops it.
+func NewLive(opts LiveOptions) *Live {
+	if opts.AnalyzeEvery <= 0 {
+		opts.AnalyzeEvery = 3
+	}
+	if opts.ClientQueue <= 0 {
+		opts.ClientQueue = 4
+	}
+	if opts.MaxCells <= 0 {
+		opts.MaxCells = 20000
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = 10 * time.Second
+	}
+	if opts.Grids == nil {
+		opts.Grids = defaultGrids
+	}
+	l := &Live{
+		opts:    opts,
+		wake:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		stopped: make(chan struct{}),
+		clients: map[*liveClient]struct{}{},
+		fetched: make(chan struct{}),
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/{$}", l.servePage)
+	mux.HandleFunc("/events", l.serveEvents)
+	mux.HandleFunc("/report", l.serveReport)
+	l.handler = secure(mux)
+	go l.build()
+	return l
+}
+
+func (l *Live) ServeHTTP(w http.ResponseWriter, r *http.Request) { l.handler.ServeHTTP(w, r) }
+
+// SetHeader gives the view the recording's header (host topology, events),
+// which the heatmaps' rows come from. Windows published before it are kept
+// and shown once it arrives.
+func (l *Live) SetHeader(h profile.Header) {
+	l.mu.Lock()
+	l.header = &h
+	l.mu.Unlock()
+	l.poke()
+}
+
+// Publish adds a closed window and the recorder's status (any value that
+// encodes to a JSON object of numbers and strings; shown as the status
+// line). It never blocks on clients or on the builder. The window is kept,
+// so the caller must not modify it afterwards; the slices it points to
+// are only read.
+func (l *Live) Publish(w *profile.Window, status any) {
+	l.mu.Lock()
+	if !l.finished {
+		win := *w
+		win.Index = len(l.windows)
+		l.windows = append(l.windows, win)
+		l.status = status
+		l.published++
+	}
+	l.mu.Unlock()
+	l.poke()
+}
+
+func (l *Live) poke() {
+	select {
+	case l.wake <- struct{}{}:
+	default: // the builder is already due to run and will see this window
+	}
+}
+
+// Dropped is the number of updates dropped for slow clients so far.
+func (l *Live) Dropped() uint64 { return l.totalDrop.Load() }
+
+// Finish ends the live view: it renders the final report of rec (or shows
+// failure, when err is not nil), tells every client to load it, and stops
+// the builder.
+func (l *Live) Finish(rec *profile.Recording, err error) {
+	var report []byte
+	var msg string
+	switch {
+	case err != nil:
+		msg = err.Error()
+	case rec == nil:
+		msg = "the recording produced no file"
+	case l.opts.Renderers.Report == nil:
+		msg = "this build has no report renderer"
+	default:
+		var buf bytes.Buffer
+		if rerr := l.opts.Renderers.Report(&buf, rec); rerr != nil {
+			msg = fmt.Sprintf("rendering the final report: %v", rerr)
+		} else {
+			report = buf.Bytes()
+		}
+	}
+	l.mu.Lock()
+	if l.finished {
+		l.mu.Unlock()
+		return
+	}
+	l.finished = true
+	l.report, l.finalErr = report, msg
+	l.pending = len(l.clients)
+	if l.pending == 0 || report == nil {
+		close(l.fetched)
+	}
+	l.mu.Unlock()
+	close(l.done)
+	<-l.stopped
+}
+
+// Linger waits, after Finish, until every page that was watching has
+// loaded the final report, or until ctx ends: the recorder's process can
+// then exit without cutting a viewer off before it saw the result.
+func (l *Live) Linger(ctx context.Context) {
+	select {
+	case <-l.fetched:
+	case <-ctx.Done():
+	}
+}
+
+// update is one event on the stream: the whole state so far.
+type update struct {
+	Windows   int           `json:"windows"`
+	StartNS   int64         `json:"start_ns"`
+	EndNS     int64         `json:"end_ns"`
+	Status    any           `json:"status,omitempty"`
+	Grids     any           `json:"grids,omitempty"`
+	Findings  []Finding     `json:"findings"`
+	Analyzed  int           `json:"findings_windows"` // windows the findings cover
+	Drops     profile.Drops `json:"drops"`
+	HeaderSet bool          `json:"header"`
+}
+
+// build runs off the recorder's goroutine: it turns the windows so far into
+// an update whenever Publish wakes it, coalescing windows that arrive while
+// it works.
+func (l *Live) build() {
+	defer close(l.stopped)
+	stacks := map[uint64]profile.Stack{}
+	seen := 0
+	var findings []Finding
+	analyzed := 0
+	for {
+		select {
+		case <-l.wake:
+		case <-l.done:
+			return
+		}
+		l.mu.Lock()
+		wins := l.windows[:len(l.windows):len(l.windows)]
+		status := l.status
+		var h profile.Header
+		hasHeader := l.header != nil
+		if hasHeader {
+			h = *l.header
+		}
+		l.mu.Unlock()
+		for _, w := range wins[seen:] {
+			for _, s := range w.NewStacks {
+				stacks[s.ID] = s
+			}
+		}
+		seen = len(wins)
+		u := update{Windows: len(wins), Status: status, HeaderSet: hasHeader, Findings: []Finding{}}
+		for _, w := range wins {
+			u.Drops.Add(w.Drops)
+		}
+		if len(wins) > 0 {
+			u.StartNS, u.EndNS = wins[0].StartNS, wins[len(wins)-1].EndNS
+		}
+		if hasHeader {
+			rec := &profile.Recording{Header: h, Windows: wins, Stacks: stacks}
+			u.Grids = l.opts.Grids(rec, l.opts.MaxCells)
+			if l.opts.Renderers.Findings != nil && len(wins) > 0 && (analyzed == 0 || len(wins)-analyzed >= l.opts.AnalyzeEvery) {
+				findings = l.opts.Renderers.Findings(rec)
+				analyzed = len(wins)
+			}
+		}
+		if findings != nil {
+			u.Findings = findings
+		}
+		u.Analyzed = analyzed
+		b, err := json.Marshal(u)
+		if err != nil {
+			b, _ = json.Marshal(map[string]string{"error": fmt.Sprintf("encoding update: %v", err)})
+		}
+		l.broadcast(b)
+	}
+}
+
+// broadcast queues b for every client without waiting: a full queue drops
+// b for that client and counts it.
+func (l *Live) broadcast(b []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.latest = b
+	for c := range l.clients {
+		select {
+		case c.ch <- b:
+		default:
+			c.dropped.Add(1)
+			l.totalDrop.Add(1)
+		}
+	}
+}
+
+func (l *Live) subscribe() *liveClient {
+	c := &liveClient{ch: make(chan []byte, l.opts.ClientQueue)}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.latest != nil {
+		c.ch <- l.latest
+	}
+	l.clients[c] = struct{}{}
+	return c
+}
+
+func (l *Live) unsubscribe(c *liveClient) {
+	l.mu.Lock()
+	delete(l.clients, c)
+	l.mu.Unlock()
+}
+
+func (l *Live) serveEvents(w http.ResponseWriter, r *http.Request) {
+	c := l.subscribe()
+	defer l.unsubscribe(c)
+	l.serveEventsFor(w, r, c)
+}
+
+// serveEventsFor streams c's queue to w until the recording ends, the
+// client goes away, or a write stalls for WriteTimeout.
+func (l *Live) serveEventsFor(w http.ResponseWriter, r *http.Request, c *liveClient) {
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	write := func(event string, data []byte) bool {
+		// Not every ResponseWriter supports deadlines (tests' recorders);
+		// without one a stuck client only costs its own goroutine.
+		_ = rc.SetWriteDeadline(time.Now().Add(l.opts.WriteTimeout))
+		var buf bytes.Buffer
+		fmt.Fprintf(&buf, "event: %s\ndata: ", event)
+		buf.Write(data) // JSON or a number: one line, no raw newlines
+		buf.WriteString("\n\n")
+		if _, err := w.Write(buf.Bytes()); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	var shownDropped uint64
+	send := func(b []byte) bool {
+		if d := c.dropped.Load(); d != shownDropped {
+			shownDropped = d
+			if !write("dropped", []byte(fmt.Sprint(d))) {
+				return false
+			}
+		}
+		return write("window", b)
+	}
+	if !write("hello", []byte(`{}`)) {
+		return
+	}
+	for {
+		select {
+		case b := <-c.ch:
+			if !send(b) {
+				return
+			}
+		case <-l.done:
+			// The end is not an update that can be dropped: every client
+			// still connected hears it, after the last state it can take.
+			var lastB []byte
+			for drained := false; !drained; {
+				select {
+				case b := <-c.ch:
+					lastB = b
+				default:
+					drained = true
+				}
+			}
+			if lastB != nil && !send(lastB) {
+				return
+			}
+			l.mu.Lock()
+			end, _ := json.Marshal(map[string]any{"report": l.report != nil, "error": l.finalErr, "dropped": c.dropped.Load()})
+			l.mu.Unlock()
+			write("end", end)
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+func (l *Live) serveReport(w http.ResponseWriter, r *http.Request) {
+	l.mu.Lock()
+	report, finished, msg := l.report, l.finished, l.finalErr
+	if report != nil && l.pending > 0 {
+		l.pending--
+		if l.pending == 0 {
+			close(l.fetched)
+		}
+	}
+	l.mu.Unlock()
+	switch {
+	case !finished:
+		http.Error(w, "the recording is still running: the report is written when it ends", http.StatusNotFound)
+	case report == nil:
+		http.Error(w, "no final report: "+msg, http.StatusNotFound)
+	default:
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Write(report)
+	}
+}
+
+// EChartsJS is the ECharts build the live page inlines. It is set from the
+// heatmap package's vendored copy, so there is one copy in the tree.
+var EChartsJS string
+
+func (l *Live) servePage(w http.ResponseWriter, r *http.Request) {
+	render(w, "live.html", struct{ ECharts template.JS }{template.JS(EChartsJS)})
+}

@@ -50,8 +50,11 @@ type Caps struct {
 	PMUs     []string              `json:"pmus"`
 	Topology profile.Topology      `json:"topology"`
 	Events   []profile.EventStatus `json:"events"`
-	Mode     string                `json:"mode"` // ModeHardware or ModeSoftware
-	Verdict  string                `json:"verdict"`
+	// Catalogue holds the encoding of each event in Events, in the same
+	// order, with the source of each raw vendor encoding.
+	Catalogue []Event `json:"catalogue"`
+	Mode      string  `json:"mode"` // ModeHardware or ModeSoftware
+	Verdict   string  `json:"verdict"`
 	// Warnings are things caps could not find out; the rest still holds.
 	Warnings []string `json:"warnings,omitempty"`
 }
@@ -126,10 +129,17 @@ func DetectCaps(root string) Caps {
 	if c.Topology, err = ReadTopology(root); err != nil {
 		warn(err)
 	}
-	c.Events = ProbeEvents(Catalogue(c.CPU))
-	c.Mode = HostMode(c.Events)
-	c.Verdict = verdict(c)
+	c.Catalogue = Catalogue(c.CPU)
+	c.Events = ProbeEvents(c.Catalogue)
+	c.Conclude()
 	return c
+}
+
+// Conclude sets Mode and Verdict from the probed events and the BPF and
+// BTF results.
+func (c *Caps) Conclude() {
+	c.Mode = HostMode(c.Events)
+	c.Verdict = verdict(*c)
 }
 
 // readPrivileges reads the effective uid and capabilities of this process

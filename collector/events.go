@@ -25,16 +25,16 @@ var ErrUnknownEvent = errors.New("unknown event")
 // Event is one perf event cacheheat knows how to open. The pipeline treats
 // every event the same way; only Type and Config differ.
 type Event struct {
-	Name   string // perf's name, e.g. "LLC-load-misses"
-	Kind   string // KindHardware, KindCache, KindSoftware, KindRaw
-	Type   uint32 // unix.PERF_TYPE_*
-	Config uint64
-	Desc   string
-	Source string // where a raw encoding comes from (for l2-* and raw vendor events)
+	Name   string `json:"name"`   // perf's name, e.g. "LLC-load-misses"
+	Kind   string `json:"kind"`   // KindHardware, KindCache, KindSoftware, KindRaw
+	Type   uint32 `json:"type"`   // unix.PERF_TYPE_*
+	Config uint64 `json:"config"` // attr.config
+	Desc   string `json:"desc"`
+	Source string `json:"source,omitempty"` // where a raw encoding comes from (for l2-* and raw vendor events)
 	// Missing is non-empty when the event is in the catalogue but has no
 	// encoding on this CPU (l2-misses on an unknown model); it says why, and
 	// such an event is never opened.
-	Missing string
+	Missing string `json:"missing,omitempty"`
 }
 
 // Attr is the counting perf_event_attr for the event: the same attr for

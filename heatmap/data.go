@@ -309,10 +309,14 @@ func CPUGrid(rec *profile.Recording, maxCells int) Grid {
 			r.CPUs = append(r.CPUs, c.ID)
 			rowOf[c.ID] = len(rows)
 		}
+		l3 := "no L3"
+		if r.L3 >= 0 {
+			l3 = fmt.Sprintf("L3:%d", r.L3)
+		}
 		if len(grp) == 1 {
-			r.Label = fmt.Sprintf("N%d L3:%d c%d cpu%d", r.Node, r.L3, r.Core, grp[0].ID)
+			r.Label = fmt.Sprintf("N%d %s c%d cpu%d", r.Node, l3, r.Core, grp[0].ID)
 		} else {
-			r.Label = fmt.Sprintf("N%d L3:%d cpu%d-%d", r.Node, r.L3, grp[0].ID, grp[len(grp)-1].ID)
+			r.Label = fmt.Sprintf("N%d %s cpu%d-%d", r.Node, l3, grp[0].ID, grp[len(grp)-1].ID)
 		}
 		rows = append(rows, r)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"strings"
 )
 
 // The vendored ECharts build (npm package echarts, Apache-2.0; see
@@ -77,13 +78,15 @@ func WritePage(w io.Writer, p Page) error {
 	if err != nil {
 		return err
 	}
+	// html/template passes invalid UTF-8 through; a page must be valid
+	// UTF-8, and U+FFFD is inert in every HTML context.
 	return shellTmpl.Execute(w, map[string]any{
 		"CSP":     CSP,
 		"Capture": template.JS(captureJS),
-		"Title":   p.Title,
+		"Title":   strings.ToValidUTF8(p.Title, "\uFFFD"),
 		"CSS":     template.CSS(pageCSS),
 		"Style":   p.Style,
-		"Body":    p.Body,
+		"Body":    template.HTML(strings.ToValidUTF8(string(p.Body), "\uFFFD")),
 		"DataID":  DataElementID,
 		"Data":    template.JS(data),
 		"ECharts": template.JS(echartsJS),

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cacheheat/cacheheat/attribution"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -23,8 +24,10 @@ var reportJS string
 type Options struct {
 	// MaxCells caps the cells of each heatmap; 0 means DefaultMaxCells.
 	MaxCells int
-	// Findings fills the findings section; nil leaves it out.
-	Findings *Findings
+	// Findings fills the findings section; nil means attribution.Analyze
+	// of the recording. NoFindings leaves the section out.
+	Findings   *Findings
+	NoFindings bool
 }
 
 // TemplateFuncs are the formatting helpers of the report's templates,
@@ -36,6 +39,7 @@ var TemplateFuncs = template.FuncMap{
 	"ns":    fmtNS,
 	"bytes": fmtBytes,
 	"join":  strings.Join,
+	"float": func(v int64) float64 { return float64(v) },
 }
 
 var reportTmpl = template.Must(template.New("report").Funcs(TemplateFuncs).Parse(reportTmplText))
@@ -54,7 +58,13 @@ type pageData struct {
 // Render writes rec's HTML report to w.
 func Render(w io.Writer, rec *profile.Recording, opts Options) error {
 	r := Build(rec, opts.MaxCells)
-	r.Findings = opts.Findings
+	switch {
+	case opts.NoFindings:
+	case opts.Findings != nil:
+		r.Findings = opts.Findings
+	default:
+		r.Findings = FindingsFrom(attribution.Analyze(rec), r.CPU)
+	}
 	return RenderReport(w, r)
 }
 

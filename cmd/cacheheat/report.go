@@ -40,7 +40,7 @@ func runReport(name string, args []string, stdout io.Writer) error {
 	if rec.Warning != "" {
 		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", rec.Warning)
 	}
-	if err := writeReport(*out, func(w io.Writer) error { return heatmap.Render(w, rec, reportOptions(rec)) }); err != nil {
+	if err := writeReport(*out, func(w io.Writer) error { return heatmap.Render(w, rec, heatmap.Options{}) }); err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, *out)

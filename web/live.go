@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,10 @@ type LiveOptions struct {
 	// written for this long (default 10 s), so a stuck client does not
 	// hold a goroutine and a socket for the rest of the recording.
 	WriteTimeout time.Duration
+	// HeaderFile is the recording being written. Until SetHeader is
+	// called, the builder reads the header (host topology, events) from
+	// HeaderFile+".partial" or HeaderFile, off the recorder's goroutine.
+	HeaderFile string
 }
 
 // Live is the live view of a recording in progress. The recorder calls
@@ -227,6 +232,7 @@ func (l *Live) build() {
 		case <-l.done:
 			return
 		}
+		l.readHeaderFile()
 		l.mu.Lock()
 		wins := l.windows[:len(l.windows):len(l.windows)]
 		status := l.status
@@ -266,6 +272,30 @@ func (l *Live) build() {
 			b, _ = json.Marshal(map[string]string{"error": fmt.Sprintf("encoding update: %v", err)})
 		}
 		l.broadcast(b)
+	}
+}
+
+// readHeaderFile sets the header from HeaderFile when none is set yet.
+// The recorder writes the header before its first window, so by the first
+// Publish the file has it.
+func (l *Live) readHeaderFile() {
+	l.mu.Lock()
+	have := l.header != nil
+	l.mu.Unlock()
+	if have || l.opts.HeaderFile == "" {
+		return
+	}
+	for _, p := range []string{l.opts.HeaderFile + profile.PartialSuffix, l.opts.HeaderFile} {
+		f, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		d, err := profile.NewDecoder(f)
+		f.Close()
+		if err == nil {
+			l.SetHeader(d.Header)
+			return
+		}
 	}
 }
 

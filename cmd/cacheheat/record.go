@@ -51,6 +51,7 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 	period := fs.Uint64P("count", "c", collector.DefaultMissPeriod, "sample a stack every this many primary miss events (LLC-load-misses, else cache-misses) where the PMU has them")
 	quiet := fs.BoolP("quiet", "q", false, "no status line")
 	out := fs.StringP("output", "o", "", "recording file to write (required)")
+	live := fs.String("live", "", "serve a live view of the recording at this address (e.g. 127.0.0.1:8080; port 0 picks one, printed on stderr)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -138,9 +139,25 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 				opts.Output, s.Elapsed.Seconds(), s.Windows, s.Samples, s.Drops)
 		}
 	}
+	var lv *liveView
+	if *live != "" {
+		if lv, err = startLive(*live, opts.Output); err != nil {
+			return err
+		}
+		status := opts.OnWindow
+		opts.OnWindow = func(w *profile.Window, s collector.Status) {
+			if status != nil {
+				status(w, s)
+			}
+			lv.publish(w, s)
+		}
+	}
 	rec, err := collector.NewRecorder(opts)
 	if err != nil {
 		return usageErrorf("record: %v", err)
+	}
+	if lv != nil {
+		defer func() { lv.finish(opts.Output, err) }()
 	}
 
 	// The first SIGINT/SIGTERM finishes the recording; a second one ends

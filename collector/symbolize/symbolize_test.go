@@ -564,3 +564,40 @@ func BenchmarkSnapshotUnchanged(b *testing.B) {
 		}
 	}
 }
+
+// TestConcurrent runs Snapshot, User, Kernel and Stats at once; run with
+// -race it checks the locking.
+func TestConcurrent(t *testing.T) {
+	s := New()
+	pid := os.Getpid()
+	addr := uint64(reflect.ValueOf(benchLeaf).Pointer())
+	var wg sync.WaitGroup
+	errs := make(chan string, 4*50)
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				switch (g + i) % 4 {
+				case 0:
+					if err := s.Snapshot(pid); err != nil {
+						errs <- err.Error()
+					}
+				case 1:
+					if f := s.User(pid, []uint64{addr})[0]; !strings.HasSuffix(f.Function, ".benchLeaf") {
+						errs <- fmt.Sprintf("benchLeaf resolved to %+v", f)
+					}
+				case 2:
+					s.Kernel([]uint64{0x1000})
+				case 3:
+					s.Stats()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}

@@ -601,3 +601,26 @@ func TestConcurrent(t *testing.T) {
 		t.Error(e)
 	}
 }
+
+// BenchmarkIndexGoBinary measures indexing this test binary (a Go binary of
+// a few MB), the one-time cost of the first process that maps a file.
+func BenchmarkIndexGoBinary(b *testing.B) {
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	f, err := os.Open(exe)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { f.Close() })
+	var n int
+	for b.Loop() {
+		o, err := loadObject(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n = o.symbols()
+	}
+	b.ReportMetric(float64(n), "symbols")
+}

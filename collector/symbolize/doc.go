@@ -8,7 +8,9 @@
 // maps it, so a process that exits during the recording is still
 // symbolized. A file is resolved through Go's .gopclntab first (it survives
 // strip, so stripped Go binaries keep their function names), then .symtab,
-// then .dynsym; only function symbols are kept. The vDSO is indexed from the
+// then .dynsym; only function symbols are kept. A file without .symtab is
+// completed from its separate debug file (/usr/lib/debug/.build-id/xx/rest.debug,
+// what -dbgsym packages install) when one is installed. The vDSO is indexed from the
 // recorder's own copy, which the kernel maps identically into every process.
 // Anonymous executable mappings use the process's /tmp/perf-PID.map when a
 // JIT writes one.
@@ -18,8 +20,16 @@
 // addresses; KernelAvailable then says why and kernel frames carry only
 // their raw address.
 //
-// What cannot be resolved keeps its module and module-relative offset, and
-// profile.Frame.String shows it as module+0xoffset. Addresses are resolved
+// Every frame keeps its module and an offset, and what cannot be resolved
+// is shown by profile.Frame.String as module+0xoffset. The offset is the
+// file offset for a mapped file (what readelf's program headers map to a
+// link-time address), the absolute address for anonymous memory and
+// "[unknown]", relative to _text for "[kernel]" (so it survives KASLR) and
+// to the module's lowest symbol for a kernel module.
+//
+// A snapshot describes the process that had the pid when it was taken: if a
+// pid is reused, the next Snapshot replaces it, so a recorder resolves a
+// window's stacks before it snapshots the pids of the next one. Addresses are resolved
 // exactly as given: callers pass return addresses from stacks unchanged, as
 // perf does for symbol lookup (a call that is the last instruction of a
 // function then resolves to the next function, which is rare and harmless

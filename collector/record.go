@@ -347,9 +347,16 @@ loop:
 
 	trailer := profile.Trailer{EndReason: end, EndTime: time.Now(), Drops: rec.drops, Windows: rec.windows}
 	if cm != nil {
-		if end == profile.EndTargetExit {
+		if end != profile.EndTargetExit {
+			// The recording is over; so is the command, as with perf
+			// stat --timeout. It gets SIGTERM and a moment to finish.
+			cm.stop(2 * time.Second)
+		}
+		select {
+		case <-cm.done:
 			st := cm.exitStatus()
 			trailer.ExitStatus = &st
+		default:
 		}
 	}
 	if am != nil {

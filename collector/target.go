@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/cacheheat/cacheheat/profile"
 )
@@ -56,13 +57,28 @@ func alive(pid int) bool {
 	return st != 'Z' && st != 'X'
 }
 
-// cgroupPath resolves -G: an absolute path under the cgroup v2 mount, or a
-// path relative to /sys/fs/cgroup.
+// cgroupPath resolves -G: an absolute path, or a path relative to the
+// cgroup v2 mount (/sys/fs/cgroup, or /sys/fs/cgroup/unified on hybrid
+// hosts).
 func cgroupPath(g string) string {
 	if filepath.IsAbs(g) {
 		return filepath.Clean(g)
 	}
-	return filepath.Join("/sys/fs/cgroup", g)
+	return filepath.Join(cgroup2Mount(), g)
+}
+
+// cgroup2Mount is where the cgroup v2 hierarchy is mounted.
+func cgroup2Mount() string {
+	b, err := os.ReadFile("/proc/self/mounts")
+	if err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) >= 3 && f[2] == "cgroup2" {
+				return f[1]
+			}
+		}
+	}
+	return "/sys/fs/cgroup"
 }
 
 // cgroupID is the cgroup v2 id of a cgroup directory: its inode number,
@@ -78,7 +94,7 @@ func cgroupID(g string) (uint64, error) {
 	}
 	var fs syscall.Statfs_t
 	if err := syscall.Statfs(p, &fs); err == nil && fs.Type != 0x63677270 /* CGROUP2_SUPER_MAGIC */ {
-		return 0, fmt.Errorf("%w: %s is not on a cgroup v2 file system", ErrNoTarget, p)
+		return 0, fmt.Errorf("%w: %s is not on a cgroup v2 file system (cgroup v2 is mounted at %s)", ErrNoTarget, p, cgroup2Mount())
 	}
 	return st.Ino, nil
 }
@@ -185,6 +201,21 @@ func (c *command) kill() {
 		c.cmd.Process.Kill()
 	}
 	<-c.done
+}
+
+// stop sends SIGTERM to a command that still runs and waits up to grace
+// for it to exit.
+func (c *command) stop(grace time.Duration) {
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(grace):
+	}
 }
 
 // exitStatus is the command's exit status, 128+signal when killed.

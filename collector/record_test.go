@@ -1,0 +1,424 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/cacheheat/cacheheat/bpf"
+
+	"github.com/cacheheat/cacheheat/profile"
+)
+
+// helperEnv makes the test binary act as a small workload (runHelper)
+// instead of running tests: the integration tests record it.
+const helperEnv = "CACHEHEAT_TEST_HELPER"
+
+func TestMain(m *testing.M) {
+	RunGate()
+	if h := os.Getenv(helperEnv); h != "" {
+		runHelper(h)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// runHelper runs one workload: "faults N" touches N fresh pages, "sleeps N"
+// sleeps 1ms N times, "threads N" waits for a line on stdin and then runs N
+// new threads (OS threads, locked) that each spin briefly.
+func runHelper(h string) {
+	f := strings.Fields(h)
+	n, _ := strconv.Atoi(f[1])
+	switch f[0] {
+	case "faults":
+		if n == 0 {
+			return
+		}
+		page := os.Getpagesize()
+		mem, err := syscall.Mmap(-1, 0, n*page, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+		if err != nil {
+			panic(err)
+		}
+		for i := 0; i < n; i++ {
+			mem[i*page] = 1
+		}
+	case "sleeps":
+		for i := 0; i < n; i++ {
+			time.Sleep(time.Millisecond)
+		}
+	case "threads":
+		var b [1]byte
+		os.Stdin.Read(b[:])
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// Locked and never unlocked: the thread exits with the
+				// goroutine, so the runtime has to start new ones.
+				runtime.LockOSThread()
+				x := uint64(i)
+				for j := 0; j < 50_000_000; j++ {
+					x = x*6364136223846793005 + 1442695040888963407
+				}
+				sink.Add(x)
+			}()
+		}
+		// And a child process, which must be followed too.
+		self, _ := os.Executable()
+		child := exec.Command(self)
+		child.Env = append(os.Environ(), helperEnv+"=sleeps 20")
+		child.Run()
+		wg.Wait()
+		// Linger, so the recorder sees the threads' last switches.
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+var sink atomic.Uint64
+
+func needBPF(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: loads and attaches BPF programs")
+	}
+	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
+		t.Skip("needs kernel BTF: /sys/kernel/btf/vmlinux is missing")
+	}
+}
+
+var softwareEvents = []string{"cpu-clock", "page-faults", "context-switches", "cpu-migrations"}
+
+func events(t *testing.T, names ...string) []Event {
+	t.Helper()
+	var out []Event
+	for _, n := range names {
+		ev, err := LookupEvent(n, CPUInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+// ourPrograms lists the loaded BPF programs that are cacheheat's, by name.
+func ourPrograms(t *testing.T) []string {
+	t.Helper()
+	names := map[string]bool{}
+	spec, err := loadSpecNames()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range spec {
+		names[n] = true
+	}
+	var found []string
+	var id ebpf.ProgramID
+	for {
+		next, err := ebpf.ProgramGetNextID(id)
+		if err != nil {
+			break
+		}
+		id = next
+		p, err := ebpf.NewProgramFromID(id)
+		if err != nil {
+			continue
+		}
+		info, err := p.Info()
+		p.Close()
+		if err == nil && names[info.Name] {
+			found = append(found, fmt.Sprintf("%s (id %d)", info.Name, id))
+		}
+	}
+	return found
+}
+
+// record runs a recording in the test and reads it back, checking that
+// nothing of ours stays loaded afterwards.
+func record(t *testing.T, ctx context.Context, opts Options) *profile.Recording {
+	t.Helper()
+	before := ourPrograms(t)
+	if opts.Output == "" {
+		opts.Output = filepath.Join(t.TempDir(), "r.rec")
+	}
+	if opts.Events == nil {
+		opts.Events = events(t, softwareEvents...)
+	}
+	if opts.Interval == 0 {
+		opts.Interval = 200 * time.Millisecond
+	}
+	opts.Warn = func(s string) { t.Log("warning:", s) }
+	r, err := NewRecorder(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The kernel frees detached tracing programs after an RCU grace
+	// period, so "released" is checked until it settles.
+	var after []string
+	for range 50 {
+		if after = ourPrograms(t); len(after) <= len(before) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(after) > len(before) {
+		t.Errorf("BPF programs still loaded 5s after the recording: %v (before: %v)", after, before)
+	}
+	rec, err := profile.ReadFile(opts.Output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Trailer == nil {
+		t.Fatalf("recording has no trailer: %s", rec.Warning)
+	}
+	return rec
+}
+
+func helperCommand(t *testing.T, h string) []string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(helperEnv, h)
+	return []string{self}
+}
+
+func processTotal(rec *profile.Recording, pid int, event string) uint64 {
+	for _, p := range rec.ProcessTotals() {
+		if p.PID == pid {
+			return p.Totals[event]
+		}
+	}
+	return 0
+}
+
+func TestRecordCommandPageFaults(t *testing.T) {
+	needBPF(t)
+	// The helper's own start-up faults are measured by a run that touches
+	// no pages; the difference must be the pages touched.
+	const pages = 5000
+	count := func(n int) (uint64, *profile.Recording) {
+		rec := record(t, context.Background(), Options{Target: Target{Kind: profile.TargetCommand, Command: helperCommand(t, fmt.Sprintf("faults %d", n))}})
+		pid := rec.Header.Target.PIDs[0]
+		return processTotal(rec, pid, "page-faults"), rec
+	}
+	base, _ := count(0)
+	got, rec := count(pages)
+	if rec.Trailer.EndReason != profile.EndTargetExit {
+		t.Errorf("end reason %q, want %q", rec.Trailer.EndReason, profile.EndTargetExit)
+	}
+	if rec.Trailer.ExitStatus == nil || *rec.Trailer.ExitStatus != 0 {
+		t.Errorf("exit status %v, want 0", rec.Trailer.ExitStatus)
+	}
+	diff := int64(got) - int64(base)
+	if diff < pages*95/100 || diff > pages*105/100 {
+		t.Errorf("page-faults: %d with %d pages touched, %d without: difference %d, want %d within 5%%", got, pages, base, diff, pages)
+	}
+	// The target's per-CPU counter totals hold the same faults.
+	var perCPU uint64
+	for _, v := range rec.CounterTotals(false)["page-faults"] {
+		perCPU += v
+	}
+	if perCPU < got {
+		t.Errorf("per-CPU target page-faults %d below the process's %d", perCPU, got)
+	}
+}
+
+func TestRecordCommandContextSwitches(t *testing.T) {
+	needBPF(t)
+	const sleeps = 50
+	rec := record(t, context.Background(), Options{Target: Target{Kind: profile.TargetCommand, Command: helperCommand(t, fmt.Sprintf("sleeps %d", sleeps))}})
+	pid := rec.Header.Target.PIDs[0]
+	if got := processTotal(rec, pid, "context-switches"); got < sleeps {
+		t.Errorf("context-switches = %d, want at least %d (one per sleep)", got, sleeps)
+	}
+	// Each sleep is off-CPU time of the target's threads.
+	var off uint64
+	for _, c := range rec.HistogramTotal(profile.HistOffCPU) {
+		off += c
+	}
+	if off < sleeps {
+		t.Errorf("offcpu histogram counts %d, want at least %d", off, sleeps)
+	}
+	// 1ms sleeps: most off-CPU periods are near 2^20 ns.
+	if p50 := profile.Percentile(rec.HistogramTotal(profile.HistOffCPU), 0.5); p50 < 1e5 || p50 > 1e8 {
+		t.Errorf("offcpu p50 = %.0f ns, want about 1ms", p50)
+	}
+}
+
+func TestRecordPIDNewThreads(t *testing.T) {
+	needBPF(t)
+	const threads = 4
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), helperEnv+"=threads "+strconv.Itoa(threads))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := cmd.Process.Pid
+	// Wait until the helper runs before attaching to it.
+	time.Sleep(100 * time.Millisecond)
+	before, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	known := map[int]bool{}
+	for _, e := range before {
+		tid, _ := strconv.Atoi(e.Name())
+		known[tid] = true
+	}
+
+	opts := Options{Target: Target{Kind: profile.TargetPID, PIDs: []int{pid}}}
+	// The threads start once the recorder is attached: the first window
+	// tells us it is.
+	var once sync.Once
+	opts.OnWindow = func(*profile.Window, Status) { once.Do(func() { stdin.Write([]byte("go\n")) }) }
+	rec := record(t, context.Background(), opts)
+	if rec.Trailer.EndReason != profile.EndTargetExit {
+		t.Errorf("end reason %q, want %q", rec.Trailer.EndReason, profile.EndTargetExit)
+	}
+	var newThreads int
+	var child *profile.ProcessSummary
+	for _, p := range rec.ProcessTotals() {
+		if p.PID != pid {
+			child = &p
+			continue
+		}
+		for _, th := range p.Threads {
+			if !known[th.TID] && th.Totals["cpu-clock"] > 10e6 {
+				newThreads++
+			}
+		}
+	}
+	if newThreads == 0 {
+		t.Errorf("no thread created during the recording was counted (threads before: %v)", known)
+	}
+	if child == nil || child.Totals["context-switches"] < 20 {
+		t.Errorf("the target's child process (20 sleeps) was not followed: %+v", child)
+	}
+}
+
+func TestRecordAll(t *testing.T) {
+	needBPF(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+	defer cancel()
+	rec := record(t, ctx, Options{Target: Target{Kind: profile.TargetAll}})
+	if rec.Trailer.EndReason != profile.EndSignal {
+		t.Errorf("end reason %q, want %q", rec.Trailer.EndReason, profile.EndSignal)
+	}
+	if n := len(rec.ProcessTotals()); n < 2 {
+		t.Errorf("-a saw %d processes, want more than one", n)
+	}
+	var samples uint64
+	for _, w := range rec.Windows {
+		for _, s := range w.Samples {
+			samples += s.Count
+		}
+		for _, c := range w.Counters {
+			for i := range c.PerCPU {
+				if c.PerCPU[i] != c.HostPerCPU[i] {
+					t.Fatalf("-a: %s on cpu %d: target %d != host %d", c.Event, i, c.PerCPU[i], c.HostPerCPU[i])
+				}
+			}
+		}
+	}
+	if samples == 0 {
+		t.Error("-a recorded no samples")
+	}
+}
+
+func TestRecordCgroup(t *testing.T) {
+	needBPF(t)
+	dir, err := os.MkdirTemp(cgroup2Mount(), "cacheheat-test-")
+	if err != nil {
+		t.Skipf("needs a writable cgroup v2 hierarchy: %v", err)
+	}
+	t.Cleanup(func() { os.Remove(dir) })
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), helperEnv+"=sleeps 400")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	rec := record(t, ctx, Options{Target: Target{Kind: profile.TargetCgroup, Cgroup: dir}})
+	procs := rec.ProcessTotals()
+	if len(procs) != 1 || procs[0].PID != cmd.Process.Pid {
+		var pids []int
+		for _, p := range procs {
+			pids = append(pids, p.PID)
+		}
+		t.Fatalf("-G recorded processes %v, want only %d", pids, cmd.Process.Pid)
+	}
+	if procs[0].Totals["context-switches"] == 0 {
+		t.Error("-G: the cgroup's process has no context switches")
+	}
+}
+
+func TestRecordErrors(t *testing.T) {
+	needBPF(t)
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		t    Target
+	}{
+		{"missing pid", Target{Kind: profile.TargetPID, PIDs: []int{1 << 30}}},
+		{"missing cgroup", Target{Kind: profile.TargetCgroup, Cgroup: "/sys/fs/cgroup/no-such-cgroup-here"}},
+		{"missing command", Target{Kind: profile.TargetCommand, Command: []string{"/no/such/command"}}},
+	} {
+		r, err := NewRecorder(Options{Target: tc.t, Output: filepath.Join(dir, "r.rec"), Events: events(t, "cpu-clock")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Run(context.Background()); !errors.Is(err, ErrNoTarget) {
+			t.Errorf("%s: error %v, want ErrNoTarget", tc.name, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "r.rec")); err == nil {
+		t.Error("a failed recording left a file")
+	}
+}
+
+// loadSpecNames lists the names of cacheheat's BPF programs.
+func loadSpecNames() ([]string, error) {
+	spec, err := bpf.LoadCacheheat()
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for name := range spec.Programs {
+		names = append(names, name)
+	}
+	return names, nil
+}

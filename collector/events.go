@@ -207,15 +207,20 @@ var l2Table = []l2Encoding{
 	intelL2("emeraldrapids", one(0xcf)),
 	amdL2("amdzen1", amdRefSum, 0x17, modelRange{0x00, 0x2f}),
 	amdL2("amdzen2", amdRefSum, 0x17, modelRange{0x30, 0xff}),
-	amdL2("amdzen3", amdRefSum, 0x19, modelRange{0x00, 0x0f}, modelRange{0x20, 0x5f}),
-	amdL2("amdzen4", "l2_cache_req_stat.all", 0x19, modelRange{0x10, 0x1f}, modelRange{0x60, 0xff}),
-	amdL2("amdzen5", "l2_cache_req_stat.all", 0x1a, modelRange{0x00, 0xff}),
+	// mapfile.csv: AuthenticAMD-25-([245][[:xdigit:]]|[[:xdigit:]]) is
+	// Zen 3, the rest of family 25 Zen 4.
+	amdL2("amdzen3", amdRefSum, 0x19, modelRange{0x00, 0x0f}, modelRange{0x20, 0x2f}, modelRange{0x40, 0x5f}),
+	amdL2("amdzen4", "l2_cache_req_stat.all", 0x19, modelRange{0x10, 0x1f}, modelRange{0x30, 0x3f}, modelRange{0x60, 0xff}),
+	// Newer mapfiles narrow family 26 to ([12467][[:xdigit:]]|[[:xdigit:]])
+	// for Zen 5; other family 26 models are left unknown rather than
+	// guessed.
+	amdL2("amdzen5", "l2_cache_req_stat.all", 0x1a, modelRange{0x00, 0x2f}, modelRange{0x40, 0x4f}, modelRange{0x60, 0x7f}),
 }
 
 // amdRefSum names l2-references on Zen 1 to 3, whose cache.json has no
 // ".all" entry: umask 0xff is the union of the miss (0x09) and hit (0xf6)
 // unit masks it does list; Zen 4 named that union l2_cache_req_stat.all.
-const amdRefSum = "l2_cache_req_stat.ic_dc_miss_in_l2 (0x09) | l2_cache_req_stat.ic_dc_hit_in_l2 (0xf6)"
+const amdRefSum = "l2_cache_req_stat.ic_dc_miss_in_l2 (0x09) + l2_cache_req_stat.ic_dc_hit_in_l2 (0xf6)"
 
 func intelL2(uarch string, models ...modelRange) l2Encoding {
 	return l2Encoding{

@@ -2,6 +2,9 @@ package collector
 
 import (
 	"errors"
+	"flag"
+	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -102,9 +105,14 @@ func TestL2Resolution(t *testing.T) {
 		}
 	}
 	// Zen 3 and Zen 4 share family 25; the model decides.
-	zen4, _ := LookupEvent("l2-misses", CPUInfo{Vendor: "AuthenticAMD", Family: 25, Model: 0x11})
-	if !strings.Contains(zen4.Source, "/amdzen4/") {
-		t.Errorf("family 25 model 0x11: source %q, want amdzen4", zen4.Source)
+	for model, uarch := range map[int]string{0x01: "amdzen3", 0x21: "amdzen3", 0x50: "amdzen3", 0x11: "amdzen4", 0x31: "amdzen4", 0xa0: "amdzen4"} {
+		e, _ := LookupEvent("l2-misses", CPUInfo{Vendor: "AuthenticAMD", Family: 25, Model: model})
+		if !strings.Contains(e.Source, "/"+uarch+"/") {
+			t.Errorf("family 25 model %#x: source %q, want %s", model, e.Source, uarch)
+		}
+	}
+	if e, _ := LookupEvent("l2-misses", CPUInfo{Vendor: "AuthenticAMD", Family: 26, Model: 0x50}); e.Missing == "" {
+		t.Errorf("family 26 model 0x50 (not Zen 5 in the mapfile) resolved to %+v, want no encoding", e)
 	}
 }
 
@@ -164,5 +172,71 @@ func TestDefaultEvents(t *testing.T) {
 	}
 	if len(names) != len(designEvents) {
 		t.Errorf("default events %v: want each catalogue event once", names)
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite docs/EVENTS.md's generated tables from the catalogue (shared by every test of this package that writes golden files)")
+
+const (
+	docsPath   = "../docs/EVENTS.md"
+	beginTable = "<!-- BEGIN GENERATED: go test ./collector -run EventsDoc -update -->\n"
+	endTable   = "<!-- END GENERATED -->\n"
+)
+
+// renderEventTables writes the catalogue and the l2 table as Markdown, so
+// the documentation cannot drift from the data.
+func renderEventTables() string {
+	var b strings.Builder
+	typeName := map[uint32]string{
+		unix.PERF_TYPE_HARDWARE: "PERF_TYPE_HARDWARE",
+		unix.PERF_TYPE_SOFTWARE: "PERF_TYPE_SOFTWARE",
+		unix.PERF_TYPE_HW_CACHE: "PERF_TYPE_HW_CACHE",
+		unix.PERF_TYPE_RAW:      "PERF_TYPE_RAW",
+	}
+	b.WriteString("### The catalogue (DESIGN.md's order)\n\n| event | kind | type | config | counts |\n|---|---|---|---|---|\n")
+	for _, e := range catalogue {
+		config := fmt.Sprintf("`%#x`", e.Config)
+		if e.Kind == KindRaw {
+			config = "per CPU model, below"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", e.Name, e.Kind, typeName[e.Type], config, e.Desc)
+	}
+	b.WriteString("\n### `l2-misses` and `l2-references` by CPU model\n\n")
+	b.WriteString("| vendor | family | models | pmu-events directory | `l2-misses` | `l2-references` |\n|---|---|---|---|---|---|\n")
+	for _, r := range l2Table {
+		var models []string
+		for _, m := range r.models {
+			if m.lo == m.hi {
+				models = append(models, fmt.Sprintf("%#02x", m.lo))
+			} else {
+				models = append(models, fmt.Sprintf("%#02x-%#02x", m.lo, m.hi))
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %d (%#x) | %s | [`%s`](https://git.kernel.org/pub/scm/linux/kernel/git/torvalds/linux.git/tree/tools/perf/pmu-events/arch/x86/%s/cache.json) | `r%x` %s | `r%x` %s |\n",
+			r.vendor, r.family, r.family, strings.Join(models, ", "), r.uarch, r.uarch,
+			r.missConfig, r.missName, r.refConfig, r.refName)
+	}
+	return b.String()
+}
+
+func TestEventsDoc(t *testing.T) {
+	doc, err := os.ReadFile(docsPath)
+	if err != nil {
+		t.Fatalf("%v (docs/EVENTS.md documents the catalogue)", err)
+	}
+	s := string(doc)
+	i, j := strings.Index(s, beginTable), strings.Index(s, endTable)
+	if i < 0 || j < i {
+		t.Fatalf("%s lacks the generated-section markers %q ... %q", docsPath, beginTable, endTable)
+	}
+	want := s[:i+len(beginTable)] + renderEventTables() + s[j:]
+	if *update {
+		if err := os.WriteFile(docsPath, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if s != want {
+		t.Errorf("%s is out of date with the catalogue; run go test ./collector -run EventsDoc -update", docsPath)
 	}
 }

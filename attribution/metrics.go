@@ -71,6 +71,11 @@ type Metrics struct {
 	SampleTotal   uint64
 
 	Windows []WindowMetrics
+
+	// RunqNSPerCPU estimates the target's run-queue wait on each CPU (the
+	// CPU it was switched in on) from the runq-latency histogram, bucket
+	// midpoints (see HistogramSum).
+	RunqNSPerCPU []float64
 }
 
 // WindowMetrics is one window reduced to totals.
@@ -184,6 +189,14 @@ func NewMetrics(rec *profile.Recording) *Metrics {
 		m.Windows = append(m.Windows, wm)
 	}
 	m.Threads = len(tids)
+	m.RunqNSPerCPU = make([]float64, ncpu)
+	for _, w := range m.Windows {
+		for cpu, b := range w.HistPerCPU[profile.HistRunqLatency] {
+			if cpu < ncpu {
+				m.RunqNSPerCPU[cpu] += HistogramSum(b)
+			}
+		}
+	}
 	return m
 }
 
@@ -283,6 +296,17 @@ func (m *Metrics) Busy(cpu int) float64 {
 		return float64(m.SamplesPerCPU[cpu]) / float64(hz) / m.DurationS
 	}
 	return 0
+}
+
+// Demand is the fraction of a CPU's time the target ran on it or waited
+// in its run queue: how much of the core it wanted, whatever other load
+// took. On a shared host a busy thread's Busy is what it got; Demand is
+// what it asked for.
+func (m *Metrics) Demand(cpu int) float64 {
+	if m.DurationS <= 0 || cpu < 0 || cpu >= len(m.RunqNSPerCPU) {
+		return m.Busy(cpu)
+	}
+	return m.Busy(cpu) + m.RunqNSPerCPU[cpu]/1e9/m.DurationS
 }
 
 // OnCPUSeconds is the target's total on-CPU time from cpu-clock.

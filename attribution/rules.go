@@ -34,6 +34,8 @@ const (
 type Need struct {
 	Kind  string   `json:"kind"`
 	AnyOf []string `json:"any_of,omitempty"`
+	// Label names a need with many alternatives in short.
+	Label string `json:"label,omitempty"`
 }
 
 func event(names ...string) Need { return Need{Kind: NeedEvent, AnyOf: names} }
@@ -43,6 +45,9 @@ var samples = Need{Kind: NeedSamples}
 
 // String names the need as the report shows it.
 func (n Need) String() string {
+	if n.Label != "" {
+		return n.Label
+	}
 	switch n.Kind {
 	case NeedSamples:
 		return "stack samples"
@@ -204,7 +209,7 @@ func (m *Metrics) satisfies(n Need) (name, reason string, ok bool) {
 		return e, st.Status + ": " + orUnknown(st.Reason), false
 	}
 	if len(n.AnyOf) > 1 {
-		return n.String(), fmt.Sprintf("not recorded (add -e with the one this CPU has, e.g. -e %s)", n.AnyOf[0]), false
+		return n.String(), "not recorded (the recorder knows no encoding of it for this CPU model)", false
 	}
 	return n.String(), "not recorded (add -e " + n.AnyOf[0] + ")", false
 }
@@ -251,7 +256,7 @@ func allPass(pairs ...any) (ev []Evidence, ok bool) {
 const (
 	whyInstrFloor = "floor: below 10^8 instructions/s (a twentieth of one 2 GHz core at IPC 1) ratios are noise and the cost is small"
 	whyMemFloor   = "floor: 10^6 misses/s at 80 ns each (REFERENCE.md local memory 70-90 ns) is 8% of one core's time"
-	whySampleMin  = "floor: with 200 samples the standard error of a 90% share is 2 points; with fewer a share is not significant"
+	whySampleMin  = "floor: 50 samples is half a CPU-second at the default 99 Hz; the standard error of a 90% share is then 4 points, and all 50 on one core would be a 1-in-190 chance at a true share of 90%"
 )
 
 // table is the rule table. IDs are stable.
@@ -264,7 +269,7 @@ var table = []Rule{
 			"L1 miss ratio = L1-dcache-load-misses / L1-dcache-loads on that core; " +
 			"write-back/load = LLC-stores / LLC-loads on that core",
 		Thresholds: []Threshold{
-			{Metric: "samples", Op: ">=", Value: 200, Unit: UnitSamples, Why: whySampleMin},
+			{Metric: "samples", Op: ">=", Value: 50, Unit: UnitSamples, Why: whySampleMin},
 			{Metric: "top core share of samples", Op: ">", Value: 0.90, Unit: UnitRatio, Why: "REFERENCE.md bottleneck table: hotspot on one core (one core > 90%)"},
 			{Metric: "L1 miss ratio", Op: ">", Value: 0.75, Unit: UnitRatio, Why: "REFERENCE.md bottleneck table: L1/L2 miss ratio > 75%"},
 			{Metric: "write-back/load", Op: "<", Value: 0.3, Unit: "", Why: "REFERENCE.md bottleneck table: write-back/load < 0.3"},
@@ -340,7 +345,7 @@ var table = []Rule{
 	{
 		ID:      "false-sharing",
 		Title:   "false sharing (cache-to-cache transfers of modified lines)",
-		Needs:   []Need{event(hitmEvents...), event(evInstructions)},
+		Needs:   []Need{{Kind: NeedEvent, AnyOf: hitmEvents, Label: "HITM event (" + strings.Join(hitmEvents, " or ") + ")"}, event(evInstructions)},
 		Formula: "HITM per 1000 instructions = 1000 * (loads that hit a line modified in another core's cache) / instructions; the event is the vendor's (Intel mem_load_l3_hit_retired.xsnp_hitm/xsnp_fwd, AMD ls_dmnd_fills_from_sys.near_cache/far_cache, from the kernel's pmu-events)",
 		Thresholds: []Threshold{
 			{Metric: "instructions/s", Op: ">=", Value: 1e8, Unit: UnitPerSecond, Why: whyInstrFloor},
@@ -355,12 +360,12 @@ var table = []Rule{
 		ID:      "core-hotspot",
 		Title:   "load concentrated on one core",
 		Needs:   []Need{samples},
-		Formula: "top core share = target samples on the busiest core / all target samples; busy = target on-CPU time on a core / recorded time (cpu-clock count, or samples / sample rate without it)",
+		Formula: "top core share = target samples on the busiest core / all target samples; demand = (target on-CPU time on a core + its run-queue wait there) / recorded time, on-CPU time from cpu-clock (or samples / sample rate without it), run-queue wait from the runq-latency histogram when recorded",
 		Thresholds: []Threshold{
-			{Metric: "samples", Op: ">=", Value: 200, Unit: UnitSamples, Why: whySampleMin},
+			{Metric: "samples", Op: ">=", Value: 50, Unit: UnitSamples, Why: whySampleMin},
 			{Metric: "top core share of samples", Op: ">", Value: 0.90, Unit: UnitRatio, Why: "REFERENCE.md bottleneck table: hotspot on one core (one core > 90%)"},
-			{Metric: "top core busy", Op: ">=", Value: 0.5, Unit: UnitRatio, Why: "floor: the target keeps that core at least half busy, so the concentration costs throughput (an idle target never fires)"},
-			{Metric: "least busy other core", Op: "<", Value: 0.5, Unit: UnitRatio, Why: "at least one other recorded core has half its time to spare"},
+			{Metric: "top core demand", Op: ">=", Value: 0.5, Unit: UnitRatio, Why: "floor: the target runs or waits to run on that core at least half the time, so the concentration costs throughput (an idle target never fires); demand, not on-CPU time, so that competing load on a shared host does not hide it"},
+			{Metric: "least demanded other core", Op: "<", Value: 0.5, Unit: UnitRatio, Why: "the target leaves at least one other recorded core half unused"},
 		},
 		Source:     "REFERENCE.md bottleneck patterns (one core > 90%)",
 		Advice:     "The target runs on one core while others have spare time: it is single-threaded or pinned (taskset, cpuset, IRQ affinity). Parallelize the hot loop or widen the affinity mask.",
@@ -385,15 +390,16 @@ var table = []Rule{
 	{
 		ID:      "off-cpu-blocking",
 		Title:   "threads blocked off-CPU",
-		Needs:   []Need{hist(profile.HistOffCPU), event(evContextSwitch), event(evCPUClock)},
-		Formula: "off-CPU share = off-CPU time / (off-CPU time + on-CPU time), off-CPU time from the offcpu histogram, on-CPU time from cpu-clock; switch rate = context-switches / thread-seconds",
+		Needs:   []Need{hist(profile.HistOffCPU), hist(profile.HistRunqLatency), event(evContextSwitch), event(evCPUClock)},
+		Formula: "blocked share = (off-CPU time - run-queue wait) / (off-CPU time + on-CPU time): off-CPU time (switch-out to switch-in) from the offcpu histogram, minus the part spent runnable (runq-latency histogram), over all thread time; on-CPU time from cpu-clock; switch rate = context-switches / thread-seconds and / second",
 		Thresholds: []Threshold{
-			{Metric: "off-CPU share", Op: ">", Value: 0.5, Unit: UnitRatio, Why: "threads spend more time blocked than running"},
-			{Metric: "context-switches per thread", Op: ">", Value: 100, Unit: UnitPerThread, Why: "floor: a block every 10 ms or more often is lock or I/O churn, not a thread that simply sleeps (an idle sleep switches once)"},
+			{Metric: "blocked share", Op: ">", Value: 0.5, Unit: UnitRatio, Why: "threads spend more time blocked (not runnable) than running or waiting to run"},
+			{Metric: "context-switches per thread", Op: ">", Value: 100, Unit: UnitPerThread, Why: "a block every 10 ms or more often is lock or I/O churn, not a thread that simply sleeps (an idle sleep switches once)"},
+			{Metric: "context-switches/s", Op: ">=", Value: 1000, Unit: UnitPerSecond, Why: "floor: at a few microseconds each plus the cache refill after it, 1000 switches/s is about 1% of a core; an idle Go runtime (sysmon's 10 ms tick) stays below it"},
 		},
 		Source:        "Brendan Gregg, off-CPU analysis; thresholds: this project (see Why)",
 		Advice:        "Threads block more than they run, often: lock contention, synchronous I/O or a too-small pool. Look at the off-CPU stacks (where they block); shorten critical sections, use read-mostly structures (RCU) or batch the I/O.",
-		Approximation: "off-CPU time is estimated from the log2 offcpu histogram as each bucket's count times its midpoint (within -33%..+50% per value).",
+		Approximation: "off-CPU time and run-queue wait are estimated from their log2 histograms as each bucket's count times its midpoint (within -33%..+50% per value; a preemption lands in the same bucket of both, so it cancels).",
 		Confidence:    0.8,
 		eval:          evalOffCPU,
 	},
@@ -427,7 +433,7 @@ var table = []Rule{
 		ID:      "latency-tail",
 		Title:   "latency tail coincides with a cause",
 		Needs:   []Need{hist(profile.HistRunqLatency, profile.HistOffCPU), event(tailCauses...)},
-		Formula: "tail windows = windows whose histogram p99 is over the floor and at least the tail factor times the median window's p99; cause = the counter whose rate in tail windows is the largest multiple of its median-window rate",
+		Formula: "over windows at least half the median window length: tail windows = windows whose histogram p99 is over the floor and at least the tail factor times the median window's p99; cause = the counter whose rate in tail windows is the largest multiple of its median-window rate",
 		Thresholds: []Threshold{
 			{Metric: "events per window", Op: ">=", Value: 20, Unit: UnitEvents, Why: "floor: a p99 of fewer events is the maximum of a handful"},
 			{Metric: "windows with enough events", Op: ">=", Value: 4, Unit: "windows", Why: "a median and a tail need several windows"},
@@ -598,19 +604,19 @@ func evalCoreHotspot(m *Metrics, r *Rule) []Finding {
 	least := math.Inf(1)
 	for _, c := range m.CPUs {
 		if c != top {
-			least = min(least, m.Busy(c))
+			least = min(least, m.Demand(c))
 		}
 	}
 	ev, ok := allPass(
 		r.T("samples"), total,
 		r.T("top core share of samples"), share,
-		r.T("top core busy"), m.Busy(top),
-		r.T("least busy other core"), least,
+		r.T("top core demand"), m.Demand(top),
+		r.T("least demanded other core"), least,
 	)
 	if !ok {
 		return nil
 	}
-	return []Finding{{Severity: severity(r.T("top core busy"), ev[2].Value), Scope: Scope{CPUs: []int{top}}, Evidence: ev}}
+	return []Finding{{Severity: severity(r.T("top core demand"), ev[2].Value), Scope: Scope{CPUs: []int{top}}, Evidence: ev}}
 }
 
 func evalCPUSaturation(m *Metrics, r *Rule) []Finding {
@@ -669,12 +675,14 @@ func evalCPUSaturation(m *Metrics, r *Rule) []Finding {
 
 func evalOffCPU(m *Metrics, r *Rule) []Finding {
 	off := HistogramSum(m.rec.HistogramTotal(profile.HistOffCPU))
+	runq := HistogramSum(m.rec.HistogramTotal(profile.HistRunqLatency))
 	on := m.Total(evCPUClock)
-	share := ratio(off, off+on)
+	share := ratio(max(off-runq, 0), off+on)
 	perThread := ratio(m.Total(evContextSwitch), m.ThreadSeconds)
 	ev, ok := allPass(
-		r.T("off-CPU share"), share,
+		r.T("blocked share"), share,
 		r.T("context-switches per thread"), perThread,
+		r.T("context-switches/s"), m.Rate(evContextSwitch),
 	)
 	if !ok {
 		return nil
@@ -734,11 +742,22 @@ func evalLatencyTail(m *Metrics, r *Rule) []Finding {
 	nwin, floor, factor := r.T("windows with enough events"), r.T("tail window p99"), r.T("tail p99 over median window p99")
 	causeT, excessT := r.T("cause rate over median window"), r.T("cause rate excess")
 	minEvents := r.T("events per window")
+	var lens []float64
+	for _, w := range m.Windows {
+		lens = append(lens, w.DurationS)
+	}
+	full := median(lens) / 2
 	var out []Finding
 	for _, h := range []string{profile.HistRunqLatency, profile.HistOffCPU} {
 		var idx []int
 		var p99 []float64
 		for i, w := range m.Windows {
+			// A partial window (the last one, cut short by the target's
+			// exit) holds the exit of every thread and a rate over a
+			// fraction of a window: it is no sample of the steady state.
+			if w.DurationS < full {
+				continue
+			}
 			if b := w.Hist[h]; minEvents.pass(float64(HistogramCount(b))) {
 				idx = append(idx, i)
 				p99 = append(p99, profile.Percentile(b, 0.99))

@@ -71,12 +71,22 @@ var ruleCases = []ruleCase{
 			samples(1, hot, "main.spin").samples(0, 100-hot, "main.other").
 			counter(evCPUClock, []uint64{(100 - hot) * 1e7, hot * 1e7}).done()
 	}},
-	{"core-hotspot", "top core busy", func(t *testing.T, x float64) *profile.Recording {
+	{"core-hotspot", "top core demand", func(t *testing.T, x float64) *profile.Recording {
 		// All samples on one core, which the target keeps x * 50% busy.
 		busy := u(50 * x)
 		return newRec(t, 2, 4, swEvents...).software().
 			samples(1, 100, "main.spin").
 			counter(evCPUClock, []uint64{0, busy * 1e7}).done()
+	}},
+	{"core-hotspot", "top core demand", func(t *testing.T, x float64) *profile.Recording {
+		// A shared host: the pinned thread runs 30% of the time and waits
+		// in the run queue for (50x - 30)% of it.
+		wait := (0.5*x - 0.3) * 1e9 // ns per one-second window
+		n := u(wait / (1.5 * (1 << 20)))
+		return newRec(t, 2, 4, swEvents...).software().
+			samples(1, 100, "main.spin").
+			counter(evCPUClock, []uint64{0, 3e8}).
+			hist(profile.HistRunqLatency, 1, 20, n).done()
 	}},
 	{"cpu-saturation", "share of windows saturated", func(t *testing.T, x float64) *profile.Recording {
 		// Ten windows; x*5 of them (rounded) have a 1.5 ms p99.
@@ -106,26 +116,40 @@ var ruleCases = []ruleCase{
 			hist(profile.HistRunqLatency, 0, 10, 98).
 			hist(profile.HistRunqLatency, 1, bucket, 2).done()
 	}},
-	{"off-cpu-blocking", "off-CPU share", func(t *testing.T, x float64) *profile.Recording {
-		// On-CPU 0.5 s per window; off-CPU n values of midpoint
-		// 1.5*2^20 ns so that off/(off+on) = 0.5*x.
+	{"off-cpu-blocking", "blocked share", func(t *testing.T, x float64) *profile.Recording {
+		// On-CPU 0.5 s per window; n blocks of midpoint 1.5*2^20 ns so
+		// that blocked/(off+on) = 0.5*x; each wakeup waits ~1.5 us to
+		// run.
 		on := 0.5e9
 		share := 0.5 * x
 		n := u(share / (1 - share) * on / (1.5 * (1 << 20)))
 		return newRec(t, 2, 4, swEvents...).software().
-			threads(2, map[string]uint64{evContextSwitch: 500}).
+			threads(10, map[string]uint64{evContextSwitch: 200}).
 			counter(evCPUClock, []uint64{u(on / 2), u(on / 2)}).
-			counter(evContextSwitch, []uint64{500, 500}).
-			hist(profile.HistOffCPU, 0, 20, n).done()
+			counter(evContextSwitch, []uint64{1000, 1000}).
+			hist(profile.HistOffCPU, 0, 20, n).
+			hist(profile.HistRunqLatency, 0, 10, n).done()
 	}},
 	{"off-cpu-blocking", "context-switches per thread", func(t *testing.T, x float64) *profile.Recording {
-		// Two threads; x*100 switches per thread-second; off-CPU 90%.
+		// Twenty threads; x*100 switches per thread-second; blocked 90%.
 		cs := u(100 * x)
 		return newRec(t, 2, 4, swEvents...).software().
-			threads(2, map[string]uint64{evContextSwitch: cs}).
+			threads(20, map[string]uint64{evContextSwitch: cs}).
 			counter(evCPUClock, []uint64{5e7, 5e7}).
-			counter(evContextSwitch, []uint64{cs, cs}).
-			hist(profile.HistOffCPU, 0, 20, 600).done()
+			counter(evContextSwitch, []uint64{10 * cs, 10 * cs}).
+			hist(profile.HistOffCPU, 0, 20, 600).
+			hist(profile.HistRunqLatency, 0, 10, 600).done()
+	}},
+	{"off-cpu-blocking", "context-switches/s", func(t *testing.T, x float64) *profile.Recording {
+		// Four threads switching x*250 times a second each: over the
+		// per-thread floor, the total decides.
+		cs := u(250 * x)
+		return newRec(t, 2, 4, swEvents...).software().
+			threads(4, map[string]uint64{evContextSwitch: cs}).
+			counter(evCPUClock, []uint64{5e7, 5e7}).
+			counter(evContextSwitch, []uint64{2 * cs, 2 * cs}).
+			hist(profile.HistOffCPU, 0, 20, 600).
+			hist(profile.HistRunqLatency, 0, 10, 600).done()
 	}},
 	{"page-fault-storm", "page-faults/s", func(t *testing.T, x float64) *profile.Recording {
 		return newRec(t, 2, 4, swEvents...).software().
@@ -148,6 +172,21 @@ var ruleCases = []ruleCase{
 			counter(evPageFaults, []uint64{u(2000 * x), 0}, 4)
 		return b.done()
 	}},
+}
+
+// TestPreemptedIsNotBlocked: a busy thread preempted by other load on a
+// shared host is off-CPU only while it waits in the run queue; that is not
+// blocking.
+func TestPreemptedIsNotBlocked(t *testing.T) {
+	rec := newRec(t, 2, 4, swEvents...).software().
+		threads(1, map[string]uint64{evContextSwitch: 1500}).
+		counter(evCPUClock, []uint64{0, 3e8}).
+		counter(evContextSwitch, []uint64{0, 1500}).
+		hist(profile.HistOffCPU, 1, 19, 600).
+		hist(profile.HistRunqLatency, 1, 19, 600).done()
+	if f, ok := findRule(Analyze(rec), "off-cpu-blocking"); ok {
+		t.Fatalf("preemption counted as blocking: %s", dump(f))
+	}
 }
 
 func TestRuleThresholds(t *testing.T) {

@@ -117,3 +117,31 @@ func BenchmarkKernel(b *testing.B) {
 		s.Kernel(addrs)
 	}
 }
+
+// TestKallsymsListing checks the parsing of a kallsyms listing with modules
+// (the live kernel here may have none loaded).
+func TestKallsymsListing(t *testing.T) {
+	s := NewWithRoot("testdata/modules")
+	if err := s.KernelAvailable(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		addr   uint64
+		want   string // Frame.Function
+		module string
+		offset uint64
+	}{
+		{0xffffffff81001010, "vfs_read", ModuleKernel, 0x1010}, // global wins over its local alias
+		{0xffffffff81001fff, "vfs_read", ModuleKernel, 0x1fff}, // data symbols do not end a function
+		{0xffffffff81001008, "_text", ModuleKernel, 0x1008},    // __pfx_ padding is left out
+		{0xffffffffc0100010, "ext4_read_inode", "[ext4]", 0x10},
+		{0xffffffffc0100410, "ext4_iget", "[ext4]", 0x410},
+		{0xffffffffc0200004, "bpf_prog_1234_probe", "[bpf]", 0x4},
+		{0xffffffff80000000, "", ModuleKernel, 0xffffffff80000000},
+	} {
+		f := s.Kernel([]uint64{c.addr})[0]
+		if f.Function != c.want || f.Module != c.module || f.Offset != c.offset {
+			t.Errorf("%#x: %+v, want {%s %s %#x}", c.addr, f, c.want, c.module, c.offset)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package symbolize
 
 import (
 	"bufio"
+	"bytes"
 	"debug/elf"
 	"encoding/hex"
 	"errors"
@@ -623,4 +624,32 @@ func BenchmarkIndexGoBinary(b *testing.B) {
 		n = o.symbols()
 	}
 	b.ReportMetric(float64(n), "symbols")
+}
+
+// TestMalformedFiles feeds the indexer truncated and corrupted copies of a
+// real binary: it must return an error or a table, never panic.
+func TestMalformedFiles(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inputs := [][]byte{nil, []byte("\x7fELF"), data[:64], data[:4096], data[:len(data)/2]}
+	corrupt := append([]byte(nil), data...)
+	for i := 64; i < len(corrupt); i += 4093 {
+		corrupt[i] ^= 0xff
+	}
+	inputs = append(inputs, corrupt)
+	for i, in := range inputs {
+		o, err := loadObject(bytes.NewReader(in))
+		if err == nil && o == nil {
+			t.Errorf("input %d: no table and no error", i)
+		}
+	}
+	if _, err := parseMaps([]byte("garbage\n00400000-00300000 r-xp 0 0:0 0 /x\n")); err == nil {
+		t.Error("parseMaps accepted an inverted address range")
+	}
 }

@@ -323,9 +323,8 @@ func TestRecordPIDNewThreads(t *testing.T) {
 
 func TestRecordAll(t *testing.T) {
 	needBPF(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
-	defer cancel()
-	rec := record(t, ctx, Options{Target: Target{Kind: profile.TargetAll}})
+	ctx, opts := stopAfterWindows(t, 3, Options{Target: Target{Kind: profile.TargetAll}})
+	rec := record(t, ctx, opts)
 	if rec.Trailer.EndReason != profile.EndSignal {
 		t.Errorf("end reason %q, want %q", rec.Trailer.EndReason, profile.EndSignal)
 	}
@@ -362,7 +361,7 @@ func TestRecordCgroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), helperEnv+"=sleeps 400")
+	cmd.Env = append(os.Environ(), helperEnv+"=sleeps 5000")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -370,9 +369,8 @@ func TestRecordCgroup(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cancel()
-	rec := record(t, ctx, Options{Target: Target{Kind: profile.TargetCgroup, Cgroup: dir}})
+	ctx, opts := stopAfterWindows(t, 3, Options{Target: Target{Kind: profile.TargetCgroup, Cgroup: dir}})
+	rec := record(t, ctx, opts)
 	procs := rec.ProcessTotals()
 	if len(procs) != 1 || procs[0].PID != cmd.Process.Pid {
 		var pids []int
@@ -421,4 +419,17 @@ func loadSpecNames() ([]string, error) {
 		names = append(names, name)
 	}
 	return names, nil
+}
+
+// stopAfterWindows returns a context that is cancelled, as by a SIGINT,
+// once n windows are written: no wall-clock guesses on a loaded host.
+func stopAfterWindows(t *testing.T, n int, opts Options) (context.Context, Options) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	opts.OnWindow = func(_ *profile.Window, s Status) {
+		if s.Windows >= n {
+			cancel()
+		}
+	}
+	return ctx, opts
 }

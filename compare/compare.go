@@ -41,6 +41,9 @@ type Options struct {
 	// MinWindows is the fewest values a side needs for a metric to be
 	// tested.
 	MinWindows int
+	// Warmup is the number of windows left out at the start of each
+	// recording (after short windows are dropped).
+	Warmup int
 	// Metrics restricts the comparison to metrics whose name matches one
 	// of these patterns ('*' matches any run of characters); empty: all.
 	Metrics []string
@@ -53,7 +56,7 @@ type Options struct {
 
 // DefaultOptions are the command's defaults.
 func DefaultOptions() Options {
-	return Options{Alpha: 0.01, Threshold: 0.05, Confidence: 0.95, BootstrapIters: 2000, MinWindows: 3}
+	return Options{Alpha: 0.01, Threshold: 0.05, Confidence: 0.95, BootstrapIters: 2000, MinWindows: 3, Warmup: 1}
 }
 
 // MetricResult is one metric's comparison.
@@ -156,17 +159,17 @@ func (r *Result) ByVerdict(v string) []MetricResult {
 // suspect (hosts, CPU models, event sets, intervals, truncation) become
 // warnings; only what both have is compared.
 func Compare(base, new *profile.Recording, opts Options) Result {
-	bs, ns := Extract(base), Extract(new)
+	bs, ns := Extract(base, opts.Warmup), Extract(new, opts.Warmup)
 	res := CompareSeries(bs, ns, opts)
-	res.Base, res.New = side(base), side(new)
+	res.Base, res.New = side(base, opts.Warmup), side(new, opts.Warmup)
 	res.Warnings = append(recordingWarnings(base, new, res.Base, res.New), res.Warnings...)
 	return res
 }
 
-func side(r *profile.Recording) Side {
+func side(r *profile.Recording, warmup int) Side {
 	s := Side{
 		Hostname: r.Header.Host.Hostname, CPUModel: r.Header.Host.CPUModel, Mode: r.Header.Host.Mode,
-		Command: r.Header.Target.Command, Windows: len(r.Windows), Used: len(usableWindows(r)),
+		Command: r.Header.Target.Command, Windows: len(r.Windows), Used: len(usableWindows(r, warmup)),
 		IntervalS: float64(r.Header.Settings.IntervalNS) / 1e9, Events: []string{},
 	}
 	for _, e := range r.Header.Events {
@@ -234,9 +237,12 @@ func CompareSeries(base, new []Series, opts Options) Result {
 	selected := compilePatterns(opts.Metrics)
 	higher := compilePatterns(opts.HigherIsBetter)
 	lower := compilePatterns(opts.LowerIsBetter)
-	newByName := map[string]Series{}
+	newByName, baseByName := map[string]Series{}, map[string]Series{}
 	for _, s := range new {
 		newByName[s.Name] = s
+	}
+	for _, s := range base {
+		baseByName[s.Name] = s
 	}
 	baseNames := map[string]bool{}
 	var tested []int
@@ -250,8 +256,16 @@ func CompareSeries(base, new []Series, opts Options) Result {
 			res.Skipped = append(res.Skipped, Skipped{b.Name, "only in BASE"})
 			continue
 		}
-		if allZero(b.Values) && allZero(n.Values) {
-			res.Skipped = append(res.Skipped, Skipped{b.Name, "zero in every window of both"})
+		// Metrics that cannot carry information are left out of the
+		// family, so they do not weaken Holm's correction for the rest.
+		// Both filters look at the pooled data only, never at the
+		// difference between the sides.
+		if Median(b.Values) == 0 && Median(n.Values) == 0 {
+			res.Skipped = append(res.Skipped, Skipped{b.Name, "zero in most windows of both"})
+			continue
+		}
+		if total, ok := scopeTotal(b.Name); ok && sameValues(b.Values, baseByName[total].Values) && sameValues(n.Values, newByName[total].Values) {
+			res.Skipped = append(res.Skipped, Skipped{b.Name, "same as " + total + " in both"})
 			continue
 		}
 		dir := b.Direction
@@ -331,9 +345,22 @@ func verdict(significant bool, ratio float64, dir Direction, threshold float64) 
 	return VerdictImprovement
 }
 
-func allZero(v []float64) bool {
-	for _, x := range v {
-		if x != 0 {
+// scopeTotal returns the target-total metric a scoped one ("X{cpu=1}")
+// breaks down.
+func scopeTotal(name string) (string, bool) {
+	i := strings.IndexByte(name, '{')
+	if i <= 0 {
+		return "", false
+	}
+	return name[:i], true
+}
+
+func sameValues(a, b []float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
 			return false
 		}
 	}

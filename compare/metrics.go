@@ -61,7 +61,8 @@ type Series struct {
 	Values []float64 `json:"values"`
 }
 
-// MaxComms caps the per-process metrics to the busiest comms, so that a
+// MaxComms caps the per-process metrics to the busiest comms (among those
+// present in at least half the windows), so that a
 // target with many short-lived processes does not dilute the test's power
 // with hundreds of near-empty metrics (each one tightens Holm's correction).
 const MaxComms = 10
@@ -108,10 +109,13 @@ var ratioTable = []struct {
 // checked in order on the lower-cased name; the first match wins. A time
 // unit suffix beats a throughput word ("ops_latency_ns" is a latency).
 var appDirection = []struct {
-	suffix, contains string
-	dir              Direction
+	prefix, suffix, contains string
+	dir                      Direction
 }{
 	{suffix: "_ns", dir: LowerIsBetter},
+	{prefix: "ns_", dir: LowerIsBetter}, // ns_per_op
+	{prefix: "us_", dir: LowerIsBetter},
+	{prefix: "ms_", dir: LowerIsBetter},
 	{suffix: "_us", dir: LowerIsBetter},
 	{suffix: "_ms", dir: LowerIsBetter},
 	{contains: "latency", dir: LowerIsBetter},
@@ -124,22 +128,26 @@ var appDirection = []struct {
 
 // AppDirection returns the direction the naming convention gives an app
 // metric name (without the "app." prefix): lower is better for names
-// ending _ns, _us or _ms or containing "latency"; higher is better for
+// ending _ns, _us or _ms, starting ns_, us_ or ms_ (ns_per_op) or
+// containing "latency"; higher is better for
 // names containing per_sec, ops, throughput, qps or rps; neutral otherwise.
 func AppDirection(name string) Direction {
 	n := strings.ToLower(name)
 	for _, r := range appDirection {
-		if (r.suffix != "" && strings.HasSuffix(n, r.suffix)) || (r.contains != "" && strings.Contains(n, r.contains)) {
+		if (r.prefix != "" && strings.HasPrefix(n, r.prefix)) || (r.suffix != "" && strings.HasSuffix(n, r.suffix)) ||
+			(r.contains != "" && strings.Contains(n, r.contains)) {
 			return r.dir
 		}
 	}
 	return Neutral
 }
 
-// usableWindows returns the windows that cover at least half an interval:
-// the first and last windows of a recording can be cut short (the target
-// started late or exited), and a rate over a few milliseconds is noise.
-func usableWindows(r *profile.Recording) []profile.Window {
+// usableWindows returns the windows that cover at least half an interval,
+// less the first warmup of them: the first and last windows of a recording
+// can be cut short (the target started late or exited), a rate over a few
+// milliseconds is noise, and a starting program (page faults, cold caches,
+// threads not yet running) is not its steady state.
+func usableWindows(r *profile.Recording, warmup int) []profile.Window {
 	interval := r.Header.Settings.IntervalNS
 	var out []profile.Window
 	for _, w := range r.Windows {
@@ -149,13 +157,17 @@ func usableWindows(r *profile.Recording) []profile.Window {
 		}
 		out = append(out, w)
 	}
-	return out
+	if warmup >= len(out) {
+		return nil
+	}
+	return out[max(0, warmup):]
 }
 
 // Extract derives every metric of a recording, one value per usable window
-// (windows shorter than half the interval are left out), sorted by name.
-func Extract(r *profile.Recording) []Series {
-	wins := usableWindows(r)
+// (windows shorter than half the interval and the first warmup windows are
+// left out), sorted by name.
+func Extract(r *profile.Recording, warmup int) []Series {
+	wins := usableWindows(r, warmup)
 	topo := r.Header.Host.Topology
 	nodeOf := topo.NodeOf()
 	multiNode := len(topo.Nodes) > 1
@@ -178,6 +190,7 @@ func Extract(r *profile.Recording) []Series {
 	// them counted zero.
 	events := map[string]bool{}
 	commTotal := map[string]uint64{}
+	commWindows := map[string]int{}
 	cpus := map[int]bool{}
 	for _, w := range wins {
 		for _, c := range w.Counters {
@@ -188,10 +201,23 @@ func Extract(r *profile.Recording) []Series {
 				}
 			}
 		}
+		seen := map[string]bool{}
 		for _, p := range w.Processes {
 			for _, v := range p.Counts {
 				commTotal[p.Comm] += v
 			}
+			if !seen[p.Comm] {
+				seen[p.Comm] = true
+				commWindows[p.Comm]++
+			}
+		}
+	}
+	// A comm seen in fewer than half the windows is a short-lived helper
+	// or a name the process had only briefly (it renamed itself): its
+	// per-window rate is mostly zeros, which compares nothing.
+	for c := range commTotal {
+		if 2*commWindows[c] < len(wins) {
+			delete(commTotal, c)
 		}
 	}
 	comms := topComms(commTotal, MaxComms)

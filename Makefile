@@ -42,3 +42,5 @@ bench: build
 demo: build
 	@mkdir -p out
 	$(BIN) caps
+	$(BIN) record -d 10s -o out/demo.rec -- $(BIN) workload run falseshare -t 2 -d 10s
+	$(BIN) inspect out/demo.rec

@@ -226,28 +226,43 @@ func TryLoadBPF() BPFLoad {
 	return BPFLoad{OK: true}
 }
 
-// verdict is the one line caps ends with.
+// verdict is the one line caps ends with. It names the mode, then what is
+// missing and the fix, so an SRE can act on the line alone.
 func verdict(c Caps) string {
-	var v string
-	if c.Mode == ModeHardware {
-		v = "hardware mode: cache events, software events and latency histograms are available"
-	} else {
-		denied := false
-		for _, e := range c.Events {
-			if e.Kind != KindSoftware && e.Status == profile.StatusDenied {
-				denied = true
-			}
+	var hwDenied, swDenied, swMeasured bool
+	for _, e := range c.Events {
+		switch {
+		case e.Kind != KindSoftware && e.Status == profile.StatusDenied:
+			hwDenied = true
+		case e.Kind == KindSoftware && e.Status == profile.StatusDenied:
+			swDenied = true
+		case e.Kind == KindSoftware && e.Status == profile.StatusMeasured:
+			swMeasured = true
 		}
-		if denied {
-			v = "software mode (hardware events denied: run as root or grant CAP_PERFMON): cache events are unavailable, software events and latency histograms are"
-		} else {
-			v = "software mode (no PMU): cache events are unavailable, software events and latency histograms are"
+	}
+	var v string
+	switch {
+	case c.Mode == ModeHardware:
+		v = "hardware mode: cache events, software events and latency histograms are available"
+	case hwDenied && hasCorePMU(c.PMUs):
+		v = "software mode for now (this host has a PMU, but hardware events are denied: run as root or grant CAP_PERFMON): cache events are unavailable"
+	case hasCorePMU(c.PMUs):
+		v = "software mode (the PMU counts none of the cache events): cache events are unavailable"
+	default:
+		v = "software mode (no PMU): cache events are unavailable"
+	}
+	if c.Mode != ModeHardware {
+		switch {
+		case swMeasured && !swDenied:
+			v += ", software events and latency histograms are"
+		case swDenied:
+			v += "; software events are denied too (run as root or grant CAP_PERFMON)"
 		}
 	}
 	if !c.BPFLoad.OK {
-		v += "; but BPF programs cannot be loaded, so record cannot run here"
+		v += "; BPF programs cannot be loaded (run as root or grant CAP_BPF and CAP_PERFMON), so record cannot run here"
 	} else if !c.BTF {
-		v += "; but the kernel has no BTF (/sys/kernel/btf/vmlinux), so the BPF programs cannot be loaded"
+		v += "; the kernel has no BTF (/sys/kernel/btf/vmlinux), so the BPF programs cannot be loaded"
 	}
 	return v
 }

@@ -62,7 +62,7 @@ func noPMU(ev collector.Event) profile.EventStatus {
 func withPMU(ev collector.Event) profile.EventStatus {
 	st := profile.EventStatus{Name: ev.Name, Kind: ev.Kind, Status: profile.StatusMeasured}
 	if strings.HasPrefix(ev.Name, "node-") {
-		// AMD's kernel driver maps no generic node events.
+		// Many parts map no generic node events (AMD, Intel client parts).
 		st.Status, st.Errno, st.Reason = profile.StatusUnsupported, "ENOENT", collector.ReasonNoSuchEvent
 	}
 	return st
@@ -93,7 +93,7 @@ func TestCapsTextGolden(t *testing.T) {
 		{"vm2", noPMU},
 		{"epyc-nps4", withPMU},
 		{"intel2s", withPMU},
-		{"offline", noPMU},
+		{"offline", withPMU},
 	} {
 		var b bytes.Buffer
 		writeCaps(&b, fixtureCaps(t, tc.host, tc.status))
@@ -134,8 +134,18 @@ func TestCapsVerdicts(t *testing.T) {
 		}
 		return st
 	})
-	if denied.Mode != "software" || !strings.Contains(denied.Verdict, "denied") {
+	if denied.Mode != "software" || !strings.Contains(denied.Verdict, "this host has a PMU, but hardware events are denied") {
 		t.Errorf("denied: mode %q verdict %q", denied.Mode, denied.Verdict)
+	}
+	// An unprivileged user on the VM: nothing opens, BPF is refused.
+	user := fixtureCaps(t, "vm2", func(ev collector.Event) profile.EventStatus {
+		return profile.EventStatus{Name: ev.Name, Kind: ev.Kind, Status: profile.StatusDenied, Errno: "EACCES", Reason: "run as root or grant CAP_PERFMON; perf_event_paranoid is 2"}
+	})
+	user.BPFLoad = collector.BPFLoad{Error: "load program: operation not permitted"}
+	user.Conclude()
+	want := "software mode (no PMU): cache events are unavailable; software events are denied too (run as root or grant CAP_PERFMON); BPF programs cannot be loaded (run as root or grant CAP_BPF and CAP_PERFMON), so record cannot run here"
+	if user.Verdict != want {
+		t.Errorf("unprivileged verdict:\n got  %q\n want %q", user.Verdict, want)
 	}
 }
 

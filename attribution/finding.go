@@ -96,7 +96,10 @@ func Analyze(rec *profile.Recording) Result {
 
 // complete fills what every finding of a rule shares.
 func (r *Rule) complete(m *Metrics, f Finding) Finding {
-	f.Rule, f.Title, f.Advice, f.Approximation = r.ID, r.Title, r.Advice, r.Approximation
+	f.Rule, f.Title, f.Approximation = r.ID, r.Title, r.Approximation
+	if f.Advice == "" {
+		f.Advice = r.Advice
+	}
 	conf := r.Confidence
 	// Fewer than three windows leave no way to tell a steady state from
 	// a blip.

@@ -383,7 +383,7 @@ var table = []Rule{
 			{Metric: "share of windows saturated", Op: ">=", Value: 0.5, Unit: UnitRatio, Why: "saturation in most of the recording, not a burst (bursts are latency-tail's job)"},
 		},
 		Source:     "Brendan Gregg's USE method (CPU saturation = run-queue latency); runqlat (bcc); threshold: scheduler slice length",
-		Advice:     "More threads are runnable than there are CPUs. Use fewer threads (a pool sized to the CPUs), give the target more CPUs, or move competing load away.",
+		Advice:     "Use fewer threads (a pool sized to the CPUs), give the target more CPUs, or move competing load away. (A finding says whether the target's own demand or other load fills the CPUs.)",
 		Confidence: 0.9,
 		eval:       evalCPUSaturation,
 	},
@@ -663,7 +663,18 @@ func evalCPUSaturation(m *Metrics, r *Rule) []Finding {
 	sort.Ints(cpus)
 	med := median(p99s)
 	first, last := m.Windows[saturated[0]], m.Windows[saturated[len(saturated)-1]]
+	// Who oversubscribes the CPUs decides the fix: the target's own
+	// demand (running or runnable) against the CPUs it was recorded on.
+	var demand float64
+	for _, c := range m.CPUs {
+		demand += m.Demand(c)
+	}
+	advice := fmt.Sprintf("The target's threads wanted %.1f CPUs (running or runnable) of the %d recorded: it has more runnable threads than CPUs. Use fewer threads (a pool sized to the CPUs) or give the target more CPUs.", demand, len(m.CPUs))
+	if demand <= float64(len(m.CPUs)) {
+		advice = fmt.Sprintf("The target's threads wanted only %.1f CPUs (running or runnable) of the %d recorded: the queueing comes from other load on these CPUs. Move that load away or reserve CPUs for the target (cpuset, isolcpus).", demand, len(m.CPUs))
+	}
 	return []Finding{{
+		Advice:   advice,
 		Severity: severity(p99t, med),
 		Scope:    Scope{CPUs: cpus, StartNS: first.StartNS, EndNS: last.EndNS},
 		Evidence: []Evidence{

@@ -174,6 +174,27 @@ var ruleCases = []ruleCase{
 	}},
 }
 
+// TestSaturationSaysWho: cpu-saturation tells the target's own
+// oversubscription from other load on the host.
+func TestSaturationSaysWho(t *testing.T) {
+	for _, c := range []struct {
+		onCPU uint64 // ns per window on each of 2 CPUs
+		waits uint64 // run-queue waits of ~100 ms per window on each CPU
+		want  string
+	}{{9e8, 10, "more runnable threads than CPUs"}, {1e8, 2, "other load on these CPUs"}} {
+		rec := newRec(t, 2, 4, swEvents...).software().
+			counter(evCPUClock, []uint64{c.onCPU, c.onCPU}).
+			hist(profile.HistRunqLatency, 0, 10, 98).
+			hist(profile.HistRunqLatency, 0, 26, c.waits).
+			hist(profile.HistRunqLatency, 1, 10, 98).
+			hist(profile.HistRunqLatency, 1, 26, c.waits).done()
+		f, ok := findRule(Analyze(rec), "cpu-saturation")
+		if !ok || !strings.Contains(f.Advice, c.want) {
+			t.Errorf("on-CPU %d ns/s per CPU: advice %q lacks %q", c.onCPU, f.Advice, c.want)
+		}
+	}
+}
+
 // TestPreemptedIsNotBlocked: a busy thread preempted by other load on a
 // shared host is off-CPU only while it waits in the run queue; that is not
 // blocking.

@@ -44,3 +44,5 @@ demo: build
 	$(BIN) caps
 	$(BIN) record -d 10s -o out/demo.rec -- $(BIN) workload run falseshare -t 2 -d 10s
 	$(BIN) inspect out/demo.rec
+	@$(BIN) report out/demo.rec -o out/demo.html >/dev/null
+	@echo "report: $(CURDIR)/out/demo.html"

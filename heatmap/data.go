@@ -92,57 +92,71 @@ type LatencyHeadline struct {
 	P99   float64 `json:"p99_ns"`
 }
 
-// BuildSummary computes the summary section.
+// BuildSummary computes the summary section. It sums what it needs
+// itself rather than calling profile.Summarize, whose stack summary the
+// report computes separately (once).
 func BuildSummary(rec *profile.Recording) Summary {
-	s := profile.Summarize(rec)
+	h := rec.Header
 	out := Summary{
-		Title:     "cacheheat report: " + targetString(rec.Header.Target),
-		Target:    targetString(rec.Header.Target),
-		Hostname:  s.Host.Hostname,
-		Kernel:    s.Host.Kernel,
-		CPUModel:  s.Host.CPUModel,
-		CPUs:      s.Host.CPUs,
-		Nodes:     s.Host.NUMANodes,
-		Mode:      s.Mode,
-		DurationS: round(s.DurationS, 3),
-		IntervalS: s.IntervalS,
-		Windows:   s.Windows,
-		EndReason: s.EndReason,
-
-		ExitStatus: s.ExitStatus,
-		Warning:    s.Warning,
-		Headline:   []Headline{},
-		Latency:    []LatencyHeadline{},
-		AppMetrics: s.AppMetrics,
+		Title:     "cacheheat report: " + targetString(h.Target),
+		Target:    targetString(h.Target),
+		Hostname:  h.Host.Hostname,
+		Kernel:    h.Host.Kernel,
+		CPUModel:  h.Host.CPUModel,
+		CPUs:      len(h.Host.Topology.CPUs),
+		Nodes:     len(h.Host.Topology.Nodes),
+		Mode:      h.Host.Mode,
+		IntervalS: float64(h.Settings.IntervalNS) / 1e9,
+		Windows:   len(rec.Windows),
+		Warning:   rec.Warning,
+		Headline:  []Headline{},
+		Latency:   []LatencyHeadline{},
 	}
-	if !rec.Header.StartTime.IsZero() {
-		out.Start = rec.Header.StartTime.UTC().Format("2006-01-02 15:04:05 UTC")
+	var dur float64
+	if n := len(rec.Windows); n > 0 {
+		dur = float64(rec.Windows[n-1].EndNS-rec.Windows[0].StartNS) / 1e9
 	}
-	if out.EndReason == "" && rec.Truncated {
+	out.DurationS = round(dur, 3)
+	if !h.StartTime.IsZero() {
+		out.Start = h.StartTime.UTC().Format("2006-01-02 15:04:05 UTC")
+	}
+	if rec.Trailer != nil {
+		out.EndReason = rec.Trailer.EndReason
+		out.ExitStatus = rec.Trailer.ExitStatus
+		if len(rec.Trailer.AppMetrics) > 0 {
+			out.AppMetrics = rec.Trailer.AppMetrics
+		}
+	} else {
 		out.EndReason = "truncated"
+		for _, w := range rec.Windows {
+			if len(w.AppMetrics) > 0 {
+				out.AppMetrics = w.AppMetrics
+			}
+		}
 	}
-	if len(out.AppMetrics) == 0 {
-		out.AppMetrics = nil
-	}
+	sumOf := func(v []uint64) uint64 { return sum(v) }
+	target, host := rec.CounterTotals(false), rec.CounterTotals(true)
 	for _, e := range measuredEvents(rec) {
-		t, ok := s.Totals[e]
+		t, ok := target[e]
 		if !ok {
 			continue
 		}
-		h := Headline{Event: e, Total: t.Total, Share: -1}
-		if s.DurationS > 0 {
-			h.PerSec = round(float64(t.Total)/s.DurationS, 4)
+		hl := Headline{Event: e, Total: sumOf(t), Share: -1}
+		if dur > 0 {
+			hl.PerSec = round(float64(hl.Total)/dur, 4)
 		}
-		if ht, ok := s.HostTotals[e]; ok {
-			h.HostTotal = ht.Total
-			if ht.Total > 0 {
-				h.Share = round(float64(t.Total)/float64(ht.Total), 4)
+		if ht, ok := host[e]; ok {
+			hl.HostTotal = sumOf(ht)
+			if hl.HostTotal > 0 {
+				hl.Share = round(float64(hl.Total)/float64(hl.HostTotal), 4)
 			}
 		}
-		out.Headline = append(out.Headline, h)
+		out.Headline = append(out.Headline, hl)
 	}
-	for _, h := range s.Histograms {
-		out.Latency = append(out.Latency, LatencyHeadline{Name: h.Name, Count: h.Count, P50: round(h.P50, 4), P99: round(h.P99, 4)})
+	for _, name := range rec.HistogramNames() {
+		b := rec.HistogramTotal(name)
+		out.Latency = append(out.Latency, LatencyHeadline{Name: name, Count: sum(b),
+			P50: round(profile.Percentile(b, 0.5), 4), P99: round(profile.Percentile(b, 0.99), 4)})
 	}
 	return out
 }
@@ -656,9 +670,9 @@ type flameBuild struct {
 
 func sampleView(rec *profile.Recording, ev string) SampleView {
 	v := SampleView{Event: ev, Stacks: []StackStat{}}
-	self, total := rec.FunctionCounts(ev)
-	v.Self = profile.TopN(self, topFunctions)
-	v.Inclusive = profile.TopN(total, topFunctions)
+	// Self and total counts as profile.FunctionCounts defines them, but
+	// computed once per distinct stack rather than once per sample.
+	self, total := map[string]uint64{}, map[string]uint64{}
 	type key struct{ u, k uint64 }
 	stacks := map[key]uint64{}
 	root := &flameBuild{children: map[string]*flameBuild{}}
@@ -698,6 +712,14 @@ func sampleView(rec *profile.Recording, ev string) SampleView {
 	})
 	for i, k := range keys {
 		names := frameNames(k)
+		self[names[0]] += stacks[k]
+		seen := map[string]bool{}
+		for _, n := range names {
+			if !seen[n] {
+				seen[n] = true
+				total[n] += stacks[k]
+			}
+		}
 		if i < topStacks {
 			v.Stacks = append(v.Stacks, StackStat{Frames: names, Count: stacks[k]})
 		}
@@ -714,6 +736,8 @@ func sampleView(rec *profile.Recording, ev string) SampleView {
 			n = c
 		}
 	}
+	v.Self = profile.TopN(self, topFunctions)
+	v.Inclusive = profile.TopN(total, topFunctions)
 	minV := uint64(math.Ceil(float64(v.Total) * flameMinShare))
 	v.Flame = flameTree("all", root, minV)
 	return v

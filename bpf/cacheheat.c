@@ -31,6 +31,11 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 const volatile u32 target_mode = MODE_ALL;
 const volatile u64 target_cgroup = 0;
 const volatile u32 nr_events = 0;
+// The slot of context-switches, or -1. The kernel bumps that counter after
+// the sched_switch tracepoint, so a read there would hand each switch to
+// the next task on the CPU; the switch is counted for prev here instead, as
+// perf counts it for the task switched out.
+const volatile s32 switch_slot = -1;
 
 // The per-CPU counting events: one PERF_EVENT_ARRAY per event slot,
 // indexed by CPU (max_entries is left to the loader, which sizes it to the
@@ -261,7 +266,7 @@ static __always_inline bool is_target(struct task_struct *t)
 // account reads every counter on this CPU and adds the delta since the last
 // read to task t when it is a target. Multiplexed counters are scaled by
 // the enabled/running deltas, as perf does.
-static __always_inline void account(struct task_struct *t)
+static __always_inline void account(struct task_struct *t, bool switching_out)
 {
 	u32 zero = 0;
 	struct last_val *l = bpf_map_lookup_elem(&last, &zero);
@@ -308,6 +313,8 @@ static __always_inline void account(struct task_struct *t)
 			continue;
 		if (dr && dr < de)
 			dc = dc * de / dr;
+		if ((s32)i == switch_slot)
+			dc = switching_out ? 1 : 0;
 		if (tv)
 			__sync_fetch_and_add(&tv->counts[i], dc);
 		if (tot)
@@ -357,7 +364,9 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	u64 now = bpf_ktime_get_ns();
 	u32 zero = 0;
 
-	account(prev);
+	// The last switch of an exiting task is not counted: perf has already
+	// removed the task's counters by then (perf_event_exit_task).
+	account(prev, !(prev->__state & 0x80 /* TASK_DEAD */));
 
 	if (is_target(prev)) {
 		u32 tid = prev->pid;
@@ -417,7 +426,7 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 		return 0;
 	// Counts up to here belong to the launcher: move this CPU's baseline
 	// past them, then start counting.
-	account(p);
+	account(p, false);
 	*v = TARGET_YES;
 	return 0;
 }
@@ -441,7 +450,7 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 	struct task_struct *t = (struct task_struct *)bpf_get_current_task_btf();
 	// Attribute counters here too, so a thread that runs for a long time
 	// without a context switch shows up in the window it ran in.
-	account(t);
+	account(t, false);
 	if (!is_target(t))
 		return 0;
 	s->samples[slot & 1]++;

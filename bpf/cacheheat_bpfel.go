@@ -106,6 +106,7 @@ const (
 	CacheheatProgSampleClock = "sample_clock"
 	CacheheatProgSampleMiss  = "sample_miss"
 	CacheheatVarNrEvents     = "nr_events"
+	CacheheatVarSwitchSlot   = "switch_slot"
 	CacheheatVarTargetCgroup = "target_cgroup"
 	CacheheatVarTargetMode   = "target_mode"
 )
@@ -201,6 +202,7 @@ type CacheheatMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type CacheheatVariableSpecs struct {
 	NrEvents     *ebpf.VariableSpec `ebpf:"nr_events"`
+	SwitchSlot   *ebpf.VariableSpec `ebpf:"switch_slot"`
 	TargetCgroup *ebpf.VariableSpec `ebpf:"target_cgroup"`
 	TargetMode   *ebpf.VariableSpec `ebpf:"target_mode"`
 }
@@ -293,6 +295,7 @@ func (m *CacheheatMaps) Close() error {
 // It can be passed to LoadCacheheatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type CacheheatVariables struct {
 	NrEvents     *ebpf.Variable `ebpf:"nr_events"`
+	SwitchSlot   *ebpf.Variable `ebpf:"switch_slot"`
 	TargetCgroup *ebpf.Variable `ebpf:"target_cgroup"`
 	TargetMode   *ebpf.Variable `ebpf:"target_mode"`
 }

@@ -114,6 +114,7 @@ func openKernel(cfg kernelConfig) (_ *kernel, err error) {
 		"target_mode":   cfg.mode,
 		"target_cgroup": cfg.cgroupID,
 		"nr_events":     uint32(len(cfg.counted)),
+		"switch_slot":   switchSlot(cfg.counted),
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("setting bpf variable %s: %w", name, err)
@@ -205,6 +206,17 @@ func openKernel(cfg kernelConfig) (_ *kernel, err error) {
 		}
 	}
 	return k, nil
+}
+
+// switchSlot is the slot of context-switches among the counted events, or
+// -1 (see switch_slot in bpf/cacheheat.c).
+func switchSlot(evs []Event) int32 {
+	for i, ev := range evs {
+		if ev.Type == unix.PERF_TYPE_SOFTWARE && ev.Config == unix.PERF_COUNT_SW_CONTEXT_SWITCHES {
+			return int32(i)
+		}
+	}
+	return -1
 }
 
 func (k *kernel) attachSampler(prog *ebpf.Program, ev Event, cpu, hz int, period uint64) error {

@@ -130,7 +130,7 @@ func newFlagSet(name, synopsis, examples string, stdout io.Writer) *pflag.FlagSe
 func parseFlags(fs *pflag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
-			fs.Usage()
+			// pflag has already printed the usage.
 			return err
 		}
 		return usageErrorf("%s: %v; run 'cacheheat %s --help'", fs.Name(), err, fs.Name())

@@ -105,9 +105,11 @@ func TestExtract(t *testing.T) {
 		"context-switches/s{cpu=1}":        LowerIsBetter,
 		`context-switches/s{comm="bench"}`: LowerIsBetter,
 		"cpu-clock/s":                      Neutral,
-		"offcpu.p50":                       LowerIsBetter,
-		"offcpu.p99":                       LowerIsBetter,
+		"offcpu.p50":                       Neutral,
+		"offcpu.p99":                       Neutral,
 		"app.ops_per_sec":                  HigherIsBetter,
+		"context-switches/op":              LowerIsBetter,
+		"cpu-clock/op":                     Neutral,
 	} {
 		x, ok := byName[name]
 		if !ok {
@@ -127,6 +129,9 @@ func TestExtract(t *testing.T) {
 	}
 	if m := Median(byName["context-switches/s"].Values); math.Abs(m-2000) > 200 {
 		t.Errorf("context-switches/s median %g, want about 2000", m)
+	}
+	if m := Median(byName["context-switches/op"].Values); math.Abs(m-2e-3) > 3e-4 {
+		t.Errorf("context-switches/op median %g, want about 2000/1e6", m)
 	}
 }
 
@@ -223,13 +228,20 @@ func TestCompareShifted(t *testing.T) {
 	if !res.Regressed() {
 		t.Fatalf("shifted pair not flagged: %s", res.Headline())
 	}
-	for _, name := range []string{"app.ops_per_sec", "context-switches/s", "offcpu.p50"} {
+	for _, name := range []string{"app.ops_per_sec", "context-switches/s", "context-switches/op"} {
 		if m := find(t, res, name); m.Verdict != VerdictRegression {
 			t.Errorf("%s: verdict %q (ratio %g, p_adj %g), want regression", name, m.Verdict, m.Ratio, m.PAdj)
 		}
 	}
-	if m := find(t, res, "cpu-clock/s"); m.Verdict != VerdictChanged {
-		t.Errorf("cpu-clock/s: verdict %q, want changed", m.Verdict)
+	for _, name := range []string{"cpu-clock/s", "offcpu.p50"} {
+		if m := find(t, res, name); m.Verdict != VerdictChanged {
+			t.Errorf("%s: verdict %q, want changed (neutral)", name, m.Verdict)
+		}
+	}
+	o := testOptions()
+	o.LowerIsBetter = []string{"offcpu.*"}
+	if m := find(t, Compare(good, worse, o), "offcpu.p50"); m.Verdict != VerdictRegression {
+		t.Errorf("declared lower-is-better offcpu.p50: %q, want regression", m.Verdict)
 	}
 	if m := find(t, res, "app.ops_per_sec"); !(m.CILow < 0.65 && m.CIHigh > 0.55 && m.CILow <= m.Ratio && m.Ratio <= m.CIHigh) {
 		t.Errorf("ops ratio %g CI [%g, %g], want around 0.6", m.Ratio, m.CILow, m.CIHigh)
@@ -245,7 +257,7 @@ func TestCompareShifted(t *testing.T) {
 
 	// A declared direction overrides the table; a threshold above the
 	// effect turns the verdict into "no change".
-	o := testOptions()
+	o = testOptions()
 	o.LowerIsBetter = []string{"ops_per_sec"}
 	if m := find(t, Compare(good, worse, o), "app.ops_per_sec"); m.Verdict != VerdictImprovement {
 		t.Errorf("declared lower-is-better: %q, want improvement", m.Verdict)
@@ -263,7 +275,7 @@ func TestCompareShifted(t *testing.T) {
 			t.Errorf("--metric selected %q", m.Name)
 		}
 	}
-	if sel.Tested != 3 {
+	if sel.Tested != 3 { // app.ops_per_sec, offcpu.p50, offcpu.p99
 		t.Errorf("selected %d metrics, want 3 (%v)", sel.Tested, names(sel))
 	}
 }

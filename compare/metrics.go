@@ -43,14 +43,29 @@ const (
 	GroupRatio   = "ratio"   // miss ratio, MPKI, IPC
 	GroupLatency = "latency" // latency histogram percentile
 	GroupApp     = "app"     // reported by the recorded command
+	GroupPerOp   = "per-op"  // event count per unit of the command's work
 )
+
+// workUnit returns the unit of work of an app metric that is a rate of
+// work, "NAME_per_sec": "op" for ops_per_sec, else NAME ("requests").
+func workUnit(app string) (string, bool) {
+	unit, ok := strings.CutSuffix(app, "_per_sec")
+	if !ok || unit == "" {
+		return "", false
+	}
+	if unit == "ops" {
+		unit = "op"
+	}
+	return unit, true
+}
 
 // Series is one metric's per-window values in one recording.
 type Series struct {
 	// Name identifies the metric across recordings, for example
 	// "context-switches/s", "context-switches/s{cpu=1}",
 	// `cpu-clock/s{comm="o3-rcu"}`, "LLC-load-misses/LLC-loads",
-	// "offcpu.p99" or "app.ops_per_sec".
+	// "offcpu.p99", "app.ops_per_sec" or "context-switches/op" (per unit
+	// of the work an app metric NAME_per_sec counts).
 	Name      string    `json:"name"`
 	Group     string    `json:"group"`
 	Unit      string    `json:"unit"`
@@ -88,6 +103,29 @@ func EventDirection(event string) Direction {
 		}
 	}
 	return Neutral
+}
+
+// histDirection overrides the direction of latency histograms' percentiles
+// (lower is better otherwise). The kernel's scheduler histograms time each
+// episode (one wait for a CPU, one stretch off it), and their percentiles
+// move against the program's cost: a program that starts blocking on a
+// lock adds many short off-CPU episodes (its offcpu p50 falls) and leaves
+// the CPUs to the others (its runq-latency falls) while it gets slower. So
+// they are reported as "changed", never as a regression or an
+// improvement; context-switches per op carries the cost. --lower-is-better
+// 'runq-latency.*' restores the usual reading where the work is fixed.
+var histDirection = map[string]Direction{
+	profile.HistRunqLatency: Neutral,
+	profile.HistOffCPU:      Neutral,
+}
+
+// HistogramDirection returns how a latency histogram's percentiles get
+// worse.
+func HistogramDirection(name string) Direction {
+	if d, ok := histDirection[name]; ok {
+		return d
+	}
+	return LowerIsBetter
 }
 
 // ratioTable lists the derived ratios computed when both inputs were
@@ -310,11 +348,20 @@ func Extract(r *profile.Recording, warmup int) []Series {
 			if n == 0 {
 				continue
 			}
-			add(name+".p50", GroupLatency, "ns", LowerIsBetter, profile.Percentile(b, 0.5))
-			add(name+".p99", GroupLatency, "ns", LowerIsBetter, profile.Percentile(b, 0.99))
+			dir := HistogramDirection(name)
+			add(name+".p50", GroupLatency, "ns", dir, profile.Percentile(b, 0.5))
+			add(name+".p99", GroupLatency, "ns", dir, profile.Percentile(b, 0.99))
 		}
 		for name, v := range w.AppMetrics {
 			add("app."+name, GroupApp, "", AppDirection(name), v)
+			// Events per unit of work: a change that makes the program
+			// slower also changes its event rates, and rates against a
+			// busy host's background hide it; per operation they do not.
+			if unit, ok := workUnit(name); ok && v > 0 {
+				for ev := range events {
+					add(ev+"/"+unit, GroupPerOp, "/"+unit, EventDirection(ev), total[ev]/sec/v)
+				}
+			}
 		}
 	}
 	out := make([]Series, 0, len(byName))

@@ -12,17 +12,17 @@ import (
 
 // TestDiffEndToEnd records the rcu workload's good and bad variants with
 // the real recorder and checks diff's verdicts both ways, and on two
-// recordings of the same variant. It takes about 30 s.
+// recordings of the same variant. It takes about 40 s.
 //
-// Windows are 250 ms (not the CLI's 1 s default) so that each 6 s run
-// gives about 22 windows per side: the per-window test needs that many to
+// Windows are 250 ms (not the CLI's 1 s default) so that each 8 s run
+// gives about 30 windows per side: the per-window test needs that many to
 // separate a 1.5x effect from the noise of a busy 2-CPU host.
 func TestDiffEndToEnd(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: cacheheat record loads BPF programs")
 	}
 	if testing.Short() {
-		t.Skip("records for ~20 s; skipped with -short")
+		t.Skip("records for ~30 s; skipped with -short")
 	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "cacheheat")
@@ -31,8 +31,8 @@ func TestDiffEndToEnd(t *testing.T) {
 	}
 	record := func(name, variant string) string {
 		rec := filepath.Join(dir, name+".rec")
-		args := []string{"record", "-q", "-d", "8s", "-i", "250ms", "-o", rec, "--",
-			bin, "workload", "run", "rcu", "--variant", variant, "-t", "4", "-d", "6s"}
+		args := []string{"record", "-q", "-d", "12s", "-i", "250ms", "-o", rec, "--",
+			bin, "workload", "run", "rcu", "--variant", variant, "-t", "4", "-d", "8s"}
 		if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
 			t.Fatalf("cacheheat %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
@@ -80,7 +80,7 @@ func TestDiffEndToEnd(t *testing.T) {
 	}
 	isOps := func(n string) bool { return n == "app.ops_per_sec" }
 	isSched := func(n string) bool {
-		return strings.HasPrefix(n, "context-switches/s") || strings.HasPrefix(n, "offcpu.")
+		return strings.HasPrefix(n, "context-switches/") || strings.HasPrefix(n, "offcpu.")
 	}
 
 	fwd := diff(good, bad)

@@ -3,6 +3,9 @@ package heatmap
 import (
 	"bytes"
 	"encoding/json"
+	"html"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -62,4 +65,48 @@ func TestWriteDiffHostileNames(t *testing.T) {
 			t.Errorf("%s: %d cells, want %d", h.Event, len(h.Base), len(d.Rows)*d.Cols)
 		}
 	}
+}
+
+// The diff page draws in a real browser: every chart has pixels, no script
+// error was logged and no hostile name ran as script.
+func TestDiffInBrowser(t *testing.T) {
+	o := synth.Default()
+	o.Names = []string{`<img src=x onerror="window.__pwned=1">`, `</script><script>window.__pwned=2</script>`}
+	base := synth.Recording(o)
+	o.Seed = 3
+	newRec := synth.Recording(o)
+	opts := compare.DefaultOptions()
+	opts.BootstrapIters = 100
+	res := compare.Compare(base, newRec, opts)
+	var buf bytes.Buffer
+	if err := WriteDiff(&buf, base, newRec, &res); err != nil {
+		t.Fatal(err)
+	}
+	page := filepath.Join(t.TempDir(), "diff.html")
+	if err := os.WriteFile(page, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dom := chromium(t, page, "")
+	m := selftestRE.FindStringSubmatch(dom)
+	if m == nil {
+		t.Fatalf("the diff page's self-test did not run; DOM tail:\n%s", lastLines(dom, 5))
+	}
+	var st selftest
+	if err := json.Unmarshal([]byte(html.UnescapeString(m[1])), &st); err != nil {
+		t.Fatalf("self-test result %q: %v", m[1], err)
+	}
+	if len(st.Errors) > 0 || st.Pwned != "undefined" {
+		t.Errorf("errors %q, window.__pwned %s", st.Errors, st.Pwned)
+	}
+	// The per-window plot, BASE, NEW and delta heatmaps, and one chart per
+	// latency histogram.
+	if want := 4 + len(BuildDiff(base, newRec, &res, DefaultMaxCells).Latency); len(st.Charts) != want {
+		t.Errorf("%d charts drawn, want %d", len(st.Charts), want)
+	}
+	for _, c := range st.Charts {
+		if c.NonBlank < 1000 {
+			t.Errorf("chart %s has %d non-blank pixels", c.ID, c.NonBlank)
+		}
+	}
+	t.Logf("self-test: %+v", st.Charts)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -73,7 +74,7 @@ func DetectHost(root string) (profile.Host, error) {
 	if err != nil {
 		return h, err
 	}
-	topo, err := ReadTopology(root)
+	topo, err := hostTopology(root)
 	if err != nil {
 		return h, err
 	}
@@ -82,6 +83,27 @@ func DetectHost(root string) (profile.Host, error) {
 	h.CPUModel, h.Vendor, h.Family, h.Model, h.Stepping = cpu.ModelName, cpu.Vendor, cpu.Family, cpu.Model, cpu.Stepping
 	h.Topology = topo
 	return h, nil
+}
+
+// hostTopology is ReadTopology plus, on the running host (root "/") only,
+// caches decoded from CPUID when sysfs lists none (many VMs): fixture roots
+// describe another machine, whose caches this CPU cannot tell.
+func hostTopology(root string) (profile.Topology, error) {
+	topo, err := ReadTopology(root)
+	if err != nil || filepath.Clean(root) != "/" || len(topo.Caches) > 0 {
+		return topo, err
+	}
+	if caches := cachesFromCPUID(topo.CPUs); len(caches) > 0 {
+		topo.Caches = caches
+		for i := range topo.CPUs {
+			for _, c := range caches {
+				if c.Level == 3 && slices.Contains(c.SharedCPUs, topo.CPUs[i].ID) {
+					topo.CPUs[i].L3 = c.ID
+				}
+			}
+		}
+	}
+	return topo, nil
 }
 
 func hostname(root string) string {
@@ -126,7 +148,7 @@ func DetectCaps(root string) Caps {
 	if c.PMUs, err = readPMUs(root); err != nil {
 		warn(err)
 	}
-	if c.Topology, err = ReadTopology(root); err != nil {
+	if c.Topology, err = hostTopology(root); err != nil {
 		warn(err)
 	}
 	c.Catalogue = Catalogue(c.CPU)

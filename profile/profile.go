@@ -121,6 +121,10 @@ type Cache struct {
 	LineSize   int    `json:"line_size"`
 	Ways       int    `json:"ways,omitempty"`
 	SharedCPUs []int  `json:"shared_cpus"`
+	// Source says where the cache was read: "" (sysfs, the default) or
+	// "cpuid" when sysfs listed no caches and CPUID's cache leaves were
+	// decoded instead (SharedCPUs then grouped from CPUID's sharing count).
+	Source string `json:"source,omitempty"`
 }
 
 // Target is what was recorded.

@@ -291,6 +291,9 @@ func writeTopology(row func(k, format string, args ...any), t profile.Topology) 
 			desc += fmt.Sprintf(", %d-way", c.Ways)
 		}
 		desc += fmt.Sprintf(", %d instances of %s CPUs", len(cs), sharedCounts(cs))
+		if c.Source == "cpuid" {
+			desc += " (from CPUID: sysfs has no cache info)"
+		}
 		row(fmt.Sprintf("  L%d %s", k.level, strings.ToLower(k.typ)), "%s", desc)
 	}
 }

@@ -37,6 +37,7 @@ bench: build
 	bash bench/workloads.sh
 	bash bench/overhead.sh
 	bash bench/report.sh
+	bash bench/diff.sh
 
 # Records a bundled workload for about 10 s and writes an HTML report.
 demo: build

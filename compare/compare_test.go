@@ -101,8 +101,8 @@ func TestExtract(t *testing.T) {
 	}
 	for name, dir := range map[string]Direction{
 		"context-switches/s":               LowerIsBetter,
-		"context-switches/s{cpu=0}":        LowerIsBetter,
-		"context-switches/s{cpu=1}":        LowerIsBetter,
+		"context-switches/s{cpu=0}":        Neutral,
+		"context-switches/s{cpu=1}":        Neutral,
 		`context-switches/s{comm="bench"}`: LowerIsBetter,
 		"cpu-clock/s":                      Neutral,
 		"offcpu.p50":                       Neutral,

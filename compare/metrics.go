@@ -290,8 +290,12 @@ func Extract(r *profile.Recording, warmup int) []Series {
 		for ev := range events {
 			dir := EventDirection(ev)
 			add(ev+"/s", GroupRate, "/s", dir, total[ev]/sec)
+			// Per-CPU and per-node rates are neutral: which CPU a thread
+			// runs on differs from run to run, and so does the other
+			// load on each CPU, so a shift between CPUs is where, not
+			// whether. The target's totals carry the verdict.
 			for cpu := range cpus {
-				add(fmt.Sprintf("%s/s{cpu=%d}", ev, cpu), GroupRate, "/s", dir, perCPU[ev][cpu]/sec)
+				add(fmt.Sprintf("%s/s{cpu=%d}", ev, cpu), GroupRate, "/s", Neutral, perCPU[ev][cpu]/sec)
 			}
 			if multiNode {
 				for _, n := range nodes {
@@ -301,7 +305,7 @@ func Extract(r *profile.Recording, warmup int) []Series {
 							sum += v
 						}
 					}
-					add(fmt.Sprintf("%s/s{node=%d}", ev, n), GroupRate, "/s", dir, sum/sec)
+					add(fmt.Sprintf("%s/s{node=%d}", ev, n), GroupRate, "/s", Neutral, sum/sec)
 				}
 			}
 		}

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Recording overhead: a workload's throughput (ops_per_sec of a bundled
+# workload) alone, under `cacheheat record -a` at 99 Hz and at 999 Hz, and
+# under `perf record -F 99 -a -g`, interleaved so that drift on a shared
+# machine hits every mode alike. Prints the median throughput ratio of each
+# mode to the baseline (BENCHMARKS.md, "Recording overhead"), then the BPF
+# programs' mean run time per invocation (kernel.bpf_stats_enabled).
+# Usage: bench/overhead.sh [ROUNDS] (default 5). Needs root and perf.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${1:-5}
+BIN=${BIN:-bin/cacheheat}
+WORK=${WORK:-"falseshare --variant good -t 2 -d 3s"}
+[ -x "$BIN" ] || go build -o "$BIN" ./cmd/cacheheat
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"; [ -n "${recpid:-}" ] && kill "$recpid" 2>/dev/null || true' EXIT
+
+ops() { # runs the workload, prints its ops_per_sec
+  $BIN workload run $WORK --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["ops_per_sec"])'
+}
+under() { # under CMD...: runs the workload while CMD records the host
+  "$@" >/dev/null 2>&1 &
+  recpid=$!
+  sleep 1.5 # let it load and attach
+  ops
+  kill -INT "$recpid"; wait "$recpid" 2>/dev/null || true
+  recpid=
+}
+
+: > "$tmp/base"; : > "$tmp/f99"; : > "$tmp/f999"; : > "$tmp/perf"
+for r in $(seq "$ROUNDS"); do
+  ops >> "$tmp/base"
+  under $BIN record -q -a -F 99 -o "$tmp/r.rec" >> "$tmp/f99"
+  under $BIN record -q -a -F 999 -o "$tmp/r.rec" >> "$tmp/f999"
+  under perf record -q -F 99 -a -g -o "$tmp/perf.data" >> "$tmp/perf"
+  echo "round $r/$ROUNDS done" >&2
+done
+python3 - "$tmp" <<'PY'
+import statistics, sys
+d = sys.argv[1]
+read = lambda n: [float(x) for x in open(f"{d}/{n}") if x.strip()]
+base = statistics.median(read("base"))
+print(f"baseline median ops_per_sec: {base:.4g}")
+for name, label in [("f99", "cacheheat record -a -F 99"), ("f999", "cacheheat record -a -F 999"), ("perf", "perf record -F 99 -a -g")]:
+    m = statistics.median(read(name))
+    print(f"| {label} | {m:.4g} | {m/base:.3f} | {(1-m/base)*100:+.1f}% |")
+PY
+
+# BPF run time per invocation, from the kernel's own accounting.
+old=$(sysctl -n kernel.bpf_stats_enabled)
+sysctl -qw kernel.bpf_stats_enabled=1
+$BIN record -q -a -F 99 -d 8s -o "$tmp/s.rec" >/dev/null 2>&1 &
+recpid=$!
+sleep 2
+ops >/dev/null
+sleep 0.5
+bpftool prog show -j | python3 -c '
+import json, sys
+names = {"on_switch", "on_wakeup", "on_wakeup_new", "on_fork", "on_exec", "on_exit", "sample_clock", "sample_miss"}
+for p in json.load(sys.stdin):
+    if p.get("name") in names and p.get("run_cnt"):
+        n, c, t = p["name"], p["run_cnt"], p["run_time_ns"]
+        print(f"| {n} | {c} | {t / c:.0f} ns |")
+'
+wait "$recpid" 2>/dev/null || true
+recpid=
+sysctl -qw kernel.bpf_stats_enabled="$old"

@@ -1,6 +1,9 @@
 package workloads
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // align updates 64-byte records in a random order. Misaligned by 4 bytes,
 // every record straddles two cache lines, so each update touches two lines
@@ -63,7 +66,10 @@ func runAlign(e *env) (Result, error) {
 				x ^= x << 13
 				x ^= x >> 7
 				x ^= x << 17
-				r := buf[(lo+int(x%span))*recordBytes:][:recordBytes]
+				// Multiply-shift maps x onto [0, span) without a
+				// division, which would otherwise bound the loop.
+				hi64, _ := bits.Mul64(x, span)
+				r := buf[(lo+int(hi64))*recordBytes:][:recordBytes]
 				// Every word is read and written, so a straddling
 				// record really costs both of its lines.
 				s := le.Uint64(r) + 1

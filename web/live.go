@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +63,7 @@ type Live struct {
 	wake    chan struct{}
 	done    chan struct{} // closed by Finish
 	stopped chan struct{} // closed when the builder has exited
+	ended   chan struct{} // closed after the builder's last update: streams end
 
 	mu        sync.Mutex
 	header    *profile.Header
@@ -81,6 +83,9 @@ type Live struct {
 type liveClient struct {
 	ch      chan []byte
 	dropped atomic.Uint64
+	// page is set for EventSource clients (a browser's live page, which
+	// loads the final report at the end); Linger waits only for those.
+	page bool
 }
 
 // NewLive starts a live view's builder goroutine; Finish stops it.
@@ -105,6 +110,7 @@ func NewLive(opts LiveOptions) *Live {
 		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 		stopped: make(chan struct{}),
+		ended:   make(chan struct{}),
 		clients: map[*liveClient]struct{}{},
 		fetched: make(chan struct{}),
 	}
@@ -185,13 +191,18 @@ func (l *Live) Finish(rec *profile.Recording, err error) {
 	}
 	l.finished = true
 	l.report, l.finalErr = report, msg
-	l.pending = len(l.clients)
+	for c := range l.clients {
+		if c.page {
+			l.pending++
+		}
+	}
 	if l.pending == 0 || report == nil {
 		close(l.fetched)
 	}
 	l.mu.Unlock()
 	close(l.done)
 	<-l.stopped
+	close(l.ended)
 }
 
 // Linger waits, after Finish, until every page that was watching has
@@ -226,11 +237,18 @@ func (l *Live) build() {
 	seen := 0
 	var findings []Finding
 	analyzed := 0
-	for {
+	lastN, lastHeader := -1, false
+	for final := false; !final; {
 		select {
 		case <-l.wake:
 		case <-l.done:
-			return
+			// One last update when a window arrived just before the end.
+			final = true
+			select {
+			case <-l.wake:
+			default:
+				return
+			}
 		}
 		l.readHeaderFile()
 		l.mu.Lock()
@@ -242,6 +260,10 @@ func (l *Live) build() {
 			h = *l.header
 		}
 		l.mu.Unlock()
+		if len(wins) == lastN && hasHeader == lastHeader {
+			continue // woken twice for the same state (SetHeader, coalescing)
+		}
+		lastN, lastHeader = len(wins), hasHeader
 		for _, w := range wins[seen:] {
 			for _, s := range w.NewStacks {
 				stacks[s.ID] = s
@@ -315,8 +337,8 @@ func (l *Live) broadcast(b []byte) {
 	}
 }
 
-func (l *Live) subscribe() *liveClient {
-	c := &liveClient{ch: make(chan []byte, l.opts.ClientQueue)}
+func (l *Live) subscribe(page bool) *liveClient {
+	c := &liveClient{ch: make(chan []byte, l.opts.ClientQueue), page: page}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.latest != nil {
@@ -333,7 +355,7 @@ func (l *Live) unsubscribe(c *liveClient) {
 }
 
 func (l *Live) serveEvents(w http.ResponseWriter, r *http.Request) {
-	c := l.subscribe()
+	c := l.subscribe(strings.Contains(r.Header.Get("Accept"), "text/event-stream"))
 	defer l.unsubscribe(c)
 	l.serveEventsFor(w, r, c)
 }
@@ -377,7 +399,7 @@ func (l *Live) serveEventsFor(w http.ResponseWriter, r *http.Request, c *liveCli
 			if !send(b) {
 				return
 			}
-		case <-l.done:
+		case <-l.ended:
 			// The end is not an update that can be dropped: every client
 			// still connected hears it, after the last state it can take.
 			var lastB []byte

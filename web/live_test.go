@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cacheheat/cacheheat/profile"
 )
@@ -173,7 +174,12 @@ func TestLiveStream(t *testing.T) {
 	}
 	checkSecurityHeaders(t, "live report", r.Header)
 	// The only watcher fetched the report, so Linger returns at once.
-	l.Linger(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	l.Linger(ctx)
+	if ctx.Err() != nil {
+		t.Errorf("Linger waited for a page that had loaded the report")
+	}
 }
 
 // TestLiveStuckClient holds one client that never reads its queue beside
@@ -182,7 +188,7 @@ func TestLiveStream(t *testing.T) {
 func TestLiveStuckClient(t *testing.T) {
 	l, ts := newTestLive(t, LiveOptions{ClientQueue: 2})
 	l.SetHeader(testHeader())
-	stuck := l.subscribe() // never read
+	stuck := l.subscribe(false) // never read
 	// A raw connection that asks for the stream and never reads from the
 	// socket either.
 	conn, err := net.Dial("tcp", ts.Listener.Addr().String())
@@ -220,7 +226,7 @@ func TestLiveStuckClient(t *testing.T) {
 func TestLiveDroppedShown(t *testing.T) {
 	l, ts := newTestLive(t, LiveOptions{ClientQueue: 1})
 	l.SetHeader(testHeader())
-	c := l.subscribe()
+	c := l.subscribe(false)
 	ch, _ := stream(t, ts.URL)
 	for i := 0; i < 5; i++ {
 		w := testWindow(i)

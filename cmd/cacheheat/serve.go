@@ -41,7 +41,7 @@ func webRenderers() web.Renderers {
 			for _, f := range res.Findings {
 				var ev []string
 				for _, e := range f.Evidence {
-					ev = append(ev, fmt.Sprintf("%s %g%s %s %g", e.Metric, e.Value, e.Unit, e.Op, e.Threshold))
+					ev = append(ev, fmt.Sprintf("%s %.4g%s %s %.4g", e.Metric, e.Value, e.Unit, e.Op, e.Threshold))
 				}
 				out = append(out, web.Finding{Rule: f.Rule, Severity: f.Severity, Title: f.Title, Evidence: strings.Join(ev, ", ")})
 			}

@@ -125,6 +125,21 @@ func (r Result) Line() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s threads=%d duration_s=%.2f ops=%d ops_per_sec=%.4g ns_per_op=%.3f bytes_touched=%d check=%s",
 		r.Workload, r.Variant, r.Threads, r.DurationS, r.Ops, r.OpsPerSec, r.NsPerOp, r.BytesTouched, r.Check)
+	// Chase's staircase and stream's kernels stay on the one line, so
+	// every run is one line for scripts that read text.
+	for i, st := range r.Steps {
+		sep := ","
+		if i == 0 {
+			sep = " ns_per_access="
+		}
+		fmt.Fprintf(&b, "%s%s:%.2f", sep, FormatSize(st.SizeBytes), st.NsPerAccess)
+	}
+	for _, k := range r.Kernels {
+		fmt.Fprintf(&b, " %s_gb_per_s=%.2f", k.Name, k.GBPerS)
+	}
+	if r.Caches != nil && len(r.Steps) > 0 {
+		fmt.Fprintf(&b, " caches=L1d:%s,L2:%s,L3:%s", FormatSize(r.Caches.L1d), FormatSize(r.Caches.L2), FormatSize(r.Caches.L3))
+	}
 	return b.String()
 }
 

@@ -177,25 +177,9 @@ func runWorkloadRun(name string, args []string, stdout io.Writer) error {
 		}
 	} else {
 		fmt.Fprintln(stdout, res.Line())
-		printWorkloadDetail(stdout, res)
 	}
 	if !res.OK {
 		return fmt.Errorf("workload %s %s: result check failed: %s", res.Workload, res.Variant, res.Check)
 	}
 	return nil
-}
-
-// printWorkloadDetail prints chase's staircase and stream's kernels under
-// the result line.
-func printWorkloadDetail(w io.Writer, r workloads.Result) {
-	for _, s := range r.Steps {
-		fmt.Fprintf(w, "  size=%-8s ns_per_access=%.2f\n", workloads.FormatSize(s.SizeBytes), s.NsPerAccess)
-	}
-	for _, k := range r.Kernels {
-		fmt.Fprintf(w, "  %-6s GB/s=%.2f\n", k.Name, k.GBPerS)
-	}
-	if r.Caches != nil && len(r.Steps) > 0 {
-		c := r.Caches
-		fmt.Fprintf(w, "  caches (%s): L1d=%s L2=%s L3=%s\n", c.Source, workloads.FormatSize(c.L1d), workloads.FormatSize(c.L2), workloads.FormatSize(c.L3))
-	}
 }

@@ -103,3 +103,14 @@ func TestWorkloadNUMAOnOneNode(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, errb.String())
 	}
 }
+
+func TestWorkloadChaseOneLine(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"workload", "run", "chase", "-d", "100ms", "--size", "16KiB"}, &out, &errb); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "ns_per_access=4KiB:") || !strings.Contains(lines[0], ",16KiB:") {
+		t.Errorf("output %q, want one line with the staircase", out.String())
+	}
+}

@@ -121,6 +121,8 @@ fi
   echo
   echo "\`cacheheat workload run chase -d $CHASE_DUR\` (one thread, random cycle, one pointer per 64-byte line)."
   echo "Cache sizes ($cache_src): L1d $(human "$L1"), L2 $(human "$L2"), L3 $(human "$L3")."
+  echo "The level column is what those sizes predict. Where latency jumps well before the reported L3 size,"
+  echo "the host reports more L3 than one core can use (a VM's CPUID often shows a whole socket's L3)."
   echo
   echo "| working set | ns per access | level it fits in |"
   echo "|---|---|---|"

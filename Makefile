@@ -20,9 +20,11 @@ generate:
 	$(GO) generate ./bpf/...
 
 # Tests that need root, BPF or Chromium run here as root and skip elsewhere
-# with a message naming what is missing.
+# with a message naming what is missing. Packages run one at a time (-p 1):
+# the end-to-end tests record real workloads, and a neighbouring package's
+# tests would be the noisy neighbour they measure.
 test: build
-	$(GO) test -count=1 -timeout 15m ./...
+	$(GO) test -p 1 -count=1 -timeout 15m ./...
 	$(GO) test -race -count=1 -timeout 5m ./workloads/...
 
 lint:

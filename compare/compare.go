@@ -311,6 +311,7 @@ func CompareSeries(base, new []Series, opts Options) Result {
 		m.Verdict = verdict(m.Significant, m.Ratio, m.Direction, opts.Threshold)
 	}
 	res.Tested = len(tested)
+	explainByCPUShare(&res)
 	for _, m := range res.Metrics {
 		res.Counts[m.Verdict]++
 	}
@@ -399,4 +400,44 @@ func matchName(res []*regexp.Regexp, name string) bool {
 		}
 	}
 	return false
+}
+
+// explainByCPUShare keeps a noisy host from failing a good change. When
+// NEW's target ran significantly less (cpu-clock/s down) while it waited
+// significantly longer to run (run-queue latency up), the host gave it less
+// CPU: a throughput drop whose CPU cost per unit of work (cpu-clock/op)
+// did not rise significantly is explained by that, not by the change. Such
+// a throughput metric becomes "changed" with a warning that says why. A
+// change that makes the program itself slower or less parallel does not
+// meet the run-queue condition, and one that costs more CPU per operation
+// keeps its regression.
+func explainByCPUShare(res *Result) {
+	byName := map[string]*MetricResult{}
+	for i := range res.Metrics {
+		byName[res.Metrics[i].Name] = &res.Metrics[i]
+	}
+	moved := func(name string, up bool) bool {
+		m := byName[name]
+		return m != nil && m.Significant && math.Abs(m.Ratio-1) > res.Threshold && (m.Ratio > 1) == up
+	}
+	cpu := byName["cpu-clock/s"]
+	if cpu == nil || !moved("cpu-clock/s", false) || !(moved("runq-latency.p50", true) || moved("runq-latency.p99", true)) {
+		return
+	}
+	for i := range res.Metrics {
+		m := &res.Metrics[i]
+		app, isApp := strings.CutPrefix(m.Name, "app.")
+		unit, ok := workUnit(app)
+		if !isApp || !ok || m.Verdict != VerdictRegression {
+			continue
+		}
+		costName := "cpu-clock/" + unit
+		if moved(costName, true) {
+			continue
+		}
+		m.Verdict = VerdictChanged
+		res.Warnings = append(res.Warnings, fmt.Sprintf(
+			"%s fell x%.3g, but the host gave the target less CPU (cpu-clock/s x%.3g, run-queue latency up) and the CPU time per unit of work (%s) did not rise: not counted as a regression; re-run on a quieter host to compare throughput",
+			m.Name, m.Ratio, cpu.Ratio, costName))
+	}
 }

@@ -431,3 +431,48 @@ func TestExtractSkipsRareComms(t *testing.T) {
 		}
 	}
 }
+
+// A throughput drop that the host's CPU share explains (less CPU, longer
+// run-queue waits, same CPU per op) is not a regression; with a higher CPU
+// cost per op it still is.
+func TestThroughputExplainedByCPUShare(t *testing.T) {
+	series := func(scale map[string]float64) []Series {
+		names := []struct {
+			name string
+			dir  Direction
+			v    float64
+		}{
+			{"app.ops_per_sec", HigherIsBetter, 1000},
+			{"cpu-clock/s", Neutral, 2e9},
+			{"cpu-clock/op", Neutral, 2e6},
+			{"runq-latency.p99", Neutral, 1e5},
+		}
+		var out []Series
+		for _, n := range names {
+			s := Series{Name: n.name, Direction: n.dir}
+			f := scale[n.name]
+			if f == 0 {
+				f = 1
+			}
+			for i := 0; i < 12; i++ {
+				s.Values = append(s.Values, n.v*f*(1+float64(i%4)*0.01))
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	opts := DefaultOptions()
+	base := series(nil)
+	starved := CompareSeries(base, series(map[string]float64{"app.ops_per_sec": 0.5, "cpu-clock/s": 0.5, "runq-latency.p99": 3}), opts)
+	if starved.Regressed() || len(starved.Warnings) == 0 || !strings.Contains(starved.Warnings[0], "less CPU") {
+		t.Errorf("starved NEW: regressed=%v warnings=%v", starved.Regressed(), starved.Warnings)
+	}
+	costlier := CompareSeries(base, series(map[string]float64{"app.ops_per_sec": 0.5, "cpu-clock/s": 0.5, "runq-latency.p99": 3, "cpu-clock/op": 2}), opts)
+	if !costlier.Regressed() {
+		t.Error("NEW that costs twice the CPU per op was not a regression")
+	}
+	lessParallel := CompareSeries(base, series(map[string]float64{"app.ops_per_sec": 0.5, "cpu-clock/s": 0.5}), opts)
+	if !lessParallel.Regressed() {
+		t.Error("NEW that ran less without waiting for CPU (less parallel) was not a regression")
+	}
+}

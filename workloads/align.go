@@ -5,16 +5,22 @@ import (
 	"math/bits"
 )
 
-// align updates 64-byte records in a random order. Misaligned by 4 bytes,
-// every record straddles two cache lines, so each update touches two lines
-// (two misses when the array does not fit in cache) and one of its words
-// is a split load and store; aligned, each record is one line.
+// align updates 64-byte records in a random order, as a table of
+// reference-counted entries is updated: every word of the record is read
+// and written, and its reference count (the last word) is bumped with an
+// atomic add. Misaligned by 4 bytes, every record straddles two cache
+// lines, its last word is split across them, and the locked add on a split
+// word is a split lock: the core must lock both lines (on most CPUs the
+// whole memory bus) instead of one. Plain split loads and stores cost
+// little on modern cores (measured here: about 1.1x); the locked
+// operation is what a misaligned layout really costs. Aligned, each record
+// is one line.
 var align = &Workload{
 	Name:    "align",
 	Summary: "64-byte records straddling two cache lines vs aligned to one",
 	Variants: map[string]string{
-		Bad:  "loads and stores of 64-byte records that straddle two cache lines (records start 4 bytes into a line)",
-		Good: "the same records 64-byte aligned: one line each",
+		Bad:  "64-byte records that straddle two cache lines (they start 4 bytes into a line): loads, stores and an atomic reference count split across lines (a split lock)",
+		Good: "the same records 64-byte aligned: one line each, the atomic add stays in one line",
 	},
 	Size: &SizeParam{
 		Meaning: "bytes of records",
@@ -22,7 +28,7 @@ var align = &Workload{
 		Min:     4 << 10,
 		Memory:  func(s int64) int64 { return s + 128 },
 	},
-	Op:      "one read-modify-write of a whole record",
+	Op:      "one read-modify-write of a whole record plus an atomic add of its reference count",
 	Threads: true,
 	run:     runAlign,
 }
@@ -74,9 +80,10 @@ func runAlign(e *env) (Result, error) {
 				// record really costs both of its lines.
 				s := le.Uint64(r) + 1
 				le.PutUint64(r, s)
-				for w := 8; w < recordBytes; w += 8 {
+				for w := 8; w < recordBytes-8; w += 8 {
 					le.PutUint64(r[w:], le.Uint64(r[w:])+s)
 				}
+				refAdd(r[recordBytes-8:], 1)
 			}
 			done += alignBatch
 			e.progress.add(id, alignBatch)
@@ -88,18 +95,19 @@ func runAlign(e *env) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	// Each op increments its record's word 0 once, so word 0 summed over
-	// all records is the op count.
-	var total, sum uint64
+	// Each op increments its record's word 0 and its reference count once,
+	// so both summed over all records are the op count.
+	var total, sum, refs uint64
 	for _, o := range ops {
 		total += o
 	}
 	for i := 0; i < nrec; i++ {
 		sum += le.Uint64(word(i, 0))
+		refs += le.Uint64(word(i, recordBytes/8-1))
 	}
 	return Result{
 		Ops:          total,
 		BytesTouched: total * recordBytes * 2,
-		Check:        checkf(sum == total, "updates=%d records=%d", sum, nrec),
+		Check:        checkf(sum == total && refs == total, "updates=%d refs=%d records=%d", sum, refs, nrec),
 	}, nil
 }

@@ -75,6 +75,13 @@ type workerOpts struct {
 // and waits for them. A worker that returns an error stops nothing else;
 // the first error is returned.
 func runWorkers(n int, o workerOpts, fn func(id int) error) error {
+	// Go runs at most GOMAXPROCS threads at once; extra locked threads
+	// would wait on a futex in the Go scheduler, invisible to the kernel's.
+	// Raising it makes -t 8 on 2 CPUs what it says: 8 runnable threads
+	// competing in the kernel's run queue, as C threads would.
+	if runtime.GOMAXPROCS(0) < n+1 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(n + 1))
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i := 0; i < n; i++ {

@@ -351,18 +351,7 @@ func (m *Metrics) TopFunctions(cpus []int, startNS, endNS int64, n int) []string
 			if s.Event != m.SampleEvent || (len(want) > 0 && !want[s.CPU]) {
 				continue
 			}
-			frames := m.rec.SampleFrames(s)
-			name := "[unknown]"
-			// The innermost user frame names the target's code; a kernel
-			// frame (a syscall or fault handler) says less about where to
-			// look, so it is used only when there is no user frame.
-			for _, f := range frames {
-				name = f.String()
-				if !m.isKernelFrame(s, f) {
-					break
-				}
-			}
-			counts[name] += s.Count
+			counts[m.selfName(s)] += s.Count
 		}
 	}
 	var out []string
@@ -372,16 +361,20 @@ func (m *Metrics) TopFunctions(cpus []int, startNS, endNS int64, n int) []string
 	return out
 }
 
-func (m *Metrics) isKernelFrame(s profile.Sample, f profile.Frame) bool {
-	if s.KernelStack == 0 {
-		return false
-	}
-	for _, k := range m.rec.Stacks[s.KernelStack].Frames {
-		if k == f {
-			return true
+// selfName names the code a sample hit: the innermost user frame names the
+// target's code; a kernel frame (a syscall or fault handler) says less
+// about where to look, so the innermost kernel frame is used only when the
+// sample has no user frame.
+func (m *Metrics) selfName(s profile.Sample) string {
+	for _, id := range []uint64{s.UserStack, s.KernelStack} {
+		if id == 0 {
+			continue
+		}
+		if fr := m.rec.Stacks[id].Frames; len(fr) > 0 {
+			return fr[0].String()
 		}
 	}
-	return false
+	return "[unknown]"
 }
 
 // PIDs lists the target's process ids.

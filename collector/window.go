@@ -112,7 +112,7 @@ func buildWindow(prev, cur *snapshot, samples []rawSample, lostStacks uint64, m 
 		name      string
 		cur, prev [][]uint64
 	}{{profile.HistRunqLatency, cur.runq, prev.runq}, {profile.HistOffCPU, cur.offcpu, prev.offcpu}} {
-		hist := profile.Histogram{Name: h.name, Unit: "ns", PerCPU: make([][]uint64, m.ncpu)}
+		hist := profile.Histogram{Name: h.name, Unit: "ns", PerCPU: make([]profile.Counts, m.ncpu)}
 		for cpu := 0; cpu < m.ncpu; cpu++ {
 			c, p := at(h.cur, cpu), at(h.prev, cpu)
 			b := make([]uint64, min(len(c), profile.HistBuckets))

@@ -37,11 +37,11 @@ func TestBuildWindowDeltas(t *testing.T) {
 	m := windowMeta{events: []string{"cpu-clock", "page-faults"}, sampleEvs: [2]string{"cpu-clock", ""}, sampleHz: 99, ncpu: 2, sampled: 2, startNS: 0, endNS: 1e9}
 	w := buildWindow(prev, cur, nil, 3, m)
 
-	if got, want := w.Counters[0].PerCPU, []uint64{60, 7}; !reflect.DeepEqual(got, want) {
+	if got, want := w.Counters[0].PerCPU, (profile.Counts{60, 7}); !reflect.DeepEqual(got, want) {
 		t.Errorf("target per-cpu = %v, want %v", got, want)
 	}
 	// Host CPU 1: scaled 2100*30/20=3150 minus 2000 = 1150.
-	if got, want := w.Counters[0].HostPerCPU, []uint64{500, 1150}; !reflect.DeepEqual(got, want) {
+	if got, want := w.Counters[0].HostPerCPU, (profile.Counts{500, 1150}); !reflect.DeepEqual(got, want) {
 		t.Errorf("host per-cpu = %v, want %v", got, want)
 	}
 	if c := w.Counters[0]; c.Enabled != 30 || c.Running != 20 {
@@ -57,7 +57,7 @@ func TestBuildWindowDeltas(t *testing.T) {
 	if len(p.Threads) != 2 || p.Threads[0].TID != 10 || p.Threads[1].TID != 12 {
 		t.Errorf("threads = %+v, want tids 10 and 12", p.Threads)
 	}
-	if got := w.Histograms[0].PerCPU; !reflect.DeepEqual(got, [][]uint64{{0, 3, 3}, {}}) {
+	if got := w.Histograms[0].PerCPU; !reflect.DeepEqual(got, []profile.Counts{{0, 3, 3}, {}}) {
 		t.Errorf("runq histogram = %v", got)
 	}
 	if w.Drops.StackErrors != 5 || w.Drops.SampleMapFull != 1 {

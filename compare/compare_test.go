@@ -64,7 +64,7 @@ func synthRecording(rng *rand.Rand, l load, n int) *profile.Recording {
 			Processes: []profile.Process{{PID: 100 + i%2, Comm: l.comm, Counts: map[string]uint64{
 				"context-switches": cs[0] + cs[1], "cpu-clock": clk[0] + clk[1],
 			}}},
-			Histograms: []profile.Histogram{{Name: profile.HistOffCPU, Unit: "ns", PerCPU: [][]uint64{hist}}},
+			Histograms: []profile.Histogram{{Name: profile.HistOffCPU, Unit: "ns", PerCPU: []profile.Counts{hist}}},
 			AppMetrics: map[string]float64{"ops_per_sec": l.ops * (1 + 0.05*rng.NormFloat64())},
 		}
 		r.Windows = append(r.Windows, w)

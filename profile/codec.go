@@ -2,6 +2,7 @@ package profile
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -9,8 +10,11 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // File layout (docs/FORMAT.md):
@@ -173,6 +177,8 @@ func (w *Writer) writeRecord(kind byte, v any) error {
 // Decoder reads a recording record by record.
 type Decoder struct {
 	r       *bufio.Reader
+	buf     []byte
+	pending []rawRecord
 	Header  Header
 	windows int
 	done    bool
@@ -223,31 +229,34 @@ func (d *Decoder) Next() (*Window, *Trailer, error) {
 	if d.done {
 		return nil, nil, io.EOF
 	}
-	kind, payload, err := d.readRecord()
-	if err != nil {
+	if len(d.pending) == 0 {
+		d.fill()
+	}
+	r := d.pending[0]
+	d.pending = d.pending[1:]
+	if r.err != nil {
 		d.done = true
 		d.Truncated = true
-		if errors.Is(err, io.EOF) {
+		if errors.Is(r.err, io.EOF) {
 			d.Warning = fmt.Sprintf("recording ends after %d complete windows without a trailer: the recorder did not finish (killed or crashed)", d.windows)
 		} else {
-			d.Warning = fmt.Sprintf("recording is damaged after %d complete windows (%v): read up to there", d.windows, err)
+			d.Warning = fmt.Sprintf("recording is damaged after %d complete windows (%v): read up to there", d.windows, r.err)
 		}
 		return nil, nil, io.EOF
 	}
-	switch kind {
+	switch r.kind {
 	case recWindow:
-		var w Window
-		if err := json.Unmarshal(payload, &w); err != nil {
+		if r.decodeErr != nil {
 			d.done, d.Truncated = true, true
-			d.Warning = fmt.Sprintf("window %d cannot be decoded (%v): read %d complete windows", d.windows, err, d.windows)
+			d.Warning = fmt.Sprintf("window %d cannot be decoded (%v): read %d complete windows", d.windows, r.decodeErr, d.windows)
 			return nil, nil, io.EOF
 		}
 		d.windows++
-		return &w, nil, nil
+		return r.window, nil, nil
 	case recTrailer:
 		var t Trailer
 		d.done = true
-		if err := json.Unmarshal(payload, &t); err != nil {
+		if err := json.Unmarshal(r.payload, &t); err != nil {
 			d.Truncated = true
 			d.Warning = fmt.Sprintf("trailer cannot be decoded (%v): read %d complete windows", err, d.windows)
 			return nil, nil, io.EOF
@@ -255,9 +264,57 @@ func (d *Decoder) Next() (*Window, *Trailer, error) {
 		return nil, &t, nil
 	default:
 		d.done, d.Truncated = true, true
-		d.Warning = fmt.Sprintf("unknown record kind %q after %d windows: read up to there", kind, d.windows)
+		d.Warning = fmt.Sprintf("unknown record kind %q after %d windows: read up to there", r.kind, d.windows)
 		return nil, nil, io.EOF
 	}
+}
+
+// decodeBatch is how many records the decoder reads ahead. Decoding JSON is
+// what reading a recording costs, so windows are decoded on every CPU at
+// once; the batch bounds the memory read ahead.
+const decodeBatch = 64
+
+// rawRecord is a record read ahead, with its window decoded.
+type rawRecord struct {
+	kind      byte
+	payload   []byte
+	err       error // reading the record failed: the stream ends here
+	window    *Window
+	decodeErr error
+}
+
+// fill reads up to decodeBatch records, stopping after the first that is
+// not a window, and decodes the windows in parallel. Next consumes them in
+// order, so a failure still ends the recording at the first bad record.
+func (d *Decoder) fill() {
+	batch := d.pending[:0]
+	for len(batch) < decodeBatch {
+		kind, payload, err := d.readRecord()
+		batch = append(batch, rawRecord{kind: kind, payload: bytes.Clone(payload), err: err})
+		if err != nil || kind != recWindow {
+			break
+		}
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(batch)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(batch) {
+					return
+				}
+				r := &batch[i]
+				if r.err == nil && r.kind == recWindow {
+					r.window = new(Window)
+					r.decodeErr = json.Unmarshal(r.payload, r.window)
+					r.payload = nil
+				}
+			}
+		})
+	}
+	wg.Wait()
+	d.pending = batch
 }
 
 // errShort marks a record cut off by the end of the stream.
@@ -278,18 +335,25 @@ func (d *Decoder) readRecord() (byte, []byte, error) {
 	if length > maxPayloadLen {
 		return 0, nil, fmt.Errorf("record length %d exceeds the %d byte limit", length, maxPayloadLen)
 	}
-	// Read in bounded steps so that a garbage length does not allocate
-	// hundreds of megabytes before the stream runs out.
-	payload := make([]byte, 0, min(int(length), 1<<20))
+	// The buffer is reused from record to record (decoding copies what it
+	// keeps). It grows in bounded steps, so a garbage length does not
+	// allocate hundreds of megabytes before the stream runs out.
+	payload := d.buf[:0]
 	for remaining := int(length); remaining > 0; {
 		chunk := min(remaining, 1<<20)
 		start := len(payload)
-		payload = append(payload, make([]byte, chunk)...)
+		if cap(payload)-start < chunk {
+			grown := make([]byte, start, start+chunk)
+			copy(grown, payload)
+			payload = grown
+		}
+		payload = payload[:start+chunk]
 		if _, err := io.ReadFull(d.r, payload[start:]); err != nil {
 			return 0, nil, errShort
 		}
 		remaining -= chunk
 	}
+	d.buf = payload
 	if got := crc32.Update(crc32.Checksum([]byte{kind}, castagnoli), castagnoli, payload); got != crc {
 		return 0, nil, fmt.Errorf("checksum mismatch in %q record", kind)
 	}

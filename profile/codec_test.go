@@ -3,6 +3,7 @@ package profile
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -377,4 +378,39 @@ func TestWriterErrorsOnBadPath(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 	_ = io.EOF
+}
+
+func TestCountsJSON(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Counts
+		bad  bool
+	}{
+		{in: `[1,2,3]`, want: Counts{1, 2, 3}},
+		{in: ` [ 0 , 18446744073709551615 ] `, want: Counts{0, 1<<64 - 1}},
+		{in: `[]`, want: Counts{}},
+		{in: `null`, want: nil},
+		{in: `[18446744073709551616]`, bad: true},
+		{in: `[-1]`, bad: true},
+		{in: `[1.5]`, bad: true},
+		{in: `{"a":1}`, bad: true},
+		{in: `"12"`, bad: true},
+	} {
+		var c Counts
+		err := json.Unmarshal([]byte(tc.in), &c)
+		if tc.bad {
+			if err == nil {
+				t.Errorf("%s: accepted as %v", tc.in, c)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(c, tc.want) {
+			t.Errorf("%s: got %v, %v; want %v", tc.in, c, err, tc.want)
+		}
+		out, _ := json.Marshal(tc.want)
+		var back Counts
+		if err := json.Unmarshal(out, &back); err != nil || !reflect.DeepEqual(back, tc.want) {
+			t.Errorf("%v: round trip gave %v (%s)", tc.want, back, out)
+		}
+	}
 }

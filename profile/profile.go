@@ -178,10 +178,10 @@ type Counter struct {
 	Event string `json:"event"`
 	// PerCPU is what the target's tasks counted on each CPU (index = CPU
 	// id). With target "all" it equals HostPerCPU.
-	PerCPU []uint64 `json:"per_cpu"`
+	PerCPU Counts `json:"per_cpu"`
 	// HostPerCPU is what every task counted on each CPU: context for the
 	// target's share.
-	HostPerCPU []uint64 `json:"host_per_cpu,omitempty"`
+	HostPerCPU Counts `json:"host_per_cpu,omitempty"`
 	// Enabled and Running are the summed times (ns) the counters were
 	// enabled and actually counting. Running < Enabled means the PMU
 	// multiplexed the event and the counts were scaled by Enabled/Running.
@@ -210,7 +210,7 @@ type Histogram struct {
 	Name string `json:"name"` // HistRunqLatency, HistOffCPU
 	Unit string `json:"unit"` // "ns"
 	// PerCPU[cpu][bucket] counts; trailing zero buckets may be omitted.
-	PerCPU [][]uint64 `json:"per_cpu"`
+	PerCPU []Counts `json:"per_cpu"`
 }
 
 // Sample is a count of identical stack samples in a window.

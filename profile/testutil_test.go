@@ -41,7 +41,7 @@ func testWindow(i int) Window {
 		},
 		Processes: []Process{{PID: 42, Comm: "o3-test", Counts: map[string]uint64{"page-faults": uint64(10*i + 3)},
 			Threads: []Thread{{TID: 42, Comm: "o3-test", Counts: map[string]uint64{"page-faults": uint64(10*i + 3)}}}}},
-		Histograms: []Histogram{{Name: HistRunqLatency, Unit: "ns", PerCPU: [][]uint64{{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 3}, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}}}},
+		Histograms: []Histogram{{Name: HistRunqLatency, Unit: "ns", PerCPU: []Counts{{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 3}, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}}}},
 		Samples: []Sample{
 			{Event: "cpu-clock", PID: 42, TID: 42, CPU: 0, UserStack: 1, Count: 90},
 			{Event: "cpu-clock", PID: 42, TID: 42, CPU: 1, UserStack: uint64(100 + i), KernelStack: 2, Count: 9},

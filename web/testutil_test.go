@@ -43,7 +43,7 @@ func testWindow(i int) profile.Window {
 			{Event: "page-faults", PerCPU: []uint64{uint64(10 * i), 3}, HostPerCPU: []uint64{100, 50}, Enabled: 2e9, Running: 2e9},
 		},
 		Processes:  []profile.Process{{PID: 42, Comm: evil, Counts: map[string]uint64{"page-faults": uint64(10*i + 3)}}},
-		Histograms: []profile.Histogram{{Name: profile.HistRunqLatency, Unit: "ns", PerCPU: [][]uint64{{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 3}, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}}}},
+		Histograms: []profile.Histogram{{Name: profile.HistRunqLatency, Unit: "ns", PerCPU: []profile.Counts{{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 3}, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}}}},
 		Samples:    []profile.Sample{{Event: "cpu-clock", PID: 42, TID: 42, CPU: 0, UserStack: 1, Count: 90}},
 		NewStacks:  []profile.Stack{{ID: 1, Frames: []profile.Frame{{Function: evil, Module: "/bin/o3"}}}},
 	}

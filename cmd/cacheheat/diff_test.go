@@ -41,7 +41,7 @@ func writeSynth(t *testing.T, path string, seed uint64, ops, ctxsw float64, comm
 			StartNS: int64(i) * interval, EndNS: int64(i+1) * interval,
 			Counters:   []profile.Counter{{Event: "context-switches", PerCPU: cs}},
 			Processes:  []profile.Process{{PID: 10, Comm: comm, Counts: map[string]uint64{"context-switches": cs[0] + cs[1]}}},
-			Histograms: []profile.Histogram{{Name: profile.HistOffCPU, Unit: "ns", PerCPU: [][]uint64{hist}}},
+			Histograms: []profile.Histogram{{Name: profile.HistOffCPU, Unit: "ns", PerCPU: []profile.Counts{hist}}},
 			AppMetrics: map[string]float64{"ops_per_sec": noisy(ops)},
 		}
 		if err := w.WriteWindow(&win); err != nil {

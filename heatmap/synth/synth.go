@@ -217,7 +217,7 @@ func (g *gen) window(i int) profile.Window {
 		w.Processes = append(w.Processes, p)
 	}
 	for _, hn := range []string{profile.HistRunqLatency, profile.HistOffCPU} {
-		h := profile.Histogram{Name: hn, Unit: "ns", PerCPU: make([][]uint64, o.CPUs)}
+		h := profile.Histogram{Name: hn, Unit: "ns", PerCPU: make([]profile.Counts, o.CPUs)}
 		centre := 11
 		if hn == profile.HistOffCPU {
 			centre = 18

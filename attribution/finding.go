@@ -236,15 +236,7 @@ func FormatValue(v float64, unit string) string {
 	case UnitRatio:
 		return fmt.Sprintf("%.1f%%", v*100)
 	case UnitNS:
-		switch {
-		case v >= 1e9:
-			return fmt.Sprintf("%.2fs", v/1e9)
-		case v >= 1e6:
-			return fmt.Sprintf("%.2fms", v/1e6)
-		case v >= 1e3:
-			return fmt.Sprintf("%.2fus", v/1e3)
-		}
-		return fmt.Sprintf("%.0fns", v)
+		return profile.FormatNS(v)
 	case UnitTimes:
 		return fmt.Sprintf("%.2fx", v)
 	case "":

@@ -7,6 +7,8 @@ import (
 	"math"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/cacheheat/cacheheat/profile"
 )
 
 // WriteJSON writes the result as indented JSON (the `diff --json`
@@ -123,15 +125,7 @@ func FormatValue(v float64, unit string) string {
 	case math.IsNaN(v):
 		return "-"
 	case unit == "ns":
-		switch {
-		case v >= 1e9:
-			return fmt.Sprintf("%.3gs", v/1e9)
-		case v >= 1e6:
-			return fmt.Sprintf("%.3gms", v/1e6)
-		case v >= 1e3:
-			return fmt.Sprintf("%.3gus", v/1e3)
-		}
-		return fmt.Sprintf("%.3gns", v)
+		return profile.FormatNS(v)
 	case unit == "/s":
 		return si(v) + "/s"
 	case unit == "MPKI":

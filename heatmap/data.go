@@ -476,7 +476,7 @@ func LatencyMaps(rec *profile.Recording, maxCells int) []Latency {
 		bins, col, per := timeBins(rec.Windows, maxCells/nrow)
 		l := Latency{Name: name, Unit: "ns", Bins: bins, Lo: lo, Hi: hi, BinWindows: per}
 		for i := lo; i <= hi; i++ {
-			l.Labels = append(l.Labels, fmtNS(profile.BucketLower(i)))
+			l.Labels = append(l.Labels, profile.FormatNS(profile.BucketLower(i)))
 		}
 		nb := len(bins)
 		perCol := make([][]uint64, nb)
@@ -955,17 +955,4 @@ func round(v float64, d int) float64 {
 	}
 	f, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'g', d, 64), 64)
 	return f
-}
-
-// fmtNS writes a duration in ns with a unit: 512ns, 1.0us, 2.1ms, 1.1s.
-func fmtNS(ns float64) string {
-	switch {
-	case ns >= 1e9:
-		return strconv.FormatFloat(ns/1e9, 'g', 3, 64) + "s"
-	case ns >= 1e6:
-		return strconv.FormatFloat(ns/1e6, 'g', 3, 64) + "ms"
-	case ns >= 1e3:
-		return strconv.FormatFloat(ns/1e3, 'g', 3, 64) + "us"
-	}
-	return strconv.FormatFloat(ns, 'g', 3, 64) + "ns"
 }

@@ -173,7 +173,7 @@ func BuildDiff(base, new *profile.Recording, res *compare.Result, maxCells int) 
 		}
 		l := DiffLatency{Name: name, BaseN: bn, NewN: nn}
 		for i := lo; i <= hi; i++ {
-			l.Labels = append(l.Labels, fmtNS(profile.BucketLower(i)))
+			l.Labels = append(l.Labels, profile.FormatNS(profile.BucketLower(i)))
 			l.Base = append(l.Base, share(bt[i], bn))
 			l.New = append(l.New, share(nt[i], nn))
 		}

@@ -36,7 +36,7 @@ var TemplateFuncs = template.FuncMap{
 	"num":   fmtCount,
 	"numf":  fmtFloat,
 	"pct":   func(f float64) string { return strconv.FormatFloat(100*f, 'f', 1, 64) + "%" },
-	"ns":    fmtNS,
+	"ns":    profile.FormatNS,
 	"bytes": fmtBytes,
 	"join":  strings.Join,
 	"float": func(v int64) float64 { return float64(v) },

@@ -107,7 +107,7 @@ func defaultGrids(rec *profile.Recording, maxCells int) any {
 	for _, name := range rec.HistogramNames() {
 		h := Heat{Rows: make([]string, profile.HistBuckets)}
 		for b := range h.Rows {
-			h.Rows[b] = nsLabel(profile.BucketLower(b))
+			h.Rows[b] = profile.FormatNS(profile.BucketLower(b))
 		}
 		m := HeatMetric{Name: name, Unit: "count", Values: make([]float64, profile.HistBuckets*cols)}
 		for i, w := range rec.Windows {
@@ -138,17 +138,4 @@ func perSecond(vals, durS []float64) {
 			vals[i] /= d
 		}
 	}
-}
-
-// nsLabel writes a bucket's lower bound in the unit that reads best.
-func nsLabel(ns float64) string {
-	switch {
-	case ns >= 1e9:
-		return fmt.Sprintf("%gs", ns/1e9)
-	case ns >= 1e6:
-		return fmt.Sprintf("%gms", ns/1e6)
-	case ns >= 1e3:
-		return fmt.Sprintf("%gµs", ns/1e3)
-	}
-	return fmt.Sprintf("%gns", ns)
 }

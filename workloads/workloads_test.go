@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"github.com/cacheheat/cacheheat/profile"
 	"math"
 	"os"
 	"path/filepath"
@@ -302,9 +303,17 @@ func TestHostCaches(t *testing.T) {
 		t.Fatalf("caches %+v", c)
 	}
 	t.Logf("%+v", c)
-	// Leaf 4 as an Intel core reports a 48 KiB 12-way L1d with 64 sets.
-	typ, level, size, line := decodeCacheLeaf(0x121, 11<<22|63, 63)
-	if typ != 1 || level != 1 || size != 48<<10 || line != 64 {
-		t.Errorf("decode = %d %d %d %d", typ, level, size, line)
+	// A host with a shared L3 and per-core L1/L2: the first CPU's data
+	// caches, instruction caches left out, unknown levels filled in.
+	cpus := []profile.CPU{{ID: 2}, {ID: 3}}
+	got := fromTopology(cpus, []profile.Cache{
+		{Level: 1, Type: "Instruction", SizeBytes: 32 << 10, LineSize: 64, SharedCPUs: []int{2}},
+		{Level: 1, Type: "Data", SizeBytes: 48 << 10, LineSize: 64, SharedCPUs: []int{2}},
+		{Level: 1, Type: "Data", SizeBytes: 99, LineSize: 64, SharedCPUs: []int{3}},
+		{Level: 2, Type: "Unified", SizeBytes: 2 << 20, LineSize: 64, SharedCPUs: []int{2}, Source: "cpuid"},
+	})
+	want := Caches{L1d: 48 << 10, L2: 2 << 20, L3: fallbackL3, LineSize: 64, Source: "cpuid"}
+	if got != want {
+		t.Errorf("fromTopology = %+v, want %+v", got, want)
 	}
 }

@@ -123,12 +123,10 @@ func TestAnalyzeEndToEnd(t *testing.T) {
 		t.Skip("records for ~20 s; skipped with -short")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "cacheheat")
+	bin := cacheheatBinary(t)
 	fresh := filepath.Join(dir, "freshmem")
-	for _, b := range [][]string{{bin, "."}, {fresh, "../../attribution/testdata/freshmem"}} {
-		if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {
-			t.Fatalf("building %s: %v\n%s", b[1], err, out)
-		}
+	if out, err := exec.Command("go", "build", "-o", fresh, "../../attribution/testdata/freshmem").CombinedOutput(); err != nil {
+		t.Fatalf("building freshmem: %v\n%s", err, out)
 	}
 	hardware := []string{"l1-bandwidth-contention", "l3-writeback-congestion", "llc-thrashing", "remote-numa", "dtlb-pressure", "false-sharing"}
 	for _, c := range []struct {

@@ -25,10 +25,7 @@ func TestDiffEndToEnd(t *testing.T) {
 		t.Skip("records for ~30 s; skipped with -short")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "cacheheat")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("building cacheheat: %v\n%s", err, out)
-	}
+	bin := cacheheatBinary(t)
 	record := func(name, variant string) string {
 		rec := filepath.Join(dir, name+".rec")
 		args := []string{"record", "-q", "-d", "12s", "-i", "250ms", "-o", rec, "--",

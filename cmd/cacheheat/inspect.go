@@ -108,7 +108,7 @@ func printSummary(w io.Writer, s profile.Summary) {
 	if len(s.Histograms) > 0 {
 		fmt.Fprintln(w, "\nlatency")
 		for _, h := range s.Histograms {
-			fmt.Fprintf(w, "  %-13s count=%d p50=%s p90=%s p99=%s\n", h.Name, h.Count, fmtNS(h.P50), fmtNS(h.P90), fmtNS(h.P99))
+			fmt.Fprintf(w, "  %-13s count=%d p50=%s p90=%s p99=%s\n", h.Name, h.Count, profile.FormatNS(h.P50), profile.FormatNS(h.P90), profile.FormatNS(h.P99))
 		}
 	}
 	fmt.Fprintf(w, "\nsamples   %s: %d (requested %.0f Hz/CPU, achieved %.1f Hz/CPU), dropped %d\n",
@@ -120,17 +120,4 @@ func printSummary(w io.Writer, s profile.Summary) {
 	if len(s.AppMetrics) > 0 {
 		fmt.Fprintf(w, "app       %v\n", s.AppMetrics)
 	}
-}
-
-// fmtNS prints a nanosecond value with a readable unit.
-func fmtNS(ns float64) string {
-	switch {
-	case ns >= 1e9:
-		return fmt.Sprintf("%.2fs", ns/1e9)
-	case ns >= 1e6:
-		return fmt.Sprintf("%.2fms", ns/1e6)
-	case ns >= 1e3:
-		return fmt.Sprintf("%.2fus", ns/1e3)
-	}
-	return fmt.Sprintf("%.0fns", ns)
 }

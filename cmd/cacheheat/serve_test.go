@@ -126,6 +126,12 @@ func needRoot(t *testing.T) {
 // windows; during it, watch is called with the live view's address.
 func liveRecording(t *testing.T, watch func(addr string)) *profile.Recording {
 	t.Helper()
+	return liveRecordingFor(t, "200ms", "2s", watch)
+}
+
+// liveRecordingFor is liveRecording with a window length and duration.
+func liveRecordingFor(t *testing.T, interval, duration string, watch func(addr string)) *profile.Recording {
+	t.Helper()
 	out := filepath.Join(t.TempDir(), "live.rec")
 	addr := freeAddr(t)
 	done := make(chan struct{})
@@ -133,7 +139,7 @@ func liveRecording(t *testing.T, watch func(addr string)) *profile.Recording {
 	var stdout, stderr string
 	go func() {
 		defer close(done)
-		code, stdout, stderr = runCmd("record", "--live", addr, "-a", "-e", "cpu-clock,page-faults,context-switches", "-i", "200ms", "-d", "2s", "-q", "-o", out)
+		code, stdout, stderr = runCmd("record", "--live", addr, "-a", "-e", "cpu-clock,page-faults,context-switches", "-i", interval, "-d", duration, "-q", "-o", out)
 	}()
 	if watch != nil {
 		watch(addr)
@@ -260,7 +266,12 @@ func TestRecordLiveStuckClient(t *testing.T) {
 	needRoot(t)
 	var stuck net.Conn
 	last := 0
-	rec := liveRecording(t, func(addr string) {
+	// Half-second windows and a duration between two window ends keep the
+	// window count independent of scheduling noise, so it can be compared
+	// with a recording that nobody watches.
+	const interval, duration = "500ms", "2700ms"
+	alone := liveRecordingFor(t, interval, duration, nil)
+	rec := liveRecordingFor(t, interval, duration, func(addr string) {
 		stuck = dialEvents(t, addr, false) // never read
 		c := dialEvents(t, addr, false)
 		defer c.Close()
@@ -293,8 +304,11 @@ func TestRecordLiveStuckClient(t *testing.T) {
 			t.Errorf("gap between windows %d and %d", i-1, i)
 		}
 	}
-	if end := rec.Windows[n-1].EndNS; end < (2 * time.Second).Nanoseconds() {
-		t.Errorf("windows cover %v of a 2s recording", time.Duration(end))
+	if end := rec.Windows[n-1].EndNS; end < (2700 * time.Millisecond).Nanoseconds() {
+		t.Errorf("windows cover %v of a 2.7s recording", time.Duration(end))
+	}
+	if len(alone.Windows) != n {
+		t.Errorf("%d windows with a stuck viewer, %d without one", n, len(alone.Windows))
 	}
 	if last != n {
 		t.Errorf("the reading viewer's last update covers %d windows, the file has %d", last, n)

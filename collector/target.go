@@ -129,6 +129,10 @@ func RunGate() {
 	if len(os.Args) < 3 {
 		os.Exit(127)
 	}
+	if err := dropToSudoUser(); err != nil {
+		fmt.Fprintf(os.Stderr, "cacheheat: %v\n", err)
+		os.Exit(127)
+	}
 	err := syscall.Exec(os.Args[1], os.Args[2:], os.Environ())
 	fmt.Fprintf(os.Stderr, "cacheheat: starting %s: %v\n", os.Args[1], err)
 	os.Exit(127)
@@ -168,9 +172,6 @@ func startCommand(argv []string, env []string) (*command, error) {
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
 	c.Env = append(append(os.Environ(), env...), gateEnv+"=1")
 	c.ExtraFiles = []*os.File{r}
-	if cred := sudoCredential(); cred != nil {
-		c.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	}
 	if err := c.Start(); err != nil {
 		r.Close()
 		w.Close()
@@ -230,6 +231,28 @@ func (c *command) exitStatus() int {
 	return st.ExitCode()
 }
 
+// dropToSudoUser makes the gate the invoking user before it execs the
+// command. The gate itself starts as root, so cacheheat's binary need not
+// be executable by that user (it often lives in root's directories); only
+// the command is run as them, with their group and no supplementary groups
+// of root's. Go applies set*id calls to every thread of the process.
+func dropToSudoUser() error {
+	cred := sudoCredential()
+	if cred == nil {
+		return nil
+	}
+	if err := syscall.Setgroups([]int{int(cred.Gid)}); err != nil {
+		return fmt.Errorf("dropping to the sudo user's groups: %w", err)
+	}
+	if err := syscall.Setresgid(int(cred.Gid), int(cred.Gid), int(cred.Gid)); err != nil {
+		return fmt.Errorf("dropping to the sudo user's group %d: %w", cred.Gid, err)
+	}
+	if err := syscall.Setresuid(int(cred.Uid), int(cred.Uid), int(cred.Uid)); err != nil {
+		return fmt.Errorf("dropping to the sudo user %d: %w", cred.Uid, err)
+	}
+	return nil
+}
+
 // sudoCredential is the invoking user's identity when run through sudo as
 // root, so that a recorded command does not run as root.
 func sudoCredential() *syscall.Credential {
@@ -241,7 +264,7 @@ func sudoCredential() *syscall.Credential {
 	if err1 != nil || err2 != nil || uid == 0 {
 		return nil
 	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 }
 
 // targetHeader is the Target as written in the recording's header.

@@ -312,6 +312,7 @@ func CompareSeries(base, new []Series, opts Options) Result {
 	}
 	res.Tested = len(tested)
 	explainByCPUShare(&res)
+	explainByWork(&res)
 	for _, m := range res.Metrics {
 		res.Counts[m.Verdict]++
 	}
@@ -439,5 +440,41 @@ func explainByCPUShare(res *Result) {
 		res.Warnings = append(res.Warnings, fmt.Sprintf(
 			"%s fell x%.3g, but the host gave the target less CPU (cpu-clock/s x%.3g, run-queue latency up) and the CPU time per unit of work (%s) did not rise: not counted as a regression; re-run on a quieter host to compare throughput",
 			m.Name, m.Ratio, cpu.Ratio, costName))
+	}
+}
+
+// explainByWork keeps more work from reading as a regression. When the
+// command's throughput (app.NAME_per_sec) rose significantly, its events
+// per second rise with it: an event rate (EVENT/s) that regressed while
+// the same event per unit of work (EVENT/NAME) did not is explained by the
+// extra work, so it becomes "changed" with a warning. The per-unit metric
+// keeps its own verdict and is the one that says whether each operation
+// got worse.
+func explainByWork(res *Result) {
+	byName := map[string]*MetricResult{}
+	for i := range res.Metrics {
+		byName[res.Metrics[i].Name] = &res.Metrics[i]
+	}
+	for i := range res.Metrics {
+		app := &res.Metrics[i]
+		bare, isApp := strings.CutPrefix(app.Name, "app.")
+		unit, ok := workUnit(bare)
+		if !isApp || !ok || app.Verdict != VerdictImprovement || app.Ratio <= 1 {
+			continue
+		}
+		for j := range res.Metrics {
+			m := &res.Metrics[j]
+			ev, isRate := strings.CutSuffix(m.Name, "/s")
+			if !isRate || m.Verdict != VerdictRegression {
+				continue
+			}
+			if per := byName[ev+"/"+unit]; per == nil || per.Verdict == VerdictRegression {
+				continue
+			}
+			m.Verdict = VerdictChanged
+			res.Warnings = append(res.Warnings, fmt.Sprintf(
+				"%s rose x%.3g while %s rose x%.3g and %s/%s did not regress: the extra events come with the extra work; not counted as a regression",
+				m.Name, m.Ratio, app.Name, app.Ratio, ev, unit))
+		}
 	}
 }

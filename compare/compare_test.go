@@ -476,3 +476,31 @@ func TestThroughputExplainedByCPUShare(t *testing.T) {
 		t.Error("NEW that ran less without waiting for CPU (less parallel) was not a regression")
 	}
 }
+
+// More work per second brings more events per second: with the events per
+// op unchanged, the rate is not a regression; with them up, it still is.
+func TestEventRateExplainedByWork(t *testing.T) {
+	series := func(ops, cs, csPerOp float64) []Series {
+		mk := func(name string, dir Direction, v float64) Series {
+			s := Series{Name: name, Direction: dir}
+			for i := 0; i < 12; i++ {
+				s.Values = append(s.Values, v*(1+float64(i%4)*0.01))
+			}
+			return s
+		}
+		return []Series{
+			mk("app.ops_per_sec", HigherIsBetter, ops),
+			mk("context-switches/s", LowerIsBetter, cs),
+			mk("context-switches/op", LowerIsBetter, csPerOp),
+		}
+	}
+	opts := DefaultOptions()
+	more := CompareSeries(series(1000, 100, 0.1), series(3000, 300, 0.1), opts)
+	if more.Regressed() || len(more.Warnings) == 0 || !strings.Contains(more.Warnings[0], "extra work") {
+		t.Errorf("3x the work, same switches per op: regressed=%v warnings=%v", more.Regressed(), more.Warnings)
+	}
+	worse := CompareSeries(series(1000, 100, 0.1), series(3000, 900, 0.3), opts)
+	if !worse.Regressed() {
+		t.Error("3x the switches per op was not a regression")
+	}
+}

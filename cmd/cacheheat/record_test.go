@@ -77,10 +77,17 @@ func TestRecordSignals(t *testing.T) {
 func TestRecordSudoUser(t *testing.T) {
 	needRoot(t)
 	bin := cacheheatBinary(t)
-	dir := t.TempDir()
-	os.Chmod(dir, 0o777)
+	// The command runs as another user: it needs a directory it can write.
+	dir, err := os.MkdirTemp("", "cacheheat-sudo-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
 	out, idFile := filepath.Join(dir, "sudo.rec"), filepath.Join(dir, "id")
-	cmd := exec.Command(bin, "record", "-q", "-e", "cpu-clock", "-o", out, "--", "sh", "-c", "id -u > "+idFile+"; id -g >> "+idFile)
+	cmd := exec.Command(bin, "record", "-q", "-e", "cpu-clock", "-o", out, "--", "sh", "-c", "id -u > "+idFile+"; id -g >> "+idFile+"; id -G >> "+idFile)
 	cmd.Env = append(os.Environ(), "SUDO_UID=65534", "SUDO_GID=65533")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("record: %v\n%s", err, b)
@@ -89,8 +96,9 @@ func TestRecordSudoUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ids := strings.Fields(string(got)); len(ids) != 2 || ids[0] != strconv.Itoa(65534) || ids[1] != strconv.Itoa(65533) {
-		t.Errorf("command ran as uid/gid %q, want 65534 65533", ids)
+	// uid, gid, then the groups: only the user's own, none of root's.
+	if ids := strings.Fields(string(got)); len(ids) != 3 || ids[0] != strconv.Itoa(65534) || ids[1] != strconv.Itoa(65533) || ids[2] != ids[1] {
+		t.Errorf("command ran as uid, gid, groups %q, want 65534 65533 65533", ids)
 	}
 	rec, err := profile.ReadFile(out)
 	if err != nil {

@@ -464,7 +464,13 @@ func explainByWork(res *Result) {
 		}
 		for j := range res.Metrics {
 			m := &res.Metrics[j]
-			ev, isRate := strings.CutSuffix(m.Name, "/s")
+			// A scoped rate (EVENT/s{comm="x"}) is judged by its event's
+			// per-unit total as well.
+			rate := m.Name
+			if total, ok := scopeTotal(rate); ok {
+				rate = total
+			}
+			ev, isRate := strings.CutSuffix(rate, "/s")
 			if !isRate || m.Verdict != VerdictRegression {
 				continue
 			}

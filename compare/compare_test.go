@@ -491,6 +491,7 @@ func TestEventRateExplainedByWork(t *testing.T) {
 		return []Series{
 			mk("app.ops_per_sec", HigherIsBetter, ops),
 			mk("context-switches/s", LowerIsBetter, cs),
+			mk(`context-switches/s{comm="x"}`, LowerIsBetter, cs*0.9),
 			mk("context-switches/op", LowerIsBetter, csPerOp),
 		}
 	}

@@ -210,13 +210,16 @@ func buildProcesses(prev, cur *snapshot, m windowMeta) []profile.Process {
 	}
 	out := make([]profile.Process, 0, len(byPID))
 	for pid, p := range byPID {
-		// The process's name is its main thread's; worker threads may
-		// rename themselves.
-		if mt, ok := cur.tasks[taskKey{pid, pid}]; ok {
-			p.Comm = mt.comm
-		}
-		if p.Comm == "" && m.procComm != nil {
+		// The process's name is its main thread's now, from /proc: the
+		// name BPF saw at the main thread's last switch is stale when
+		// another thread renamed it (a write to /proc/self/comm) and the
+		// main thread has slept since. BPF's copy is for processes that
+		// have exited.
+		if m.procComm != nil {
 			p.Comm = m.procComm(pid)
+		}
+		if mt, ok := cur.tasks[taskKey{pid, pid}]; ok && p.Comm == "" {
+			p.Comm = mt.comm
 		}
 		if p.Comm == "" && len(p.Threads) > 0 {
 			p.Comm = p.Threads[0].Comm

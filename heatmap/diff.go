@@ -97,7 +97,7 @@ func WriteDiff(w io.Writer, base, new *profile.Recording, res *compare.Result) e
 		Title:  "cacheheat diff: " + res.Headline(),
 		Body:   template.HTML(body.String()),
 		Data:   data,
-		Script: template.JS(diffJS),
+		Script: template.JS(commonJS + diffJS),
 		Style:  diffCSS,
 	})
 }

@@ -6,21 +6,7 @@
   'use strict';
   var D = JSON.parse(document.getElementById('cacheheat-data').textContent);
   var charts = [];
-  function esc(s) {
-    return String(s).replace(/[&<>"'\u2028\u2029]/g, function (c) {
-      return '&#' + c.charCodeAt(0) + ';';
-    });
-  }
-  function clone(o) { return JSON.parse(JSON.stringify(o)); }
-  function fmt(v) {
-    if (v === null || v === undefined || !isFinite(v)) { return 'n/a'; }
-    var a = Math.abs(v);
-    if (a >= 1e9) { return (v / 1e9).toPrecision(4) + 'G'; }
-    if (a >= 1e6) { return (v / 1e6).toPrecision(4) + 'M'; }
-    if (a >= 1e4) { return (v / 1e3).toPrecision(4) + 'k'; }
-    if (a === 0 || a >= 1) { return String(Math.round(v * 1000) / 1000); }
-    return v.toPrecision(4);
-  }
+  var esc = cacheheatCommon.esc, clone = cacheheatCommon.clone, fmt = cacheheatCommon.fmt;
   function init(el) {
     var c = echarts.init(el, null, { renderer: 'canvas' });
     charts.push({ id: el.id || 'latency-' + charts.length, chart: c, el: el });

@@ -20,6 +20,9 @@ var reportTmplText string
 //go:embed report.js
 var reportJS string
 
+//go:embed common.js
+var commonJS string
+
 // Options tune a report.
 type Options struct {
 	// MaxCells caps the cells of each heatmap; 0 means DefaultMaxCells.
@@ -90,7 +93,7 @@ func RenderReport(w io.Writer, r Report) error {
 		Title:  r.Summary.Title,
 		Body:   template.HTML(body.String()),
 		Data:   data,
-		Script: template.JS(reportJS),
+		Script: template.JS(commonJS + reportJS),
 	})
 }
 

@@ -41,6 +41,8 @@ var hitmEvents = []string{
 // recording's counts; nothing is estimated except where a field says so.
 type Metrics struct {
 	rec *profile.Recording
+	// selfNames caches selfName by (user, kernel) stack id.
+	selfNames map[[2]uint64]string
 
 	// DurationS is the recorded time, first window start to last window
 	// end.
@@ -86,7 +88,7 @@ type WindowMetrics struct {
 	Counts map[string]uint64
 	// Hist sums each histogram over CPUs; HistPerCPU keeps the split.
 	Hist       map[string][]uint64
-	HistPerCPU map[string][][]uint64
+	HistPerCPU map[string][]profile.Counts
 }
 
 // Rate is an event's per-second rate in the window.
@@ -141,7 +143,7 @@ func NewMetrics(rec *profile.Recording) *Metrics {
 			DurationS:  float64(w.EndNS-w.StartNS) / 1e9,
 			Counts:     map[string]uint64{},
 			Hist:       map[string][]uint64{},
-			HistPerCPU: map[string][][]uint64{},
+			HistPerCPU: map[string][]profile.Counts{},
 		}
 		for _, c := range w.Counters {
 			for _, v := range c.PerCPU {
@@ -156,16 +158,27 @@ func NewMetrics(rec *profile.Recording) *Metrics {
 				wm.Hist[h.Name] = sum
 			}
 			h.AddTo(sum)
-			per := wm.HistPerCPU[h.Name]
-			for len(per) < len(h.PerCPU) {
-				per = append(per, make([]uint64, profile.HistBuckets))
+			// A window holds each histogram once: keep the recording's
+			// per-CPU counts rather than copying them (128 CPUs x 40
+			// buckets a window is most of this pass on a large host).
+			// A repeated name is merged into a copy.
+			per, seen := wm.HistPerCPU[h.Name]
+			if !seen {
+				wm.HistPerCPU[h.Name] = h.PerCPU
+				continue
 			}
-			for cpu, b := range h.PerCPU {
-				for i, c := range b {
-					per[cpu][i] += c
+			merged := make([]profile.Counts, max(len(per), len(h.PerCPU)))
+			for cpu := range merged {
+				merged[cpu] = make(profile.Counts, profile.HistBuckets)
+				for _, src := range [][]profile.Counts{per, h.PerCPU} {
+					if cpu < len(src) {
+						for i, c := range src[cpu] {
+							merged[cpu][i] += c
+						}
+					}
 				}
 			}
-			wm.HistPerCPU[h.Name] = per
+			wm.HistPerCPU[h.Name] = merged
 		}
 		for _, s := range w.Samples {
 			if s.Event == m.SampleEvent && s.CPU >= 0 && s.CPU < ncpu {
@@ -366,6 +379,19 @@ func (m *Metrics) TopFunctions(cpus []int, startNS, endNS int64, n int) []string
 // about where to look, so the innermost kernel frame is used only when the
 // sample has no user frame.
 func (m *Metrics) selfName(s profile.Sample) string {
+	key := [2]uint64{s.UserStack, s.KernelStack}
+	if name, ok := m.selfNames[key]; ok {
+		return name
+	}
+	if m.selfNames == nil {
+		m.selfNames = map[[2]uint64]string{}
+	}
+	name := m.innermost(s)
+	m.selfNames[key] = name
+	return name
+}
+
+func (m *Metrics) innermost(s profile.Sample) string {
 	for _, id := range []uint64{s.UserStack, s.KernelStack} {
 		if id == 0 {
 			continue

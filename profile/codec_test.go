@@ -299,7 +299,7 @@ func TestSummarize(t *testing.T) {
 	if s.HostTotals["page-faults"].Total != 450 {
 		t.Errorf("host page-faults = %d, want 450", s.HostTotals["page-faults"].Total)
 	}
-	if len(s.Processes) != 1 || s.Processes[0].Totals["page-faults"] != 39 || s.Processes[0].Comm != "o3-test" {
+	if len(s.Processes) != 1 || s.Processes[0].Totals["page-faults"] != 39 || s.Processes[0].Comm != "o3-test" || s.Processes[0].Samples != 3*99 {
 		t.Errorf("processes = %+v", s.Processes)
 	}
 	if s.Samples.Total != 3*99 || s.Samples.TopFunctions[0].Name != "main.work" || s.Samples.TopFunctions[0].Samples != 270 {

@@ -54,7 +54,10 @@ type ProcessSummary struct {
 	Comm    string            `json:"comm"`
 	Cmdline []string          `json:"cmdline,omitempty"`
 	Totals  map[string]uint64 `json:"totals"`
-	Threads []ThreadSummary   `json:"threads,omitempty"`
+	// Samples counts the process's stack samples of the primary sample
+	// event (samples.event); Summarize fills it.
+	Samples uint64          `json:"samples"`
+	Threads []ThreadSummary `json:"threads,omitempty"`
 }
 
 // ThreadSummary is one thread over the whole recording.
@@ -138,6 +141,18 @@ func Summarize(r *Recording) Summary {
 		s.HostTotals[name] = makeTotal(per, nodeOf)
 	}
 	s.Processes = r.ProcessTotals()
+	primary := r.PrimarySampleEvent()
+	samplesByPID := map[int]uint64{}
+	for _, w := range r.Windows {
+		for _, smp := range w.Samples {
+			if smp.Event == primary {
+				samplesByPID[smp.PID] += smp.Count
+			}
+		}
+	}
+	for i := range s.Processes {
+		s.Processes[i].Samples = samplesByPID[s.Processes[i].PID]
+	}
 	for _, name := range r.HistogramNames() {
 		b := r.HistogramTotal(name)
 		hs := HistogramSummary{Name: name, Unit: "ns", P50: Percentile(b, 0.5), P90: Percentile(b, 0.9), P99: Percentile(b, 0.99)}

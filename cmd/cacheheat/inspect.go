@@ -102,7 +102,7 @@ func printSummary(w io.Writer, s profile.Summary) {
 			for _, k := range keys {
 				parts = append(parts, fmt.Sprintf("%s=%d", k, p.Totals[k]))
 			}
-			fmt.Fprintf(w, "  %-7d %-16q %s\n", p.PID, p.Comm, strings.Join(parts, " "))
+			fmt.Fprintf(w, "  %-7d %-16q samples=%d %s\n", p.PID, p.Comm, p.Samples, strings.Join(parts, " "))
 		}
 	}
 	if len(s.Histograms) > 0 {

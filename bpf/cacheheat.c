@@ -30,6 +30,10 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 const volatile u32 target_mode = MODE_ALL;
 const volatile u64 target_cgroup = 0;
+// The target cgroup's depth below the cgroup v2 root: a task is a target
+// when its cgroup's ancestor at this depth is the target cgroup, so tasks
+// in descendant cgroups (a container's, a service's children) count too.
+const volatile u32 target_cgroup_level = 0;
 const volatile u32 nr_events = 0;
 // The slot of context-switches, or -1. The kernel bumps that counter after
 // the sched_switch tracepoint, so a read there would hand each switch to
@@ -257,8 +261,16 @@ static __always_inline bool is_target(struct task_struct *t)
 		u8 *v = bpf_map_lookup_elem(&targets, &tgid);
 		return v && *v == TARGET_YES;
 	}
-	case MODE_CGROUP:
-		return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id) == target_cgroup;
+	case MODE_CGROUP: {
+		struct cgroup *cg = BPF_CORE_READ(t, cgroups, dfl_cgrp);
+		struct cgroup *anc = NULL;
+
+		if (!cg || BPF_CORE_READ(cg, level) < (int)target_cgroup_level)
+			return false;
+		if (bpf_probe_read_kernel(&anc, sizeof(anc), &cg->ancestors[target_cgroup_level]) || !anc)
+			return false;
+		return BPF_CORE_READ(anc, kn, id) == target_cgroup;
+	}
 	}
 	return false;
 }

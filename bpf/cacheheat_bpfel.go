@@ -69,46 +69,47 @@ type CacheheatTotalsVal struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	CacheheatMapCounters0    = "counters0"
-	CacheheatMapCounters1    = "counters1"
-	CacheheatMapCounters10   = "counters10"
-	CacheheatMapCounters11   = "counters11"
-	CacheheatMapCounters12   = "counters12"
-	CacheheatMapCounters13   = "counters13"
-	CacheheatMapCounters14   = "counters14"
-	CacheheatMapCounters15   = "counters15"
-	CacheheatMapCounters2    = "counters2"
-	CacheheatMapCounters3    = "counters3"
-	CacheheatMapCounters4    = "counters4"
-	CacheheatMapCounters5    = "counters5"
-	CacheheatMapCounters6    = "counters6"
-	CacheheatMapCounters7    = "counters7"
-	CacheheatMapCounters8    = "counters8"
-	CacheheatMapCounters9    = "counters9"
-	CacheheatMapCtrl         = "ctrl"
-	CacheheatMapHists        = "hists"
-	CacheheatMapLast         = "last"
-	CacheheatMapOffcpuTs     = "offcpu_ts"
-	CacheheatMapSamples      = "samples"
-	CacheheatMapStacks0      = "stacks0"
-	CacheheatMapStacks1      = "stacks1"
-	CacheheatMapStats        = "stats"
-	CacheheatMapTargetTotals = "target_totals"
-	CacheheatMapTargets      = "targets"
-	CacheheatMapTasks        = "tasks"
-	CacheheatMapWakeupTs     = "wakeup_ts"
-	CacheheatProgOnExec      = "on_exec"
-	CacheheatProgOnExit      = "on_exit"
-	CacheheatProgOnFork      = "on_fork"
-	CacheheatProgOnSwitch    = "on_switch"
-	CacheheatProgOnWakeup    = "on_wakeup"
-	CacheheatProgOnWakeupNew = "on_wakeup_new"
-	CacheheatProgSampleClock = "sample_clock"
-	CacheheatProgSampleMiss  = "sample_miss"
-	CacheheatVarNrEvents     = "nr_events"
-	CacheheatVarSwitchSlot   = "switch_slot"
-	CacheheatVarTargetCgroup = "target_cgroup"
-	CacheheatVarTargetMode   = "target_mode"
+	CacheheatMapCounters0         = "counters0"
+	CacheheatMapCounters1         = "counters1"
+	CacheheatMapCounters10        = "counters10"
+	CacheheatMapCounters11        = "counters11"
+	CacheheatMapCounters12        = "counters12"
+	CacheheatMapCounters13        = "counters13"
+	CacheheatMapCounters14        = "counters14"
+	CacheheatMapCounters15        = "counters15"
+	CacheheatMapCounters2         = "counters2"
+	CacheheatMapCounters3         = "counters3"
+	CacheheatMapCounters4         = "counters4"
+	CacheheatMapCounters5         = "counters5"
+	CacheheatMapCounters6         = "counters6"
+	CacheheatMapCounters7         = "counters7"
+	CacheheatMapCounters8         = "counters8"
+	CacheheatMapCounters9         = "counters9"
+	CacheheatMapCtrl              = "ctrl"
+	CacheheatMapHists             = "hists"
+	CacheheatMapLast              = "last"
+	CacheheatMapOffcpuTs          = "offcpu_ts"
+	CacheheatMapSamples           = "samples"
+	CacheheatMapStacks0           = "stacks0"
+	CacheheatMapStacks1           = "stacks1"
+	CacheheatMapStats             = "stats"
+	CacheheatMapTargetTotals      = "target_totals"
+	CacheheatMapTargets           = "targets"
+	CacheheatMapTasks             = "tasks"
+	CacheheatMapWakeupTs          = "wakeup_ts"
+	CacheheatProgOnExec           = "on_exec"
+	CacheheatProgOnExit           = "on_exit"
+	CacheheatProgOnFork           = "on_fork"
+	CacheheatProgOnSwitch         = "on_switch"
+	CacheheatProgOnWakeup         = "on_wakeup"
+	CacheheatProgOnWakeupNew      = "on_wakeup_new"
+	CacheheatProgSampleClock      = "sample_clock"
+	CacheheatProgSampleMiss       = "sample_miss"
+	CacheheatVarNrEvents          = "nr_events"
+	CacheheatVarSwitchSlot        = "switch_slot"
+	CacheheatVarTargetCgroup      = "target_cgroup"
+	CacheheatVarTargetCgroupLevel = "target_cgroup_level"
+	CacheheatVarTargetMode        = "target_mode"
 )
 
 // LoadCacheheat returns the embedded CollectionSpec for Cacheheat.
@@ -201,10 +202,11 @@ type CacheheatMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type CacheheatVariableSpecs struct {
-	NrEvents     *ebpf.VariableSpec `ebpf:"nr_events"`
-	SwitchSlot   *ebpf.VariableSpec `ebpf:"switch_slot"`
-	TargetCgroup *ebpf.VariableSpec `ebpf:"target_cgroup"`
-	TargetMode   *ebpf.VariableSpec `ebpf:"target_mode"`
+	NrEvents          *ebpf.VariableSpec `ebpf:"nr_events"`
+	SwitchSlot        *ebpf.VariableSpec `ebpf:"switch_slot"`
+	TargetCgroup      *ebpf.VariableSpec `ebpf:"target_cgroup"`
+	TargetCgroupLevel *ebpf.VariableSpec `ebpf:"target_cgroup_level"`
+	TargetMode        *ebpf.VariableSpec `ebpf:"target_mode"`
 }
 
 // CacheheatObjects contains all objects after they have been loaded into the kernel.
@@ -294,10 +296,11 @@ func (m *CacheheatMaps) Close() error {
 //
 // It can be passed to LoadCacheheatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type CacheheatVariables struct {
-	NrEvents     *ebpf.Variable `ebpf:"nr_events"`
-	SwitchSlot   *ebpf.Variable `ebpf:"switch_slot"`
-	TargetCgroup *ebpf.Variable `ebpf:"target_cgroup"`
-	TargetMode   *ebpf.Variable `ebpf:"target_mode"`
+	NrEvents          *ebpf.Variable `ebpf:"nr_events"`
+	SwitchSlot        *ebpf.Variable `ebpf:"switch_slot"`
+	TargetCgroup      *ebpf.Variable `ebpf:"target_cgroup"`
+	TargetCgroupLevel *ebpf.Variable `ebpf:"target_cgroup_level"`
+	TargetMode        *ebpf.Variable `ebpf:"target_mode"`
 }
 
 // CacheheatPrograms contains all programs after they have been loaded into the kernel.

@@ -134,7 +134,7 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 			return nil, err
 		}
 		tgt.Cgroup = cgroupPath(tgt.Cgroup)
-		kc.mode, kc.cgroupID = modeCgroup, id
+		kc.mode, kc.cgroupID, kc.cgroupLevel = modeCgroup, id, cgroupLevel(tgt.Cgroup)
 	case profile.TargetAll:
 		kc.mode = modeAll
 	case profile.TargetCommand:

@@ -38,7 +38,9 @@ var ErrHost = errors.New("this host cannot record")
 type kernelConfig struct {
 	mode     uint32
 	cgroupID uint64
-	pids     []int
+	// cgroupLevel is the target cgroup's depth, for matching descendants.
+	cgroupLevel uint32
+	pids        []int
 	// execPIDs become targets when they exec (a gated command).
 	execPIDs []int
 	counted  []Event // measured events, slot = index
@@ -111,10 +113,11 @@ func openKernel(cfg kernelConfig) (_ *kernel, err error) {
 		return nil, fmt.Errorf("loading bpf spec: %w", err)
 	}
 	for name, v := range map[string]any{
-		"target_mode":   cfg.mode,
-		"target_cgroup": cfg.cgroupID,
-		"nr_events":     uint32(len(cfg.counted)),
-		"switch_slot":   switchSlot(cfg.counted),
+		"target_mode":         cfg.mode,
+		"target_cgroup":       cfg.cgroupID,
+		"target_cgroup_level": cfg.cgroupLevel,
+		"nr_events":           uint32(len(cfg.counted)),
+		"switch_slot":         switchSlot(cfg.counted),
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("setting bpf variable %s: %w", name, err)

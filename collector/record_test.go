@@ -362,32 +362,48 @@ func TestRecordCgroup(t *testing.T) {
 	if err != nil {
 		t.Skipf("needs a writable cgroup v2 hierarchy: %v", err)
 	}
-	t.Cleanup(func() { os.Remove(dir) })
+	// A child cgroup: -G covers its descendants, as a container's
+	// processes often live below the cgroup that names it.
+	child := filepath.Join(dir, "child")
+	if err := os.Mkdir(child, 0o755); err != nil {
+		os.Remove(dir)
+		t.Skipf("needs nested cgroups: %v", err)
+	}
+	t.Cleanup(func() { os.Remove(child); os.Remove(dir) })
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), helperEnv+"=sleeps 5000")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	var want []int
+	for _, g := range []string{dir, child} {
+		cmd := exec.Command(self)
+		cmd.Env = append(os.Environ(), helperEnv+"=sleeps 5000")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		if err := os.WriteFile(filepath.Join(g, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, cmd.Process.Pid)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
-		t.Fatal(err)
+	if got := cgroupLevel(child); got != cgroupLevel(dir)+1 || cgroupLevel(dir) == 0 {
+		t.Errorf("cgroup levels: %s %d, %s %d", dir, cgroupLevel(dir), child, got)
 	}
 	ctx, opts := stopAfterWindows(t, 3, Options{Target: Target{Kind: profile.TargetCgroup, Cgroup: dir}})
 	rec := record(t, ctx, opts)
 	procs := rec.ProcessTotals()
-	if len(procs) != 1 || procs[0].PID != cmd.Process.Pid {
-		var pids []int
-		for _, p := range procs {
-			pids = append(pids, p.PID)
-		}
-		t.Fatalf("-G recorded processes %v, want only %d", pids, cmd.Process.Pid)
+	var pids []int
+	for _, p := range procs {
+		pids = append(pids, p.PID)
 	}
-	if procs[0].Totals["context-switches"] == 0 {
-		t.Error("-G: the cgroup's process has no context switches")
+	if len(procs) != 2 || procs[0].PID != min(want[0], want[1]) || procs[1].PID != max(want[0], want[1]) {
+		t.Fatalf("-G recorded processes %v, want only %v (the cgroup's and its child cgroup's)", pids, want)
+	}
+	for _, p := range procs {
+		if p.Totals["context-switches"] == 0 {
+			t.Errorf("-G: process %d has no context switches", p.PID)
+		}
 	}
 }
 

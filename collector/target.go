@@ -81,6 +81,22 @@ func cgroup2Mount() string {
 	return "/sys/fs/cgroup"
 }
 
+// cgroupLevel is a cgroup directory's depth below its cgroup v2 root (the
+// root is 0): the number of parents that are on the same cgroup2 mount.
+func cgroupLevel(p string) uint32 {
+	var level uint32
+	for dir := p; ; level++ {
+		parent := filepath.Dir(dir)
+		var fs syscall.Statfs_t
+		if parent == dir || syscall.Statfs(parent, &fs) != nil || fs.Type != cgroup2Magic {
+			return level
+		}
+		dir = parent
+	}
+}
+
+const cgroup2Magic = 0x63677270 // CGROUP2_SUPER_MAGIC
+
 // cgroupID is the cgroup v2 id of a cgroup directory: its inode number,
 // which is what the kernel's kernfs node id is on 64-bit hosts.
 func cgroupID(g string) (uint64, error) {
@@ -93,7 +109,7 @@ func cgroupID(g string) (uint64, error) {
 		return 0, fmt.Errorf("%w: cgroup %s is not a directory", ErrNoTarget, p)
 	}
 	var fs syscall.Statfs_t
-	if err := syscall.Statfs(p, &fs); err == nil && fs.Type != 0x63677270 /* CGROUP2_SUPER_MAGIC */ {
+	if err := syscall.Statfs(p, &fs); err == nil && fs.Type != cgroup2Magic {
 		return 0, fmt.Errorf("%w: %s is not on a cgroup v2 file system (cgroup v2 is mounted at %s)", ErrNoTarget, p, cgroup2Mount())
 	}
 	return st.Ino, nil

@@ -456,3 +456,44 @@ func stopAfterWindows(t *testing.T, n int, opts Options) (context.Context, Optio
 	}
 	return ctx, opts
 }
+
+// TestRecordMissSampling drives the miss-event sampling path (the second
+// perf_event program, period sampling with stacks), which only a PMU's
+// LLC-load-misses or cache-misses would otherwise take: the miss events
+// are data, so page-faults stands in for them here. Every 100th fault of a
+// helper that touches 20000 pages is sampled with its stack.
+func TestRecordMissSampling(t *testing.T) {
+	needBPF(t)
+	saved := missEvents
+	missEvents = []string{"page-faults"}
+	t.Cleanup(func() { missEvents = saved })
+	const pages, period = 20000, 100
+	rec := record(t, context.Background(), Options{
+		Target:       Target{Kind: profile.TargetCommand, Command: helperCommand(t, fmt.Sprintf("faults %d", pages))},
+		SamplePeriod: period,
+	})
+	if got := rec.Header.Settings.SampleEvents; len(got) != 2 || got[1] != "page-faults" || rec.Header.Settings.SamplePeriod != period {
+		t.Fatalf("sample events %v, period %d; want cpu-clock and page-faults every %d", got, rec.Header.Settings.SamplePeriod, period)
+	}
+	pid := rec.Header.Target.PIDs[0]
+	faults := processTotal(rec, pid, "page-faults")
+	var samples uint64
+	var withStack bool
+	for _, w := range rec.Windows {
+		for _, s := range w.Samples {
+			if s.Event == "page-faults" && s.PID == pid {
+				samples += s.Count
+				withStack = withStack || s.UserStack != 0 || s.KernelStack != 0
+			}
+		}
+	}
+	// One sample per period faults, give or take the period boundary on
+	// each CPU the helper ran on.
+	want := faults / period
+	if samples+4 < want || samples > want+4 {
+		t.Errorf("%d page-faults sampled every %d gave %d samples, want about %d", faults, period, samples, want)
+	}
+	if !withStack {
+		t.Error("miss samples carry no stack")
+	}
+}

@@ -17,10 +17,12 @@ func init() {
 // It exits 0 with or without findings: a finding is information, and CI
 // that wants to fail on one tests the JSON (jq -e '.findings | length == 0').
 func runAnalyze(name string, args []string, stdout io.Writer) error {
-	fs := newFlagSet(name, "FILE [--json]", `  cacheheat analyze r.rec
+	fs := newFlagSet(name, "FILE [--json | --metrics]", `  cacheheat analyze r.rec
   cacheheat analyze --json r.rec | jq -r '.findings[].rule'
+  cacheheat analyze --metrics r.rec       the numbers the rules read
 `, stdout)
 	asJSON := fs.Bool("json", false, "print findings and not-evaluated rules as JSON (docs/ATTRIBUTION.md)")
+	metrics := fs.Bool("metrics", false, "print the derived metrics the rules read, to see how far a recording is from each threshold")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -33,6 +35,10 @@ func runAnalyze(name string, args []string, stdout io.Writer) error {
 	}
 	if rec.Warning != "" {
 		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", rec.Warning)
+	}
+	if *metrics {
+		_, err := io.WriteString(stdout, attribution.DumpMetrics(rec))
+		return err
 	}
 	res := attribution.Analyze(rec)
 	if *asJSON {

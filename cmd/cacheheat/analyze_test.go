@@ -193,3 +193,19 @@ func TestAnalyzeEndToEnd(t *testing.T) {
 		})
 	}
 }
+
+// TestAnalyzeMetrics: --metrics prints the numbers the rules read, here
+// the page-fault rate the page-fault-storm rule compares with its floor.
+func TestAnalyzeMetrics(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "storm.rec")
+	writeAnalyzeRec(t, path, 50000)
+	code, out, errs := analyzeCmd(t, "--metrics", path)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"duration 3.00s windows 3", "page-faults       total 150000 rate 50000.0/s", "window   2.0s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--metrics output lacks %q:\n%s", want, out)
+		}
+	}
+}

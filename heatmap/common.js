@@ -21,5 +21,30 @@ var cacheheatCommon = (function () {
     if (a === 0 || a >= 1) { return String(Math.round(v * 1000) / 1000); }
     return v.toPrecision(4);
   }
-  return { esc: esc, clone: clone, fmt: fmt };
+  // selftest serves the browser tests (only with #selftest in the URL):
+  // it counts each chart's non-blank canvas pixels and reports them, the
+  // page's errors and extra into a DOM element that headless Chromium's
+  // --dump-dom prints.
+  function selftest(charts, extra) {
+    if (location.hash.indexOf('selftest') < 0) { return; }
+    setTimeout(function () {
+      var res = { charts: [], errors: window.__cacheheatErrors || [], pwned: typeof window.__pwned };
+      var more = extra();
+      Object.keys(more).forEach(function (k) { res[k] = more[k]; });
+      charts.forEach(function (c) {
+        var cv = c.el.querySelector('canvas'), n = 0;
+        if (cv) {
+          var px = cv.getContext('2d').getImageData(0, 0, cv.width, cv.height).data;
+          for (var i = 0; i < px.length; i += 4) {
+            if (px[i + 3] > 0 && (px[i] < 250 || px[i + 1] < 250 || px[i + 2] < 250)) { n++; }
+          }
+        }
+        res.charts.push({ id: c.id, nonblank: n });
+      });
+      var out = document.getElementById('cacheheat-selftest');
+      out.textContent = JSON.stringify(res);
+      out.setAttribute('data-done', '1');
+    }, 300);
+  }
+  return { esc: esc, clone: clone, fmt: fmt, selftest: selftest };
 }());

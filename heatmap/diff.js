@@ -117,25 +117,5 @@
   }
   window.addEventListener('resize', function () { charts.forEach(function (c) { c.chart.resize(); }); });
 
-  // Self-test for the browser test (only with #selftest in the URL): count
-  // each chart's non-blank canvas pixels and report errors into a DOM
-  // element that headless Chromium's --dump-dom prints.
-  if (location.hash.indexOf('selftest') >= 0) {
-    setTimeout(function () {
-      var res = { charts: [], flames: 0, errors: window.__cacheheatErrors || [], pwned: typeof window.__pwned };
-      charts.forEach(function (c) {
-        var cv = c.el.querySelector('canvas'), n = 0;
-        if (cv) {
-          var px = cv.getContext('2d').getImageData(0, 0, cv.width, cv.height).data;
-          for (var i = 0; i < px.length; i += 4) {
-            if (px[i + 3] > 0 && (px[i] < 250 || px[i + 1] < 250 || px[i + 2] < 250)) { n++; }
-          }
-        }
-        res.charts.push({ id: c.id, nonblank: n });
-      });
-      var out = document.getElementById('cacheheat-selftest');
-      out.textContent = JSON.stringify(res);
-      out.setAttribute('data-done', '1');
-    }, 300);
-  }
+  cacheheatCommon.selftest(charts, function () { return { flames: 0 }; });
 }());

@@ -42,8 +42,13 @@ func TestDiffEndToEnd(t *testing.T) {
 		table string
 		byV   map[string][]string
 	}
+	// The threshold docs/CI.md advises for a shared VM: two recordings of
+	// the same variant here differ by up to ~8% in ops/s from drift
+	// between runs (seen: x0.923, Holm p 1e-6), beyond the 5% default
+	// meant for a quiet runner; the variants differ by about 6x.
+	const threshold = "15%"
 	diff := func(base, new string) verdicts {
-		cmd := exec.Command(bin, "diff", "--json", base, new)
+		cmd := exec.Command(bin, "diff", "--json", "--threshold", threshold, base, new)
 		out, err := cmd.Output()
 		v := verdicts{byV: map[string][]string{}}
 		var ee *exec.ExitError
@@ -63,7 +68,7 @@ func TestDiffEndToEnd(t *testing.T) {
 		for _, m := range doc.Metrics {
 			v.byV[m.Verdict] = append(v.byV[m.Verdict], m.Name)
 		}
-		table, _ := exec.Command(bin, "diff", base, new).Output()
+		table, _ := exec.Command(bin, "diff", "--threshold", threshold, base, new).Output()
 		v.table = string(table)
 		return v
 	}

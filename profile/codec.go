@@ -66,30 +66,42 @@ type Writer struct {
 	f       *os.File
 	path    string
 	tmp     string
+	major   int
 	windows int
-	seen    map[uint64]bool
+	seen    map[uint64]bool // v1: stacks written
+	enc     *encoder2       // v2: interning tables
 	buf     []byte
 }
 
-// Create starts a recording at path. Until Close, the data lives at
-// path+PartialSuffix.
+// Create starts a recording at path in the current format. Until Close,
+// the data lives at path+PartialSuffix.
 func Create(path string, h Header) (*Writer, error) {
+	return CreateVersion(path, h, FormatMajor)
+}
+
+// CreateVersion starts a recording in format major version 1 or 2. Only
+// benchmarks and tests write version 1, to compare and to keep fixtures.
+func CreateVersion(path string, h Header, major int) (*Writer, error) {
+	if major != 1 && major != 2 {
+		return nil, fmt.Errorf("cannot write format version %d", major)
+	}
 	tmp := path + PartialSuffix
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("creating recording: %w", err)
 	}
-	w := &Writer{f: f, path: path, tmp: tmp, seen: map[uint64]bool{}}
-	h.FormatVersion = fmt.Sprintf("%d.%d", FormatMajor, FormatMinor)
+	w := &Writer{f: f, path: path, tmp: tmp, major: major, seen: map[uint64]bool{}, enc: newEncoder2()}
+	minor := formatMinor[major]
+	h.FormatVersion = fmt.Sprintf("%d.%d", major, minor)
 	pre := make([]byte, 0, 12)
 	pre = append(pre, magic...)
-	pre = binary.LittleEndian.AppendUint16(pre, FormatMajor)
-	pre = binary.LittleEndian.AppendUint16(pre, FormatMinor)
+	pre = binary.LittleEndian.AppendUint16(pre, uint16(major))
+	pre = binary.LittleEndian.AppendUint16(pre, uint16(minor))
 	if _, err := f.Write(pre); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("writing recording preamble: %w", err)
 	}
-	if err := w.writeRecord(recHeader, h); err != nil {
+	if err := w.writeJSON(recHeader, h); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -106,6 +118,18 @@ func (w *Writer) Windows() int { return w.windows }
 // listed in win.NewStacks unless an earlier window defined them; stacks
 // already written are dropped from NewStacks.
 func (w *Writer) WriteWindow(win *Window) error {
+	win.Index = w.windows
+	if w.major == 2 {
+		payload, err := w.enc.window(win)
+		if err != nil {
+			return err
+		}
+		if err := w.writeRecord(recWindow, payload); err != nil {
+			return err
+		}
+		w.windows++
+		return nil
+	}
 	kept := win.NewStacks[:0:0]
 	for _, s := range win.NewStacks {
 		if !w.seen[s.ID] {
@@ -114,8 +138,7 @@ func (w *Writer) WriteWindow(win *Window) error {
 		}
 	}
 	win.NewStacks = kept
-	win.Index = w.windows
-	if err := w.writeRecord(recWindow, win); err != nil {
+	if err := w.writeJSON(recWindow, win); err != nil {
 		return err
 	}
 	w.windows++
@@ -125,7 +148,7 @@ func (w *Writer) WriteWindow(win *Window) error {
 // Close writes the trailer, syncs the file and renames it to its final name.
 func (w *Writer) Close(t Trailer) error {
 	t.Windows = w.windows
-	if err := w.writeRecord(recTrailer, t); err != nil {
+	if err := w.writeJSON(recTrailer, t); err != nil {
 		w.f.Close()
 		return err
 	}
@@ -151,11 +174,20 @@ func (w *Writer) finish() error {
 	return nil
 }
 
-func (w *Writer) writeRecord(kind byte, v any) error {
+// writeJSON writes a header, a trailer or (in v1) a window as JSON; v2
+// compresses it.
+func (w *Writer) writeJSON(kind byte, v any) error {
 	payload, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encoding record: %w", err)
 	}
+	if w.major == 2 {
+		payload = compress(payload)
+	}
+	return w.writeRecord(kind, payload)
+}
+
+func (w *Writer) writeRecord(kind byte, payload []byte) error {
 	if len(payload) > maxPayloadLen {
 		return fmt.Errorf("record of %d bytes exceeds the %d byte limit", len(payload), maxPayloadLen)
 	}
@@ -179,6 +211,8 @@ type Decoder struct {
 	r       *bufio.Reader
 	buf     []byte
 	pending []rawRecord
+	major   int
+	tables  tables2 // v2: strings, lists, frames and stacks so far
 	Header  Header
 	windows int
 	done    bool
@@ -203,9 +237,10 @@ func NewDecoder(r io.Reader) (*Decoder, error) {
 	}
 	major := binary.LittleEndian.Uint16(pre[8:])
 	minor := binary.LittleEndian.Uint16(pre[10:])
-	if major != FormatMajor {
-		return nil, formatErr("recording format version %d.%d is not supported by this cacheheat (reads major version %d): use a matching cacheheat release", major, minor, FormatMajor)
+	if _, ok := formatMinor[int(major)]; !ok {
+		return nil, formatErr("recording format version %d.%d is not supported by this cacheheat (reads major versions 1 and %d): use a matching cacheheat release", major, minor, FormatMajor)
 	}
+	d.major = int(major)
 	kind, payload, err := d.readRecord()
 	if err != nil {
 		return nil, formatErr("reading header: %v", err)
@@ -213,10 +248,15 @@ func NewDecoder(r io.Reader) (*Decoder, error) {
 	if kind != recHeader {
 		return nil, formatErr("first record is %q, want a header", kind)
 	}
+	if d.major == 2 {
+		if payload, err = decompress(payload); err != nil {
+			return nil, formatErr("decoding header: %v", err)
+		}
+	}
 	if err := json.Unmarshal(payload, &d.Header); err != nil {
 		return nil, formatErr("decoding header: %v", err)
 	}
-	if err := d.Header.check(); err != nil {
+	if err := d.Header.check(d.major); err != nil {
 		return nil, formatErr("invalid header: %v", err)
 	}
 	return d, nil
@@ -256,7 +296,14 @@ func (d *Decoder) Next() (*Window, *Trailer, error) {
 	case recTrailer:
 		var t Trailer
 		d.done = true
-		if err := json.Unmarshal(r.payload, &t); err != nil {
+		payload, err := r.payload, error(nil)
+		if d.major == 2 {
+			payload, err = decompress(payload)
+		}
+		if err == nil {
+			err = json.Unmarshal(payload, &t)
+		}
+		if err != nil {
 			d.Truncated = true
 			d.Warning = fmt.Sprintf("trailer cannot be decoded (%v): read %d complete windows", err, d.windows)
 			return nil, nil, io.EOF
@@ -269,7 +316,7 @@ func (d *Decoder) Next() (*Window, *Trailer, error) {
 	}
 }
 
-// decodeBatch is how many records the decoder reads ahead. Decoding JSON is
+// decodeBatch is how many records the decoder reads ahead. Decoding is
 // what reading a recording costs, so windows are decoded on every CPU at
 // once; the batch bounds the memory read ahead.
 const decodeBatch = 64
@@ -281,6 +328,8 @@ type rawRecord struct {
 	err       error // reading the record failed: the stream ends here
 	window    *Window
 	decodeErr error
+	tables    tables2 // v2: the tables as of this window's definitions
+	budget    int
 }
 
 // fill reads up to decodeBatch records, stopping after the first that is
@@ -295,26 +344,67 @@ func (d *Decoder) fill() {
 			break
 		}
 	}
+	if d.major == 1 {
+		parallel(len(batch), func(i int) {
+			r := &batch[i]
+			if r.err == nil && r.kind == recWindow {
+				r.window = new(Window)
+				r.decodeErr = json.Unmarshal(r.payload, r.window)
+				r.payload = nil
+			}
+		})
+		d.pending = batch
+		return
+	}
+	// v2: decompress in parallel, read the definitions in file order (a
+	// window may use what any earlier window defined), then decode the
+	// bodies in parallel against the tables as each window saw them.
+	parallel(len(batch), func(i int) {
+		r := &batch[i]
+		if r.err == nil && r.kind == recWindow {
+			r.payload, r.decodeErr = decompress(r.payload)
+		}
+	})
+	for i := range batch {
+		r := &batch[i]
+		if r.err != nil || r.kind != recWindow || r.decodeErr != nil {
+			break
+		}
+		dd := dec2{b: r.payload}
+		r.window = &Window{NewStacks: dd.defs(&d.tables)}
+		if dd.err != nil {
+			r.decodeErr = dd.err
+			break // later windows may refer to what this one failed to define
+		}
+		r.payload, r.tables, r.budget = dd.b, d.tables, windowBudget(len(r.payload))
+	}
+	parallel(len(batch), func(i int) {
+		r := &batch[i]
+		if r.err == nil && r.kind == recWindow && r.decodeErr == nil && r.window != nil {
+			dd := dec2{b: r.payload, budget: r.budget}
+			dd.body(&r.tables, r.window)
+			r.decodeErr, r.payload, r.tables = dd.err, nil, tables2{}
+		}
+	})
+	d.pending = batch
+}
+
+// parallel runs f(0..n-1) on every CPU.
+func parallel(n int, f func(i int)) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(batch)) {
+	for range min(runtime.GOMAXPROCS(0), n) {
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1) - 1)
-				if i >= len(batch) {
+				if i >= n {
 					return
 				}
-				r := &batch[i]
-				if r.err == nil && r.kind == recWindow {
-					r.window = new(Window)
-					r.decodeErr = json.Unmarshal(r.payload, r.window)
-					r.payload = nil
-				}
+				f(i)
 			}
 		})
 	}
 	wg.Wait()
-	d.pending = batch
 }
 
 // errShort marks a record cut off by the end of the stream.
@@ -409,13 +499,19 @@ func ReadFile(path string) (*Recording, error) {
 	return rec, nil
 }
 
-func (h *Header) check() error {
+func (h *Header) check(fileMajor int) error {
 	major, _, ok := strings.Cut(h.FormatVersion, ".")
 	if !ok {
 		return fmt.Errorf("format_version %q is not MAJOR.MINOR", h.FormatVersion)
 	}
-	if m, err := strconv.Atoi(major); err != nil || m != FormatMajor {
-		return fmt.Errorf("format_version %q does not match the file's major version %d", h.FormatVersion, FormatMajor)
+	if m, err := strconv.Atoi(major); err != nil || m != fileMajor {
+		return fmt.Errorf("format_version %q does not match the file's major version %d", h.FormatVersion, fileMajor)
 	}
 	return nil
+}
+
+// major is the format major version of the file the header came from.
+func (h *Header) major() string {
+	m, _, _ := strings.Cut(h.FormatVersion, ".")
+	return m
 }

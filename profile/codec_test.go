@@ -19,7 +19,12 @@ import (
 
 func writeTestRecording(t *testing.T, path string, windows int, finish bool) {
 	t.Helper()
-	w, err := Create(path, testHeader())
+	writeTestRecordingVersion(t, path, windows, finish, FormatMajor)
+}
+
+func writeTestRecordingVersion(t *testing.T, path string, windows int, finish bool, major int) {
+	t.Helper()
+	w, err := CreateVersion(path, testHeader(), major)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,8 +43,14 @@ func writeTestRecording(t *testing.T, path string, windows int, finish bool) {
 }
 
 func TestRoundTrip(t *testing.T) {
+	for _, major := range []int{1, 2} {
+		t.Run(fmt.Sprint("v", major), func(t *testing.T) { testRoundTrip(t, major) })
+	}
+}
+
+func testRoundTrip(t *testing.T, major int) {
 	path := filepath.Join(t.TempDir(), "r.rec")
-	writeTestRecording(t, path, 3, true)
+	writeTestRecordingVersion(t, path, 3, true, major)
 	if _, err := os.Stat(path + PartialSuffix); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("partial file left behind after Close: %v", err)
 	}
@@ -51,7 +62,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatalf("finished recording read as truncated: %q", rec.Warning)
 	}
 	want := testHeader()
-	want.FormatVersion = "1.0"
+	want.FormatVersion = fmt.Sprintf("%d.0", major)
 	if !reflect.DeepEqual(rec.Header, want) {
 		t.Errorf("header differs:\n got %+v\nwant %+v", rec.Header, want)
 	}
@@ -145,7 +156,7 @@ func TestRejects(t *testing.T) {
 	writeTestRecording(t, path, 1, true)
 	good, _ := os.ReadFile(path)
 	future := append([]byte(nil), good...)
-	future[8] = 2 // major version 2
+	future[8] = 3 // major version 3
 	for name, tc := range map[string]struct {
 		data []byte
 		msg  string
@@ -153,7 +164,7 @@ func TestRejects(t *testing.T) {
 		"empty":     {nil, "empty file"},
 		"garbage":   {[]byte("hello, this is not a recording at all"), "bad magic"},
 		"short":     {[]byte("CHEAT"), "too short"},
-		"version":   {future, "version 2.0 is not supported"},
+		"version":   {future, "version 3.0 is not supported"},
 		"no header": {append([]byte(magic), 1, 0, 0, 0), "reading header"},
 	} {
 		_, err := Read(bytes.NewReader(tc.data))
@@ -289,7 +300,7 @@ func TestSummarize(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := Summarize(rec)
-	if s.FormatVersion != "1" || s.Windows != 3 || s.DurationS != 3 || s.EndReason != EndTargetExit || s.IntervalS != 1 {
+	if s.FormatVersion != "2" || s.Windows != 3 || s.DurationS != 3 || s.EndReason != EndTargetExit || s.IntervalS != 1 {
 		t.Errorf("summary basics: %+v", s)
 	}
 	pf := s.Totals["page-faults"]

@@ -5,11 +5,15 @@ import (
 )
 
 // Format version written in every header. A reader accepts any minor version
-// of its major version (fields may be added) and rejects other majors.
+// of the majors it knows (fields may be added) and rejects other majors.
+// Version 1 (JSON records) is still read; writers write version 2.
 const (
-	FormatMajor = 1
+	FormatMajor = 2
 	FormatMinor = 0
 )
+
+// formatMinor is the minor version written for each major version.
+var formatMinor = map[int]int{1: 0, 2: FormatMinor}
 
 // Event status values, the same words in caps, the file, JSON and the report.
 const (

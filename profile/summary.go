@@ -99,7 +99,7 @@ type FunctionStat struct {
 func Summarize(r *Recording) Summary {
 	h := r.Header
 	s := Summary{
-		FormatVersion: strconv.Itoa(FormatMajor),
+		FormatVersion: h.major(),
 		Host: SummaryHost{
 			Hostname: h.Host.Hostname, Kernel: h.Host.Kernel, CPUModel: h.Host.CPUModel,
 			Vendor: h.Host.Vendor, CPUs: len(h.Host.Topology.CPUs), NUMANodes: len(h.Host.Topology.Nodes),

@@ -1,0 +1,745 @@
+package profile
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// Format v2 payloads (docs/FORMAT.md, "Version 2"). Every record's payload
+// is one zstd frame, so a record decompresses alone. Header and trailer are
+// JSON inside the frame: they are written once and are small. A window is a
+// varint layout: first the definitions it adds to the file's tables
+// (strings, string lists, frames, stacks), then its body, which refers to
+// table entries by index. Tables only grow, so the body of any window can
+// be decoded once the definitions of it and every earlier window are read.
+
+// maxRecordBytes caps a v2 record's decompressed size; zstd refuses to
+// inflate a frame past it.
+const maxRecordBytes = 64 << 20
+
+var (
+	zstdEnc = sync.OnceValue(func() *zstd.Encoder {
+		// The records carry a CRC-32C already: no second checksum.
+		e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault),
+			zstd.WithEncoderCRC(false), zstd.WithEncoderConcurrency(1), zstd.WithZeroFrames(true))
+		if err != nil {
+			panic(fmt.Sprintf("zstd encoder: %v", err)) // only bad options fail
+		}
+		return e
+	})
+	zstdDec = sync.OnceValue(func() *zstd.Decoder {
+		d, err := zstd.NewReader(nil, zstd.WithDecoderMaxMemory(maxRecordBytes),
+			zstd.WithDecoderConcurrency(0), zstd.IgnoreChecksum(true))
+		if err != nil {
+			panic(fmt.Sprintf("zstd decoder: %v", err))
+		}
+		return d
+	})
+)
+
+func compress(raw []byte) []byte { return zstdEnc().EncodeAll(raw, nil) }
+
+func decompress(payload []byte) ([]byte, error) {
+	out, err := zstdDec().DecodeAll(payload, nil)
+	if err != nil {
+		return nil, fmt.Errorf("decompressing record: %w", err)
+	}
+	if len(out) > maxRecordBytes {
+		return nil, fmt.Errorf("record inflates past %d bytes", maxRecordBytes)
+	}
+	return out, nil
+}
+
+// windowFields are the Window fields the binary layout encodes. Any other
+// exported field (one added to the model later) is carried as JSON in the
+// window's extension, so it is never lost; giving it a binary encoding is
+// an optimisation (docs/FORMAT.md, "Adding a field").
+var windowFields = map[string]bool{
+	"Index": true, "StartNS": true, "EndNS": true, "Counters": true, "Processes": true,
+	"Histograms": true, "Samples": true, "NewStacks": true, "SampleRate": true,
+	"Drops": true, "AppMetrics": true,
+}
+
+// windowExtFields lists the indexes of Window fields carried as JSON.
+func windowExtFields() []int {
+	var out []int
+	t := reflect.TypeFor[Window]()
+	for i := range t.NumField() {
+		if f := t.Field(i); f.IsExported() && !windowFields[f.Name] {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// encoder2 is the writer's side of the v2 tables.
+type encoder2 struct {
+	strings map[string]uint64
+	lists   map[string]uint64
+	frames  map[Frame]uint64
+	stacks  map[uint64]uint64 // Stack.ID to table index
+	// Definitions added by the window being encoded.
+	newStrings []string
+	newLists   [][]uint64
+	newFrames  []Frame
+	newStacks  []Stack
+	body, out  []byte
+	keys       []string
+}
+
+func newEncoder2() *encoder2 {
+	return &encoder2{strings: map[string]uint64{}, lists: map[string]uint64{},
+		frames: map[Frame]uint64{}, stacks: map[uint64]uint64{}}
+}
+
+func (e *encoder2) str(s string) uint64 {
+	id, ok := e.strings[s]
+	if !ok {
+		id = uint64(len(e.strings))
+		e.strings[s] = id
+		e.newStrings = append(e.newStrings, s)
+	}
+	return id
+}
+
+// list interns a string list; 0 means nil, n+1 the list with index n.
+func (e *encoder2) list(l []string) uint64 {
+	if l == nil {
+		return 0
+	}
+	var key strings.Builder
+	for _, s := range l {
+		key.WriteString(fmt.Sprint(len(s)))
+		key.WriteByte(':')
+		key.WriteString(s)
+	}
+	id, ok := e.lists[key.String()]
+	if !ok {
+		ids := make([]uint64, len(l))
+		for i, s := range l {
+			ids[i] = e.str(s)
+		}
+		id = uint64(len(e.lists))
+		e.lists[key.String()] = id
+		e.newLists = append(e.newLists, ids)
+	}
+	return id + 1
+}
+
+func (e *encoder2) frame(f Frame) uint64 {
+	id, ok := e.frames[f]
+	if !ok {
+		e.str(f.Function)
+		e.str(f.Module)
+		id = uint64(len(e.frames))
+		e.frames[f] = id
+		e.newFrames = append(e.newFrames, f)
+	}
+	return id
+}
+
+// Stack references: 0 none, 1 a raw id follows (a stack no window
+// defined; CheckValid refuses it on reading), k >= 2 table index k-2.
+func (e *encoder2) stackRef(b []byte, id uint64) []byte {
+	if id == 0 {
+		return append(b, 0)
+	}
+	if i, ok := e.stacks[id]; ok {
+		return binary.AppendUvarint(b, i+2)
+	}
+	return binary.AppendUvarint(append(b, 1), id)
+}
+
+// window encodes win, adding its new definitions to the tables.
+func (e *encoder2) window(win *Window) ([]byte, error) {
+	// The extension is encoded first: a failure must leave the tables as
+	// they were.
+	ext, err := windowExt(win)
+	if err != nil {
+		return nil, err
+	}
+	e.newStrings, e.newLists, e.newFrames, e.newStacks = e.newStrings[:0], e.newLists[:0], e.newFrames[:0], e.newStacks[:0]
+	for _, s := range win.NewStacks {
+		if _, ok := e.stacks[s.ID]; ok {
+			continue
+		}
+		for _, f := range s.Frames {
+			e.frame(f)
+		}
+		e.stacks[s.ID] = uint64(len(e.stacks))
+		e.newStacks = append(e.newStacks, s)
+	}
+	b := e.body[:0]
+	b = binary.AppendUvarint(b, uint64(win.Index))
+	b = binary.AppendVarint(b, win.StartNS)
+	b = binary.AppendVarint(b, win.EndNS-win.StartNS)
+
+	b = appendLen(b, len(win.Counters), win.Counters == nil)
+	for i := range win.Counters {
+		c := &win.Counters[i]
+		b = binary.AppendUvarint(b, e.str(c.Event))
+		b = binary.AppendUvarint(b, c.Enabled)
+		b = binary.AppendUvarint(b, c.Running)
+		b = appendCounts(b, c.PerCPU)
+		if c.HostPerCPU != nil && slices.Equal(c.HostPerCPU, c.PerCPU) {
+			b = append(b, countsSame)
+		} else {
+			b = appendCounts(b, c.HostPerCPU)
+		}
+	}
+
+	b = appendLen(b, len(win.Processes), win.Processes == nil)
+	for i := range win.Processes {
+		p := &win.Processes[i]
+		b = binary.AppendVarint(b, int64(p.PID))
+		b = binary.AppendUvarint(b, e.str(p.Comm))
+		b = binary.AppendUvarint(b, e.list(p.Cmdline))
+		b = e.appendMap(b, p.Counts)
+		b = appendLen(b, len(p.Threads), p.Threads == nil)
+		for _, t := range p.Threads {
+			b = binary.AppendVarint(b, int64(t.TID)-int64(p.PID))
+			b = binary.AppendUvarint(b, e.str(t.Comm))
+			b = e.appendMap(b, t.Counts)
+		}
+	}
+
+	b = appendLen(b, len(win.Histograms), win.Histograms == nil)
+	for _, h := range win.Histograms {
+		b = binary.AppendUvarint(b, e.str(h.Name))
+		b = binary.AppendUvarint(b, e.str(h.Unit))
+		b = appendLen(b, len(h.PerCPU), h.PerCPU == nil)
+		for _, c := range h.PerCPU {
+			b = appendCounts(b, c)
+		}
+	}
+
+	b = appendLen(b, len(win.Samples), win.Samples == nil)
+	prevPID := int64(0)
+	for _, s := range win.Samples {
+		b = binary.AppendUvarint(b, e.str(s.Event))
+		b = binary.AppendVarint(b, int64(s.PID)-prevPID)
+		b = binary.AppendVarint(b, int64(s.TID)-int64(s.PID))
+		b = binary.AppendVarint(b, int64(s.CPU))
+		b = e.stackRef(b, s.UserStack)
+		b = e.stackRef(b, s.KernelStack)
+		b = binary.AppendUvarint(b, s.Count)
+		prevPID = int64(s.PID)
+	}
+
+	b = appendLen(b, len(win.SampleRate), win.SampleRate == nil)
+	for _, r := range win.SampleRate {
+		b = binary.AppendUvarint(b, e.str(r.Event))
+		b = appendFloat(b, r.Requested)
+		b = appendFloat(b, r.Achieved)
+		b = binary.AppendUvarint(b, r.Samples)
+	}
+
+	d := win.Drops
+	for _, v := range []uint64{d.StackErrors, d.SampleMapFull, d.ProcMapFull, d.Throttled, d.MapErrors} {
+		b = binary.AppendUvarint(b, v)
+	}
+
+	b = appendLen(b, len(win.AppMetrics), win.AppMetrics == nil)
+	e.keys = sortedKeys(e.keys, win.AppMetrics)
+	for _, k := range e.keys {
+		b = binary.AppendUvarint(b, e.str(k))
+		b = appendFloat(b, win.AppMetrics[k])
+	}
+
+	b = binary.AppendUvarint(b, uint64(len(ext)))
+	b = append(b, ext...)
+	e.body = b
+
+	// Definitions first, then the body that refers to them.
+	o := e.out[:0]
+	o = binary.AppendUvarint(o, uint64(len(e.newStrings)))
+	for _, s := range e.newStrings {
+		o = binary.AppendUvarint(o, uint64(len(s)))
+		o = append(o, s...)
+	}
+	o = binary.AppendUvarint(o, uint64(len(e.newLists)))
+	for _, l := range e.newLists {
+		o = binary.AppendUvarint(o, uint64(len(l)))
+		for _, id := range l {
+			o = binary.AppendUvarint(o, id)
+		}
+	}
+	o = binary.AppendUvarint(o, uint64(len(e.newFrames)))
+	for _, f := range e.newFrames {
+		o = binary.AppendUvarint(o, e.strings[f.Function])
+		o = binary.AppendUvarint(o, e.strings[f.Module])
+		o = binary.AppendUvarint(o, f.Offset)
+	}
+	o = binary.AppendUvarint(o, uint64(len(e.newStacks)))
+	for _, s := range e.newStacks {
+		o = binary.AppendUvarint(o, s.ID)
+		o = appendBool(o, s.Kernel)
+		o = appendLen(o, len(s.Frames), s.Frames == nil)
+		for _, f := range s.Frames {
+			o = binary.AppendUvarint(o, e.frames[f])
+		}
+	}
+	o = append(o, b...)
+	e.out = o
+	return compress(o), nil
+}
+
+// windowExt is the JSON object of the Window fields the binary layout does
+// not know, nil when they are all zero.
+func windowExt(win *Window) ([]byte, error) {
+	idx := windowExtFields()
+	if len(idx) == 0 {
+		return nil, nil
+	}
+	v := reflect.ValueOf(win).Elem()
+	m := map[string]any{}
+	for _, i := range idx {
+		f := v.Field(i)
+		if f.IsZero() {
+			continue
+		}
+		name := v.Type().Field(i).Name
+		if tag, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ","); tag != "" && tag != "-" {
+			name = tag
+		}
+		m[name] = f.Interface()
+	}
+	if len(m) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encoding window extension: %w", err)
+	}
+	return b, nil
+}
+
+func (e *encoder2) appendMap(b []byte, m map[string]uint64) []byte {
+	b = appendLen(b, len(m), m == nil)
+	e.keys = sortedKeys(e.keys, m)
+	for _, k := range e.keys {
+		b = binary.AppendUvarint(b, e.str(k))
+		b = binary.AppendUvarint(b, m[k])
+	}
+	return b
+}
+
+func sortedKeys[V any](dst []string, m map[string]V) []string {
+	dst = dst[:0]
+	for k := range m {
+		dst = append(dst, k)
+	}
+	slices.Sort(dst)
+	return dst
+}
+
+// appendLen writes a slice or map length as n+1, 0 for nil, so nil and
+// empty survive the round trip.
+func appendLen(b []byte, n int, isNil bool) []byte {
+	if isNil {
+		return append(b, 0)
+	}
+	return binary.AppendUvarint(b, uint64(n)+1)
+}
+
+func appendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
+// appendFloat writes a float64's bits byte-reversed as a uvarint (as gob
+// does): round numbers such as 99 or 49.5 take 2 or 3 bytes.
+func appendFloat(b []byte, f float64) []byte {
+	return binary.AppendUvarint(b, bits.ReverseBytes64(math.Float64bits(f)))
+}
+
+// Counts encoding: a tag, 0 nil, 1 the same values as the previous array
+// (host counts equal to the target's under -a), n+2 an array of length n;
+// then the number of non-zero values and, for each, the count of zeros
+// skipped before it and the value. Idle CPUs and empty buckets cost
+// nothing.
+const countsSame = 1
+
+func appendCounts(b []byte, c Counts) []byte {
+	if c == nil {
+		return append(b, 0)
+	}
+	b = binary.AppendUvarint(b, uint64(len(c))+2)
+	nz := 0
+	for _, v := range c {
+		if v != 0 {
+			nz++
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(nz))
+	last := -1
+	for i, v := range c {
+		if v != 0 {
+			b = binary.AppendUvarint(b, uint64(i-last-1))
+			b = binary.AppendUvarint(b, v)
+			last = i
+		}
+	}
+	return b
+}
+
+// tables2 is the reader's side of the v2 tables. Entries are only
+// appended, so a copy of the slice headers taken after a window's
+// definitions stays valid for decoding that window's body while later
+// windows add entries.
+type tables2 struct {
+	strings []string
+	lists   [][]string
+	frames  []Frame
+	stacks  []uint64 // table index to Stack.ID
+}
+
+// dec2 reads varints from one record and remembers the first error, so
+// the decoding code reads straight through and checks once. Every
+// allocation is sized by a count that is checked against the bytes left
+// (each element takes at least one byte) or against budget.
+type dec2 struct {
+	b   []byte
+	err error
+	// budget is how many more count values the record may allocate: a
+	// run of zeros costs one byte for any length, so lengths alone do not
+	// bound memory.
+	budget int
+}
+
+var errCorrupt = errors.New("corrupt window")
+
+func (d *dec2) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: "+format, append([]any{errCorrupt}, args...)...)
+	}
+}
+
+func (d *dec2) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec2) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// int reads a signed value that must fit an int32 (pids, cpus).
+func (d *dec2) int(delta int64) int {
+	v := d.varint() + delta
+	if v < math.MinInt32 || v > math.MaxInt32 {
+		d.fail("value %d out of range", v)
+		return 0
+	}
+	return int(v)
+}
+
+func (d *dec2) byte() byte {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) == 0 {
+		d.fail("short record")
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+// count reads an element count; each element takes at least min bytes.
+func (d *dec2) count(min int) int {
+	n := d.uvarint()
+	if n > uint64(len(d.b)/min) {
+		d.fail("count %d exceeds the record", n)
+		return 0
+	}
+	return int(n)
+}
+
+// length reads an appendLen value: -1 for nil.
+func (d *dec2) length(min int) int {
+	n := d.uvarint()
+	if n == 0 {
+		return -1
+	}
+	if n-1 > uint64(len(d.b)/min) {
+		d.fail("length %d exceeds the record", n-1)
+		return -1
+	}
+	return int(n - 1)
+}
+
+func (d *dec2) float() float64 {
+	return math.Float64frombits(bits.ReverseBytes64(d.uvarint()))
+}
+
+func (d *dec2) ref(n int) uint64 {
+	v := d.uvarint()
+	if v >= uint64(n) {
+		d.fail("reference %d past a table of %d", v, n)
+		return 0
+	}
+	return v
+}
+
+func (d *dec2) str(t *tables2) string {
+	if i := d.ref(len(t.strings)); d.err == nil {
+		return t.strings[i]
+	}
+	return ""
+}
+
+// maxCounts caps one per-CPU or per-bucket array: CPU ids are below 65536
+// (CheckValid).
+const maxCounts = 1 << 16
+
+func (d *dec2) counts(prev Counts) Counts {
+	tag := d.uvarint()
+	switch {
+	case d.err != nil || tag == 0:
+		return nil
+	case tag == countsSame:
+		return prev
+	}
+	n := tag - 2
+	if n > maxCounts || int(n) > d.budget {
+		d.fail("array of %d values exceeds the limit", n)
+		return nil
+	}
+	d.budget -= int(n)
+	c := make(Counts, n)
+	nz := d.count(2)
+	i := uint64(0)
+	for range nz {
+		i += d.uvarint()
+		if i >= n {
+			d.fail("array index %d past its length %d", i, n)
+			return nil
+		}
+		c[i] = d.uvarint()
+		i++
+	}
+	return c
+}
+
+// defs reads a window's definitions into t and returns the stacks the
+// window defines.
+func (d *dec2) defs(t *tables2) []Stack {
+	n := d.count(1)
+	for range n {
+		l := d.count(1)
+		if d.err != nil {
+			return nil
+		}
+		t.strings = append(t.strings, string(d.b[:l]))
+		d.b = d.b[l:]
+	}
+	n = d.count(1)
+	for range n {
+		l := d.count(1)
+		list := make([]string, l)
+		for i := range list {
+			list[i] = d.str(t)
+		}
+		t.lists = append(t.lists, list)
+	}
+	n = d.count(3)
+	for range n {
+		f := Frame{Function: d.str(t), Module: d.str(t)}
+		f.Offset = d.uvarint()
+		t.frames = append(t.frames, f)
+	}
+	n = d.count(3)
+	var stacks []Stack
+	if n > 0 {
+		stacks = make([]Stack, 0, n)
+	}
+	for range n {
+		s := Stack{ID: d.uvarint(), Kernel: d.byte() != 0}
+		if l := d.length(1); l >= 0 {
+			s.Frames = make([]Frame, l)
+			for i := range s.Frames {
+				if k := d.ref(len(t.frames)); d.err == nil {
+					s.Frames[i] = t.frames[k]
+				}
+			}
+		}
+		t.stacks = append(t.stacks, s.ID)
+		stacks = append(stacks, s)
+	}
+	return stacks
+}
+
+func (d *dec2) stackRef(t *tables2) uint64 {
+	switch v := d.uvarint(); v {
+	case 0:
+		return 0
+	case 1:
+		return d.uvarint()
+	default:
+		if v-2 >= uint64(len(t.stacks)) {
+			d.fail("stack reference %d past a table of %d", v-2, len(t.stacks))
+			return 0
+		}
+		return t.stacks[v-2]
+	}
+}
+
+func (d *dec2) countMap(t *tables2) map[string]uint64 {
+	n := d.length(2)
+	if n < 0 {
+		return nil
+	}
+	m := make(map[string]uint64, n)
+	for range n {
+		k := d.str(t)
+		m[k] = d.uvarint()
+	}
+	return m
+}
+
+// body decodes a window's body (everything after its definitions).
+func (d *dec2) body(t *tables2, w *Window) {
+	w.Index = int(min(d.uvarint(), math.MaxInt32))
+	w.StartNS = d.varint()
+	w.EndNS = w.StartNS + d.varint()
+
+	if n := d.length(5); n >= 0 {
+		w.Counters = make([]Counter, n)
+		for i := range w.Counters {
+			c := &w.Counters[i]
+			c.Event = d.str(t)
+			c.Enabled = d.uvarint()
+			c.Running = d.uvarint()
+			c.PerCPU = d.counts(nil)
+			c.HostPerCPU = d.counts(c.PerCPU)
+		}
+	}
+
+	if n := d.length(5); n >= 0 {
+		w.Processes = make([]Process, n)
+		for i := range w.Processes {
+			p := &w.Processes[i]
+			p.PID = d.int(0)
+			p.Comm = d.str(t)
+			if l := d.uvarint(); l > 0 {
+				if l-1 >= uint64(len(t.lists)) {
+					d.fail("list reference %d past a table of %d", l-1, len(t.lists))
+				} else {
+					p.Cmdline = t.lists[l-1]
+				}
+			}
+			p.Counts = d.countMap(t)
+			if n := d.length(3); n >= 0 {
+				p.Threads = make([]Thread, n)
+				for j := range p.Threads {
+					th := &p.Threads[j]
+					th.TID = d.int(int64(p.PID))
+					th.Comm = d.str(t)
+					th.Counts = d.countMap(t)
+				}
+			}
+		}
+	}
+
+	if n := d.length(3); n >= 0 {
+		w.Histograms = make([]Histogram, n)
+		for i := range w.Histograms {
+			h := &w.Histograms[i]
+			h.Name = d.str(t)
+			h.Unit = d.str(t)
+			if n := d.length(1); n >= 0 {
+				h.PerCPU = make([]Counts, n)
+				for j := range h.PerCPU {
+					h.PerCPU[j] = d.counts(nil)
+				}
+			}
+		}
+	}
+
+	if n := d.length(7); n >= 0 {
+		w.Samples = make([]Sample, n)
+		prevPID := 0
+		for i := range w.Samples {
+			s := &w.Samples[i]
+			s.Event = d.str(t)
+			s.PID = d.int(int64(prevPID))
+			s.TID = d.int(int64(s.PID))
+			s.CPU = d.int(0)
+			s.UserStack = d.stackRef(t)
+			s.KernelStack = d.stackRef(t)
+			s.Count = d.uvarint()
+			prevPID = s.PID
+		}
+	}
+
+	if n := d.length(4); n >= 0 {
+		w.SampleRate = make([]SampleRate, n)
+		for i := range w.SampleRate {
+			r := &w.SampleRate[i]
+			r.Event = d.str(t)
+			r.Requested = d.float()
+			r.Achieved = d.float()
+			r.Samples = d.uvarint()
+		}
+	}
+
+	dr := &w.Drops
+	for _, p := range []*uint64{&dr.StackErrors, &dr.SampleMapFull, &dr.ProcMapFull, &dr.Throttled, &dr.MapErrors} {
+		*p = d.uvarint()
+	}
+
+	if n := d.length(2); n >= 0 {
+		w.AppMetrics = make(map[string]float64, n)
+		for range n {
+			k := d.str(t)
+			w.AppMetrics[k] = d.float()
+		}
+	}
+
+	if l := d.count(1); l > 0 && d.err == nil {
+		ext := d.b[:l]
+		d.b = d.b[l:]
+		if err := json.Unmarshal(ext, w); err != nil {
+			d.fail("window extension: %v", err)
+		}
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("%d bytes after the window", len(d.b))
+	}
+}
+
+// windowBudget is how many count values a window of n decompressed bytes
+// may allocate: generous for real windows (a 1024-CPU all-zero row costs
+// three bytes), bounded for garbage.
+func windowBudget(n int) int { return 1<<20 + 64*n }

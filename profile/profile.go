@@ -241,6 +241,9 @@ type Frame struct {
 	Function string `json:"function,omitempty"`
 	Module   string `json:"module,omitempty"`
 	Offset   uint64 `json:"offset,omitempty"` // address relative to the module
+	// BuildID identifies the module file's contents (GNU build id in hex,
+	// or a Go build id); empty when unknown. pprof exports carry it.
+	BuildID string `json:"build_id,omitempty"`
 }
 
 // SampleRate compares requested and achieved sampling in a window.

@@ -141,6 +141,7 @@ func (e *encoder2) frame(f Frame) uint64 {
 	if !ok {
 		e.str(f.Function)
 		e.str(f.Module)
+		e.str(f.BuildID)
 		id = uint64(len(e.frames))
 		e.frames[f] = id
 		e.newFrames = append(e.newFrames, f)
@@ -279,6 +280,7 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 		o = binary.AppendUvarint(o, e.strings[f.Function])
 		o = binary.AppendUvarint(o, e.strings[f.Module])
 		o = binary.AppendUvarint(o, f.Offset)
+		o = binary.AppendUvarint(o, e.strings[f.BuildID])
 	}
 	o = binary.AppendUvarint(o, uint64(len(e.newStacks)))
 	for _, s := range e.newStacks {
@@ -573,10 +575,11 @@ func (d *dec2) defs(t *tables2) []Stack {
 		}
 		t.lists = append(t.lists, list)
 	}
-	n = d.count(3)
+	n = d.count(4)
 	for range n {
 		f := Frame{Function: d.str(t), Module: d.str(t)}
 		f.Offset = d.uvarint()
+		f.BuildID = d.str(t)
 		t.frames = append(t.frames, f)
 	}
 	n = d.count(3)

@@ -22,6 +22,9 @@ type object struct {
 	// err says why the file could not be indexed (not ELF, unreadable);
 	// its frames then keep module+offset.
 	err error
+	// buildID identifies the file's contents: the GNU build id in hex, or
+	// a Go binary's build id; empty when it has neither.
+	buildID string
 }
 
 type segment struct {
@@ -76,7 +79,10 @@ func loadObject(r io.ReaderAt, debugDirs ...string) (obj *object, err error) {
 	}
 	defer f.Close()
 
-	o := &object{}
+	o := &object{buildID: hex.EncodeToString(buildID(f))}
+	if o.buildID == "" {
+		o.buildID = goBuildID(f)
+	}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_LOAD && p.Filesz > 0 {
 			o.segs = append(o.segs, segment{off: p.Off, filesz: p.Filesz, vaddr: p.Vaddr})
@@ -178,6 +184,26 @@ func buildID(f *elf.File) []byte {
 		}
 	}
 	return nil
+}
+
+// goBuildID returns the build id the Go linker writes in
+// .note.go.buildid (note name "Go", type 4), "" when there is none.
+func goBuildID(f *elf.File) string {
+	s := f.Section(".note.go.buildid")
+	if s == nil {
+		return ""
+	}
+	data, err := s.Data()
+	if err != nil || len(data) < 16 {
+		return ""
+	}
+	namesz := uint64(f.ByteOrder.Uint32(data))
+	descsz := uint64(f.ByteOrder.Uint32(data[4:]))
+	nameEnd := 12 + (namesz+3)&^3
+	if f.ByteOrder.Uint32(data[8:]) != 4 || namesz != 4 || string(data[12:14]) != "Go" || nameEnd+descsz > uint64(len(data)) {
+		return ""
+	}
+	return string(data[nameEnd : nameEnd+descsz])
 }
 
 // elfFuncs builds a table of the function symbols in syms, leaving out

@@ -226,7 +226,11 @@ func (p *process) frame(addr uint64) profile.Frame {
 	}
 	off := addr - m.start + m.pgoff
 	name, _ := m.obj.resolve(off)
-	return profile.Frame{Function: name, Module: m.module, Offset: off}
+	f := profile.Frame{Function: name, Module: m.module, Offset: off}
+	if m.obj != nil {
+		f.BuildID = m.obj.buildID
+	}
+	return f
 }
 
 // objectFor returns the index of the file mapped by m, from the cache when

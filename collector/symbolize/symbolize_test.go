@@ -650,3 +650,51 @@ func TestMalformedFiles(t *testing.T) {
 		t.Error("parseMaps accepted an inverted address range")
 	}
 }
+
+// TestBuildID checks that frames carry their file's build id: the GNU
+// build id readelf -n prints, or for a Go binary linked without one, what
+// go tool buildid prints.
+func TestBuildID(t *testing.T) {
+	gnu := func(t *testing.T, bin string) string {
+		out, err := exec.Command("readelf", "-n", bin).Output()
+		if err != nil {
+			t.Skipf("needs readelf (binutils) to read the build id: %v", err)
+		}
+		_, id, ok := strings.Cut(string(out), "Build ID: ")
+		if !ok {
+			t.Fatalf("readelf -n shows no build id:\n%s", out)
+		}
+		return strings.Fields(id)[0]
+	}
+	for _, v := range []struct {
+		name, fn string
+		bin      func(t *testing.T) string
+		want     func(t *testing.T, bin string) string
+	}{
+		{"go", "main.hotLoop", func(t *testing.T) string { return goBinary(t, "go-exe") }, gnu},
+		{"go-without-gnu-note", "main.hotLoop", func(t *testing.T) string {
+			return goBinaryEnv(t, "go-nognu", []string{"CGO_ENABLED=0"}, "-ldflags=-B none")
+		}, func(t *testing.T, bin string) string {
+			out, err := exec.Command("go", "tool", "buildid", bin).Output()
+			if err != nil {
+				t.Fatalf("go tool buildid: %v", err)
+			}
+			return strings.TrimSpace(string(out))
+		}},
+		{"c", "hot_loop", func(t *testing.T) string { return cBinary(t, "c-pie-buildid", "-Wl,--build-id") }, gnu},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			bin := v.bin(t)
+			want := v.want(t, bin)
+			p := start(t, bin)
+			s := New()
+			if err := s.Snapshot(p.pid()); err != nil {
+				t.Fatalf("Snapshot: %v", err)
+			}
+			f := s.User(p.pid(), []uint64{p.addrs[0]})[0]
+			if !strings.Contains(f.Function, v.fn) || f.BuildID != want {
+				t.Errorf("frame %+v: build id %q, want %q", f, f.BuildID, want)
+			}
+		})
+	}
+}

@@ -5,16 +5,14 @@ go 1.26.0
 require (
 	github.com/cilium/ebpf v0.22.0
 	github.com/go-echarts/go-echarts/v2 v2.6.7
+	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
 	github.com/hodgesds/perf-utils v0.7.0
+	github.com/klauspost/compress v1.20.4
 	github.com/spf13/pflag v1.1.0
 	golang.org/x/sys v0.50.0
 )
 
 require (
-	github.com/chzyer/readline v1.5.1 // indirect
-	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b // indirect
-	github.com/ianlancetaylor/demangle v0.0.0-20250417193237-f615e6bd150b // indirect
-	github.com/klauspost/compress v1.20.4 // indirect
 	go.uber.org/atomic v1.7.0 // indirect
 	go.uber.org/multierr v1.6.0 // indirect
 )

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cacheheat/cacheheat/export"
+)
+
+func init() {
+	register(command{name: "export", summary: "write a recording's stack samples for pprof or flame graphs", run: runExport})
+}
+
+func runExport(name string, args []string, stdout io.Writer) error {
+	fs := newFlagSet(name, "FILE --pprof|--folded [-o OUT] [--from D] [--to D] [--pid PID]", `  cacheheat export r.rec --pprof                writes r.pb.gz; go tool pprof -top r.pb.gz
+  cacheheat export r.rec --folded | flamegraph.pl > r.svg
+  cacheheat export r.rec --folded --from 10s --to 20s --pid 1234 -o r.folded
+`, stdout)
+	asPprof := fs.Bool("pprof", false, "gzip'd pprof profile (go tool pprof, Pyroscope, Parca); default output FILE with .pb.gz")
+	asFolded := fs.Bool("folded", false, "collapsed stacks, 'comm;outer;...;inner count' per line (flamegraph.pl, speedscope); default output stdout")
+	out := fs.StringP("output", "o", "", "file to write ('-' for stdout)")
+	from := fs.Duration("from", 0, "keep windows that start at or after this offset from the recording's start (e.g. 10s)")
+	to := fs.Duration("to", 0, "keep windows that start before this offset (default: the end)")
+	pid := fs.Int("pid", 0, "keep this process's samples only")
+	event := fs.String("event", "", "sample event of the folded output (default: the recording's primary sample event, cpu-clock)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageErrorf("export: want one recording file, got %d arguments; run 'cacheheat export --help'", fs.NArg())
+	}
+	if *asPprof == *asFolded {
+		return usageErrorf("export: pass exactly one of --pprof and --folded")
+	}
+	if *from < 0 || *to < 0 || (*to > 0 && *to <= *from) {
+		return usageErrorf("export: --from %v --to %v is not a time range", *from, *to)
+	}
+	in := fs.Arg(0)
+	if *out == "" && *asPprof {
+		*out = strings.TrimSuffix(in, filepath.Ext(in)) + ".pb.gz"
+	}
+	if *out != "" && *out != "-" && filepath.Clean(*out) == filepath.Clean(in) {
+		return usageErrorf("export: output %s would overwrite the recording; pass -o OUT", *out)
+	}
+	rec, err := readRecording(in)
+	if err != nil {
+		return err
+	}
+	if rec.Warning != "" {
+		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", rec.Warning)
+	}
+	o := export.Options{From: *from, To: *to, PID: *pid, Event: *event}
+	write := func(w io.Writer) error { return export.Folded(w, rec, o) }
+	if *asPprof {
+		write = func(w io.Writer) error { return export.Pprof(w, rec, o) }
+	}
+	if *out == "" || *out == "-" {
+		return write(stdout)
+	}
+	if err := writeFileAtomic(*out, write); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, *out)
+	return nil
+}
+

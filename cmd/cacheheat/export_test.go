@@ -1,0 +1,104 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cacheheat/cacheheat/profile"
+)
+
+// TestExportFFN records 'workload run ffn -t 2' with the real recorder,
+// exports it, and checks that go tool pprof -top lists runFFN among the
+// top three functions by self time and that the folded stacks sum to the
+// recording's cpu-clock samples.
+func TestExportFFN(t *testing.T) {
+	needRoot(t)
+	bin := cacheheatBinary(t)
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "ffn.rec")
+	if out, err := exec.Command(bin, "record", "-q", "-e", "cpu-clock", "-o", rec, "--",
+		bin, "workload", "run", "ffn", "-t", "2", "-d", "3s").CombinedOutput(); err != nil {
+		t.Fatalf("record: %v\n%s", err, out)
+	}
+	r, err := profile.ReadFile(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Header.FormatVersion != "2.0" {
+		t.Errorf("recorder wrote format %s, want 2.0", r.Header.FormatVersion)
+	}
+	pb := filepath.Join(dir, "ffn.pb.gz")
+	if out, err := exec.Command(bin, "export", rec, "--pprof", "-o", pb).CombinedOutput(); err != nil {
+		t.Fatalf("export --pprof: %v\n%s", err, out)
+	}
+	out, err := exec.Command("go", "tool", "pprof", "-top", pb).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof -top: %v\n%s", err, out)
+	}
+	// Rows after the "flat flat% sum% cum cum%" header, by flat time.
+	_, rows, ok := strings.Cut(string(out), "cum%\n")
+	lines := strings.Split(rows, "\n")
+	if !ok || len(lines) < 3 {
+		t.Fatalf("go tool pprof -top printed no table:\n%s", out)
+	}
+	if !strings.Contains(strings.Join(lines[:3], "\n"), "runFFN") {
+		t.Errorf("runFFN is not among the top 3:\n%s", out)
+	}
+
+	var folded bytes.Buffer
+	cmd := exec.Command(bin, "export", rec, "--folded")
+	cmd.Stdout = &folded
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("export --folded: %v", err)
+	}
+	var sum, want uint64
+	for _, l := range strings.Split(strings.TrimSpace(folded.String()), "\n") {
+		n, err := strconv.ParseUint(l[strings.LastIndexByte(l, ' ')+1:], 10, 64)
+		if err != nil {
+			t.Fatalf("folded line %q: %v", l, err)
+		}
+		sum += n
+	}
+	for _, w := range r.Windows {
+		for _, s := range w.Samples {
+			if s.Event == "cpu-clock" {
+				want += s.Count
+			}
+		}
+	}
+	if want == 0 || sum != want {
+		t.Errorf("folded stacks sum to %d, the recording has %d cpu-clock samples", sum, want)
+	}
+}
+
+func TestExportUsage(t *testing.T) {
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "garbage.rec")
+	os.WriteFile(garbage, []byte("not a recording"), 0o644)
+	v1 := "../../profile/testdata/v1/ffn-real.rec"
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"neither", []string{"export", v1}, exitUsage, "exactly one of --pprof and --folded"},
+		{"both", []string{"export", v1, "--pprof", "--folded"}, exitUsage, "exactly one"},
+		{"range", []string{"export", v1, "--folded", "--from", "5s", "--to", "2s"}, exitUsage, "not a time range"},
+		{"missing", []string{"export", filepath.Join(dir, "nope.rec"), "--folded"}, exitUsage, "no such file"},
+		{"garbage", []string{"export", garbage, "--folded"}, exitFormat, "not a cacheheat recording"},
+		{"over itself", []string{"export", v1, "--pprof", "-o", v1}, exitUsage, "would overwrite"},
+		{"v1 folded", []string{"export", v1, "--folded", "--pid", "9147"}, exitOK, "o3-ffn;"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(tc.args, &out, &errb)
+		if code != tc.code || !strings.Contains(out.String()+errb.String(), tc.msg) {
+			t.Errorf("%s: exit %d, output %q %q; want exit %d mentioning %q", tc.name, code, out.String(), errb.String(), tc.code, tc.msg)
+		}
+	}
+}

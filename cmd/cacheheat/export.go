@@ -66,4 +66,3 @@ func runExport(name string, args []string, stdout io.Writer) error {
 	fmt.Fprintln(stdout, *out)
 	return nil
 }
-

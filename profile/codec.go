@@ -370,13 +370,13 @@ func (d *Decoder) fill() {
 		if r.err != nil || r.kind != recWindow || r.decodeErr != nil {
 			break
 		}
-		dd := dec2{b: r.payload}
+		dd := dec2{b: r.payload, budget: windowBudget(len(r.payload))}
 		r.window = &Window{NewStacks: dd.defs(&d.tables)}
 		if dd.err != nil {
 			r.decodeErr = dd.err
 			break // later windows may refer to what this one failed to define
 		}
-		r.payload, r.tables, r.budget = dd.b, d.tables, windowBudget(len(r.payload))
+		r.payload, r.tables, r.budget = dd.b, d.tables, dd.budget
 	}
 	parallel(len(batch), func(i int) {
 		r := &batch[i]
@@ -514,4 +514,35 @@ func (h *Header) check(fileMajor int) error {
 func (h *Header) major() string {
 	m, _, _ := strings.Cut(h.FormatVersion, ".")
 	return m
+}
+
+// WriteFile writes rec to path in format major (1 or 2), defining each
+// stack in the first window that refers to it. It converts recordings
+// between versions for benchmarks and tests; a recording without a
+// trailer stays one.
+func WriteFile(path string, rec *Recording, major int) error {
+	w, err := CreateVersion(path, rec.Header, major)
+	if err != nil {
+		return err
+	}
+	defined := map[uint64]bool{}
+	for _, win := range rec.Windows {
+		win.NewStacks = nil
+		for _, s := range win.Samples {
+			for _, id := range []uint64{s.UserStack, s.KernelStack} {
+				if st, ok := rec.Stacks[id]; ok && !defined[id] {
+					defined[id] = true
+					win.NewStacks = append(win.NewStacks, st)
+				}
+			}
+		}
+		if err := w.WriteWindow(&win); err != nil {
+			w.Abort()
+			return err
+		}
+	}
+	if rec.Trailer == nil {
+		return w.Abort()
+	}
+	return w.Close(*rec.Trailer)
 }

@@ -87,19 +87,21 @@ type encoder2 struct {
 	strings map[string]uint64
 	lists   map[string]uint64
 	frames  map[Frame]uint64
-	stacks  map[uint64]uint64 // Stack.ID to table index
+	nodes   map[[2]uint64]uint64 // {parent node + 1 (0: root), frame} to node
+	stacks  map[uint64]uint64    // Stack.ID to table index
 	// Definitions added by the window being encoded.
 	newStrings []string
 	newLists   [][]uint64
 	newFrames  []Frame
-	newStacks  []Stack
+	newNodes   [][2]uint64
+	newStacks  []stackDef
 	body, out  []byte
 	keys       []string
 }
 
 func newEncoder2() *encoder2 {
 	return &encoder2{strings: map[string]uint64{}, lists: map[string]uint64{},
-		frames: map[Frame]uint64{}, stacks: map[uint64]uint64{}}
+		frames: map[Frame]uint64{}, nodes: map[[2]uint64]uint64{}, stacks: map[uint64]uint64{}}
 }
 
 func (e *encoder2) str(s string) uint64 {
@@ -149,6 +151,33 @@ func (e *encoder2) frame(f Frame) uint64 {
 	return id
 }
 
+// stackDef is a stack as written: its leaf in the call tree.
+type stackDef struct {
+	id     uint64
+	kernel bool
+	leaf   uint64 // 0: nil frames, 1: no frames, n+2: node n
+}
+
+// leaf interns frames (innermost first) as a path in the call tree, root
+// side first, so stacks that share their outer frames share those nodes.
+func (e *encoder2) leaf(frames []Frame) uint64 {
+	if frames == nil {
+		return 0
+	}
+	parent := uint64(0) // node + 1; 0 is the root
+	for i := len(frames) - 1; i >= 0; i-- {
+		k := [2]uint64{parent, e.frame(frames[i])}
+		n, ok := e.nodes[k]
+		if !ok {
+			n = uint64(len(e.nodes))
+			e.nodes[k] = n
+			e.newNodes = append(e.newNodes, k)
+		}
+		parent = n + 1
+	}
+	return parent + 1
+}
+
 // Stack references: 0 none, 1 a raw id follows (a stack no window
 // defined; CheckValid refuses it on reading), k >= 2 table index k-2.
 func (e *encoder2) stackRef(b []byte, id uint64) []byte {
@@ -169,16 +198,13 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.newStrings, e.newLists, e.newFrames, e.newStacks = e.newStrings[:0], e.newLists[:0], e.newFrames[:0], e.newStacks[:0]
+	e.newStrings, e.newLists, e.newFrames, e.newNodes, e.newStacks = e.newStrings[:0], e.newLists[:0], e.newFrames[:0], e.newNodes[:0], e.newStacks[:0]
 	for _, s := range win.NewStacks {
 		if _, ok := e.stacks[s.ID]; ok {
 			continue
 		}
-		for _, f := range s.Frames {
-			e.frame(f)
-		}
 		e.stacks[s.ID] = uint64(len(e.stacks))
-		e.newStacks = append(e.newStacks, s)
+		e.newStacks = append(e.newStacks, stackDef{id: s.ID, kernel: s.Kernel, leaf: e.leaf(s.Frames)})
 	}
 	b := e.body[:0]
 	b = binary.AppendUvarint(b, uint64(win.Index))
@@ -282,14 +308,16 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 		o = binary.AppendUvarint(o, f.Offset)
 		o = binary.AppendUvarint(o, e.strings[f.BuildID])
 	}
+	o = binary.AppendUvarint(o, uint64(len(e.newNodes)))
+	for _, n := range e.newNodes {
+		o = binary.AppendUvarint(o, n[0])
+		o = binary.AppendUvarint(o, n[1])
+	}
 	o = binary.AppendUvarint(o, uint64(len(e.newStacks)))
 	for _, s := range e.newStacks {
-		o = binary.AppendUvarint(o, s.ID)
-		o = appendBool(o, s.Kernel)
-		o = appendLen(o, len(s.Frames), s.Frames == nil)
-		for _, f := range s.Frames {
-			o = binary.AppendUvarint(o, e.frames[f])
-		}
+		o = binary.AppendUvarint(o, s.id)
+		o = appendBool(o, s.kernel)
+		o = binary.AppendUvarint(o, s.leaf)
 	}
 	o = append(o, b...)
 	e.out = o
@@ -405,7 +433,15 @@ type tables2 struct {
 	strings []string
 	lists   [][]string
 	frames  []Frame
+	nodes   []node
 	stacks  []uint64 // table index to Stack.ID
+}
+
+// node is one call-tree node: a frame and its caller's node.
+type node struct {
+	parent int32 // node index + 1; 0: the root
+	frame  int32
+	depth  int32 // frames from the root to this node, itself included
 }
 
 // dec2 reads varints from one record and remembers the first error, so
@@ -582,6 +618,15 @@ func (d *dec2) defs(t *tables2) []Stack {
 		f.BuildID = d.str(t)
 		t.frames = append(t.frames, f)
 	}
+	n = d.count(2)
+	for range n {
+		parent := d.ref(len(t.nodes) + 1)
+		nd := node{parent: int32(parent), frame: int32(d.ref(len(t.frames))), depth: 1}
+		if parent > 0 {
+			nd.depth = t.nodes[parent-1].depth + 1
+		}
+		t.nodes = append(t.nodes, nd)
+	}
 	n = d.count(3)
 	var stacks []Stack
 	if n > 0 {
@@ -589,12 +634,25 @@ func (d *dec2) defs(t *tables2) []Stack {
 	}
 	for range n {
 		s := Stack{ID: d.uvarint(), Kernel: d.byte() != 0}
-		if l := d.length(1); l >= 0 {
-			s.Frames = make([]Frame, l)
-			for i := range s.Frames {
-				if k := d.ref(len(t.frames)); d.err == nil {
-					s.Frames[i] = t.frames[k]
+		switch leaf := d.ref(len(t.nodes) + 2); {
+		case d.err != nil:
+		case leaf == 1:
+			s.Frames = []Frame{}
+		case leaf >= 2:
+			nd := t.nodes[leaf-2]
+			if int(nd.depth) > d.budget {
+				d.fail("stack of %d frames exceeds the limit", nd.depth)
+				break
+			}
+			d.budget -= int(nd.depth)
+			// Leaf to root is innermost first, the order of Frames.
+			s.Frames = make([]Frame, 0, nd.depth)
+			for {
+				s.Frames = append(s.Frames, t.frames[nd.frame])
+				if nd.parent == 0 {
+					break
 				}
+				nd = t.nodes[nd.parent-1]
 			}
 		}
 		t.stacks = append(t.stacks, s.ID)

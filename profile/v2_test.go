@@ -251,7 +251,7 @@ func TestV1ToV2SameRecording(t *testing.T) {
 			t.Fatal(err)
 		}
 		out := filepath.Join(t.TempDir(), "v2.rec")
-		if err := writeAll(out, v1, 2); err != nil {
+		if err := WriteFile(out, v1, 2); err != nil {
 			t.Fatal(err)
 		}
 		v2, err := ReadFile(out)
@@ -271,28 +271,3 @@ func TestV1ToV2SameRecording(t *testing.T) {
 	}
 }
 
-// writeAll writes rec in format major.
-func writeAll(path string, rec *Recording, major int) error {
-	w, err := CreateVersion(path, rec.Header, major)
-	if err != nil {
-		return err
-	}
-	defined := map[uint64]bool{}
-	for _, win := range rec.Windows {
-		for _, s := range win.Samples {
-			for _, id := range []uint64{s.UserStack, s.KernelStack} {
-				if id != 0 && !defined[id] {
-					defined[id] = true
-					win.NewStacks = append(win.NewStacks, rec.Stacks[id])
-				}
-			}
-		}
-		if err := w.WriteWindow(&win); err != nil {
-			return err
-		}
-	}
-	if rec.Trailer == nil {
-		return w.Abort()
-	}
-	return w.Close(*rec.Trailer)
-}

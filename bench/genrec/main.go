@@ -20,6 +20,7 @@ func main() {
 	flag.IntVar(&o.Nodes, "nodes", o.Nodes, "NUMA nodes")
 	flag.IntVar(&o.Windows, "windows", o.Windows, "windows")
 	flag.DurationVar(&o.Interval, "interval", time.Second, "window length")
+	flag.IntVar(&o.Format, "format", 0, "file format major version (default: the current one)")
 	flag.Parse()
 	if *out == "" {
 		fmt.Fprintln(os.Stderr, "genrec: -o FILE is required")

@@ -28,6 +28,9 @@ type Options struct {
 	// the hostile-names test puts its payloads here.
 	Names []string
 	Seed  uint64
+	// Format is the file format major version Write uses; 0 is the
+	// current one. Benchmarks write version 1 to compare.
+	Format int
 }
 
 // Default is a small recording: 4 CPUs on 2 nodes, 6 windows.
@@ -289,7 +292,11 @@ func trailer(o Options) *profile.Trailer {
 // Write streams a synthetic recording to path with profile's writer, one
 // window at a time, so very long recordings never sit in memory whole.
 func Write(path string, o Options) error {
-	w, err := profile.Create(path, Header(o))
+	format := o.Format
+	if format == 0 {
+		format = profile.FormatMajor
+	}
+	w, err := profile.CreateVersion(path, Header(o), format)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,96 @@
+// Command recsize measures the recording format for bench/format.sh.
+//
+//	recsize -marginal SHORT.rec LONG.rec
+//	    rewrites both recordings in format v1 and v2 and prints, per
+//	    format, the marginal size per CPU-window:
+//	    (size(LONG) - size(SHORT)) / ((windows(LONG) - windows(SHORT)) x CPUs)
+//	recsize -read FILE [RUNS]
+//	    prints the best wall time of profile.ReadFile over RUNS (default 3)
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/cacheheat/cacheheat/profile"
+)
+
+func main() {
+	marginal := flag.Bool("marginal", false, "marginal size per CPU-window of SHORT.rec and LONG.rec in v1 and v2")
+	read := flag.Bool("read", false, "best read time of FILE")
+	flag.Parse()
+	var err error
+	switch {
+	case *marginal && flag.NArg() == 2:
+		err = marginalSize(flag.Arg(0), flag.Arg(1))
+	case *read && flag.NArg() >= 1:
+		runs := 3
+		if flag.NArg() > 1 {
+			runs, _ = strconv.Atoi(flag.Arg(1))
+		}
+		err = readTime(flag.Arg(0), max(1, runs))
+	default:
+		fmt.Fprintln(os.Stderr, "usage: recsize -marginal SHORT.rec LONG.rec | recsize -read FILE [RUNS]")
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "recsize:", err)
+		os.Exit(1)
+	}
+}
+
+func marginalSize(short, long string) error {
+	dir, err := os.MkdirTemp("", "recsize-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	var recs [2]*profile.Recording
+	for i, p := range []string{short, long} {
+		if recs[i], err = profile.ReadFile(p); err != nil {
+			return err
+		}
+	}
+	cpus := len(recs[1].Header.Host.Topology.CPUs)
+	dw := len(recs[1].Windows) - len(recs[0].Windows)
+	if dw <= 0 {
+		return fmt.Errorf("%s has no more windows than %s", long, short)
+	}
+	fmt.Printf("windows %d and %d, %d CPUs\n", len(recs[0].Windows), len(recs[1].Windows), cpus)
+	for _, major := range []int{1, 2} {
+		var size [2]int64
+		for i, r := range recs {
+			out := filepath.Join(dir, fmt.Sprintf("v%d-%d.rec", major, i))
+			if err := profile.WriteFile(out, r, major); err != nil {
+				return err
+			}
+			st, err := os.Stat(out)
+			if err != nil {
+				return err
+			}
+			size[i] = st.Size()
+		}
+		nominal := (recs[1].Header.Settings.DurationNS - recs[0].Header.Settings.DurationNS) / max(1, recs[1].Header.Settings.IntervalNS)
+		fmt.Printf("v%d: %d and %d bytes; marginal %.1f bytes per CPU-window over the %d windows written, %.1f over the nominal %d\n",
+			major, size[0], size[1], float64(size[1]-size[0])/float64(dw*cpus), dw,
+			float64(size[1]-size[0])/float64(max(1, nominal)*int64(cpus)), nominal)
+	}
+	return nil
+}
+
+func readTime(path string, runs int) error {
+	best := time.Duration(1<<63 - 1)
+	for range runs {
+		start := time.Now()
+		if _, err := profile.ReadFile(path); err != nil {
+			return err
+		}
+		best = min(best, time.Since(start))
+	}
+	fmt.Printf("%.2f\n", best.Seconds())
+	return nil
+}

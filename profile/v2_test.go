@@ -270,4 +270,3 @@ func TestV1ToV2SameRecording(t *testing.T) {
 		t.Logf("%s: v1 %d bytes, v2 %d bytes", p, a.Size(), b.Size())
 	}
 }
-

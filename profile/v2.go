@@ -283,8 +283,12 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 		b = appendFloat(b, win.AppMetrics[k])
 	}
 
-	b = binary.AppendUvarint(b, uint64(len(ext)))
-	b = append(b, ext...)
+	if len(ext) > 0 {
+		b = binary.AppendUvarint(b, sectionJSON)
+		b = binary.AppendUvarint(b, uint64(len(ext)))
+		b = append(b, ext...)
+	}
+	b = append(b, sectionEnd)
 	e.body = b
 
 	// Definitions first, then the body that refers to them.
@@ -788,17 +792,38 @@ func (d *dec2) body(t *tables2, w *Window) {
 		}
 	}
 
-	if l := d.count(1); l > 0 && d.err == nil {
-		ext := d.b[:l]
+	for d.err == nil {
+		tag := d.uvarint()
+		if tag == sectionEnd || d.err != nil {
+			break
+		}
+		l := d.count(1)
+		if d.err != nil {
+			break
+		}
+		sec := d.b[:l]
 		d.b = d.b[l:]
-		if err := json.Unmarshal(ext, w); err != nil {
-			d.fail("window extension: %v", err)
+		switch tag {
+		case sectionJSON:
+			if err := json.Unmarshal(sec, w); err != nil {
+				d.fail("window extension: %v", err)
+			}
+		default:
+			// A section a newer minor version added: skipped.
 		}
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("%d bytes after the window", len(d.b))
 	}
 }
+
+// A window ends with tagged sections, each a tag, a length and its bytes,
+// then sectionEnd. A reader skips tags it does not know, so a field can get
+// a binary section of its own in a minor version.
+const (
+	sectionEnd  = 0
+	sectionJSON = 1 // Window fields without a binary encoding, as JSON
+)
 
 // windowBudget is how many count values a window of n decompressed bytes
 // may allocate: generous for real windows (a 1024-CPU all-zero row costs

@@ -1,6 +1,9 @@
 package profile
 
 import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -268,5 +271,37 @@ func TestV1ToV2SameRecording(t *testing.T) {
 		a, _ := os.Stat(p)
 		b, _ := os.Stat(out)
 		t.Logf("%s: v1 %d bytes, v2 %d bytes", p, a.Size(), b.Size())
+	}
+}
+
+// TestV2SkipsUnknownSections: a section a newer minor version adds (an
+// unknown tag) is skipped and the rest of the window reads as before.
+func TestV2SkipsUnknownSections(t *testing.T) {
+	win := testWindow(0)
+	e := newEncoder2()
+	if _, err := e.window(&win); err != nil {
+		t.Fatal(err)
+	}
+	raw := bytes.Clone(e.out)
+	if raw[len(raw)-1] != sectionEnd {
+		t.Fatalf("window does not end with sectionEnd")
+	}
+	raw = append(raw[:len(raw)-1], 7, 3, 'a', 'b', 'c', sectionEnd)
+	var file bytes.Buffer
+	file.WriteString(magic)
+	binary.Write(&file, binary.LittleEndian, [2]uint16{FormatMajor, FormatMinor + 1})
+	h := testHeader()
+	h.FormatVersion = fmt.Sprintf("%d.%d", FormatMajor, FormatMinor+1)
+	hj, _ := json.Marshal(h)
+	writeFramed(&file, recHeader, compress(hj))
+	writeFramed(&file, recWindow, compress(raw))
+	rec, err := Read(&file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := testWindow(0)
+	want.NewStacks = nil
+	if len(rec.Windows) != 1 || !reflect.DeepEqual(rec.Windows[0], want) {
+		t.Errorf("windows %+v, want %+v (%s)", rec.Windows, want, rec.Warning)
 	}
 }

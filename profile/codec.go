@@ -26,7 +26,7 @@ import (
 //	    kind     1 byte   'H' header, 'W' window, 'T' trailer
 //	    length   uint32 little-endian, payload bytes
 //	    crc      uint32 little-endian, CRC-32C of kind byte + payload
-//	    payload  JSON object
+//	    payload  v1: a JSON object; v2: a zstd frame (v2.go)
 //
 // Every record is self-delimiting and checksummed, so a file cut anywhere
 // reads back up to its last complete record.

@@ -79,6 +79,39 @@ func marginalSize(short, long string) error {
 			major, size[0], size[1], float64(size[1]-size[0])/float64(dw*cpus), dw,
 			float64(size[1]-size[0])/float64(max(1, nominal)*int64(cpus)), nominal)
 	}
+	// What the long recording's windows hold: on a shared host, other
+	// processes' activity (new stacks every window) is most of the size.
+	r := recs[1]
+	var procs, rows, stacks int
+	for _, w := range r.Windows {
+		procs += len(w.Processes)
+		rows += len(w.Samples)
+	}
+	stacks = len(r.Stacks)
+	n := len(r.Windows)
+	fmt.Printf("%s per window: %d processes, %d sample rows; %d distinct stacks in %d windows\n",
+		long, procs/n, rows/n, stacks, n)
+	// The same without stack samples, to separate their cost.
+	var size [2]int64
+	for i, rec := range recs {
+		c := *rec
+		c.Windows = nil
+		for _, w := range rec.Windows {
+			w.Samples = nil
+			c.Windows = append(c.Windows, w)
+		}
+		out := filepath.Join(dir, fmt.Sprintf("nosamples-%d.rec", i))
+		if err := profile.WriteFile(out, &c, 2); err != nil {
+			return err
+		}
+		st, err := os.Stat(out)
+		if err != nil {
+			return err
+		}
+		size[i] = st.Size()
+	}
+	fmt.Printf("v2 without stack samples: marginal %.1f bytes per CPU-window over the windows written\n",
+		float64(size[1]-size[0])/float64(dw*cpus))
 	return nil
 }
 

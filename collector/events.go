@@ -66,7 +66,7 @@ func (e Event) IsHardware() bool { return e.Kind != KindSoftware }
 // (perf_event_open(2)).
 func hwCache(id, op, result uint64) uint64 { return id | op<<8 | result<<16 }
 
-// catalogue is DESIGN.md's event list, in its order. The l2-* entries are
+// catalogue is the generic event list, perf's names. The l2-* entries are
 // placeholders resolved per CPU model by resolveL2.
 var catalogue = []Event{
 	{Name: "cpu-clock", Kind: KindSoftware, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CPU_CLOCK, Desc: "CPU time (ns) from the kernel's high-resolution timer"},

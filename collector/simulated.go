@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -147,8 +149,8 @@ var standIns = map[string]string{
 // standInEvents are the software events the table names that the
 // catalogue does not list (perf knows them by these names).
 var standInEvents = []Event{
-	{Name: "task-clock", Kind: KindSoftware, Type: 1 /* PERF_TYPE_SOFTWARE */, Config: 1 /* PERF_COUNT_SW_TASK_CLOCK */, Desc: "task clock (ns); CPU-wide it counts like cpu-clock"},
-	{Name: "minor-faults", Kind: KindSoftware, Type: 1, Config: 5 /* PERF_COUNT_SW_PAGE_FAULTS_MIN */, Desc: "page faults served without I/O"},
+	{Name: "task-clock", Kind: KindSoftware, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_TASK_CLOCK, Desc: "task clock (ns); CPU-wide it counts like cpu-clock"},
+	{Name: "minor-faults", Kind: KindSoftware, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_PAGE_FAULTS_MIN, Desc: "page faults served without I/O"},
 }
 
 func standInFor(role string) Event {

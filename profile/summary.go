@@ -6,32 +6,32 @@ import (
 	"strconv"
 )
 
-// Summary is the stable `inspect --json` document (DESIGN.md). Fields may
+// Summary is the stable `inspect --json` document. Fields may
 // be added; none may be renamed or removed without a new format_version.
 type Summary struct {
-	FormatVersion string             `json:"format_version"`
-	Host          SummaryHost        `json:"host"`
-	Target        Target             `json:"target"`
-	IntervalS     float64            `json:"interval_s"`
-	Windows       int                `json:"windows"`
-	DurationS     float64            `json:"duration_s"`
-	EndReason     string             `json:"end_reason"` // "" when truncated
-	ExitStatus    *int               `json:"exit_status,omitempty"`
-	Mode          string             `json:"mode"`
-	Truncated     bool               `json:"truncated"`
-	Warning       string             `json:"warning,omitempty"`
-	Events        []EventSummary     `json:"events"`
+	FormatVersion string         `json:"format_version"`
+	Host          SummaryHost    `json:"host"`
+	Target        Target         `json:"target"`
+	IntervalS     float64        `json:"interval_s"`
+	Windows       int            `json:"windows"`
+	DurationS     float64        `json:"duration_s"`
+	EndReason     string         `json:"end_reason"` // "" when truncated
+	ExitStatus    *int           `json:"exit_status,omitempty"`
+	Mode          string         `json:"mode"`
+	Truncated     bool           `json:"truncated"`
+	Warning       string         `json:"warning,omitempty"`
+	Events        []EventSummary `json:"events"`
 	// PMU and Synthetic repeat the header's: a simulated or synthetic
 	// recording must never pass for a measured one.
-	PMU       *PMU   `json:"pmu,omitempty"`
-	Synthetic string `json:"synthetic,omitempty"`
-	Totals        map[string]Total   `json:"totals"`
-	HostTotals    map[string]Total   `json:"host_totals"`
-	Processes     []ProcessSummary   `json:"processes"`
-	Histograms    []HistogramSummary `json:"histograms"`
-	Samples       SamplesSummary     `json:"samples"`
-	Drops         Drops              `json:"drops"`
-	AppMetrics    map[string]float64 `json:"app_metrics"`
+	PMU        *PMU               `json:"pmu,omitempty"`
+	Synthetic  string             `json:"synthetic,omitempty"`
+	Totals     map[string]Total   `json:"totals"`
+	HostTotals map[string]Total   `json:"host_totals"`
+	Processes  []ProcessSummary   `json:"processes"`
+	Histograms []HistogramSummary `json:"histograms"`
+	Samples    SamplesSummary     `json:"samples"`
+	Drops      Drops              `json:"drops"`
+	AppMetrics map[string]float64 `json:"app_metrics"`
 }
 
 // EventSummary is an event's status with its multiplexing over the whole

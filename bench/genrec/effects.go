@@ -38,9 +38,9 @@ var baseline = map[string]float64{
 	"L1-dcache-loads": 6e8, "L1-dcache-load-misses": 1e7,
 	"LLC-loads": 5e6, "LLC-load-misses": 5e5, "LLC-stores": 1e6,
 	"dTLB-load-misses": 2e5,
-	"node-loads": 5e5, "node-load-misses": 2.5e4,
+	"node-loads":       5e5, "node-load-misses": 2.5e4,
 	"mem_load_l3_hit_retired.xsnp_hitm": 1e4,
-	"cpu-clock": 1e9, "page-faults": 100, "context-switches": 10, "cpu-migrations": 1,
+	"cpu-clock":                         1e9, "page-faults": 100, "context-switches": 10, "cpu-migrations": 1,
 }
 
 // effect changes the baseline so that one rule's condition holds, clearly

@@ -135,20 +135,6 @@ func vendorEventElsewhere(name string) []string {
 	return uarchs
 }
 
-// vendorEventNames lists every vendor event name once, sorted.
-func vendorEventNames() []string {
-	var names []string
-	for _, evs := range vendorEvents {
-		for _, v := range evs {
-			if !slices.Contains(names, v.name) {
-				names = append(names, v.name)
-			}
-		}
-	}
-	slices.Sort(names)
-	return names
-}
-
 // curatedDefaults are the hardware events recorded without -e, per vendor:
 // the inputs of IPC, L1/L2/LLC misses per kilo-instruction and miss ratios,
 // dTLB misses, remote memory and cache-to-cache transfers (the metrics of

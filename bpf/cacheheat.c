@@ -361,8 +361,8 @@ static __always_inline void account(struct task_struct *t, bool switching_out)
 		u64 dc = v.counter - l->counter[i];
 		u64 de = have_ref ? ref_de : v.enabled - l->enabled[i];
 		u64 dr = v.running - l->running[i];
-		l->enabled[i] = v.enabled;
 		l->counter[i] = v.counter;
+		l->enabled[i] = v.enabled;
 		l->running[i] = v.running;
 		if (!attribute)
 			continue;

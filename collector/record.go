@@ -144,8 +144,10 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 	}
 
 	// Events: every requested one is probed; measured ones get a slot.
+	// The CPU decides the default events and the vendor encodings; with
+	// events given, an unreadable /proc/cpuinfo only costs miss sampling.
 	cpu, err := LiveCPU()
-	if err != nil {
+	if err != nil && (o.Events == nil || errors.Is(err, ErrUnknownPMU)) {
 		return nil, err
 	}
 	evs := o.Events

@@ -200,3 +200,58 @@ func TestNotSimulatedByDefault(t *testing.T) {
 		t.Error("the report of a real recording has the simulated banner")
 	}
 }
+
+// TestSimulatedCaps: caps on a simulated PMU reports the fixture's CPU and
+// its events as measured by stand-ins, this host's topology, and says
+// SIMULATED in its verdict; an unknown fixture is a usage error.
+func TestSimulatedCaps(t *testing.T) {
+	needRoot(t)
+	var caps struct {
+		CPU      collector.CPUInfo     `json:"cpu"`
+		PMU      *profile.PMU          `json:"pmu"`
+		Events   []profile.EventStatus `json:"events"`
+		Verdict  string                `json:"verdict"`
+		Topology profile.Topology      `json:"topology"`
+		BPFLoad  collector.BPFLoad     `json:"bpf_load"`
+	}
+	out := runBin(t, []string{collector.EnvSimulatedPMU + "=intel-icx"}, "caps", "--json")
+	if err := json.Unmarshal(out, &caps); err != nil {
+		t.Fatal(err)
+	}
+	if caps.CPU.Model != 0x6a || caps.CPU.Simulated != "intel-icx" || caps.PMU == nil || caps.PMU.Counters != 8 {
+		t.Errorf("cpu %+v pmu %+v, want the Ice Lake-SP fixture", caps.CPU, caps.PMU)
+	}
+	if !strings.HasPrefix(caps.Verdict, profile.SimulatedWarning) {
+		t.Errorf("verdict %q does not start with the simulated warning", caps.Verdict)
+	}
+	if !caps.BPFLoad.OK {
+		t.Errorf("cacheheat's BPF object did not load: %s", caps.BPFLoad.Error)
+	}
+	real, err := collector.ReadTopology("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(caps.Topology.CPUs) != len(real.CPUs) {
+		t.Errorf("caps shows %d CPUs, this host has %d: the topology must stay the real one", len(caps.Topology.CPUs), len(real.CPUs))
+	}
+	measured := map[string]bool{}
+	for _, e := range caps.Events {
+		if e.Kind != collector.KindSoftware && e.Status == profile.StatusMeasured {
+			if !e.Simulated {
+				t.Errorf("%s measured without a stand-in", e.Name)
+			}
+			measured[e.Name] = true
+		}
+	}
+	for _, want := range []string{"instructions", "LLC-load-misses", "mem_load_l3_hit_retired.xsnp_hitm", "mem_load_l3_miss_retired.remote_dram"} {
+		if !measured[want] {
+			t.Errorf("caps does not list %s as measured (simulated)", want)
+		}
+	}
+
+	cmd := exec.Command(cacheheatBinary(t), "caps")
+	cmd.Env = append(os.Environ(), collector.EnvSimulatedPMU+"=intel-nope")
+	if err := cmd.Run(); err == nil || cmd.ProcessState.ExitCode() != exitUsage {
+		t.Errorf("caps with an unknown fixture: %v, want exit %d", err, exitUsage)
+	}
+}

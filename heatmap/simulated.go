@@ -23,4 +23,4 @@ func Banner(recs ...*profile.Recording) string {
 
 // bannerCSS styles the banner; kept apart from page.css so the page's own
 // styles can change freely.
-const bannerCSS = `.sim-banner { background: #b00020; color: #fff; font-weight: bold; padding: 8px 12px; margin: 0; position: sticky; top: 0; z-index: 1000; }`
+const bannerCSS = `.sim-banner { background: #b00020; color: #fff; font-weight: bold; padding: 8px 12px; margin: 0; }`

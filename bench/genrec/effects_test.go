@@ -60,3 +60,41 @@ func TestEffectsFireTheirRuleOnly(t *testing.T) {
 		})
 	}
 }
+
+// TestSimulatedFindingsWarn: the same effect recorded on a simulated PMU
+// gives its hardware finding the warning; measured, it carries none.
+func TestSimulatedFindingsWarn(t *testing.T) {
+	h, wins, err := effectRecording("false-sharing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &profile.Recording{Header: h, Stacks: map[uint64]profile.Stack{}}
+	for _, w := range wins {
+		rec.Windows = append(rec.Windows, *w)
+		for _, s := range w.NewStacks {
+			rec.Stacks[s.ID] = s
+		}
+	}
+	for _, simulated := range []bool{false, true} {
+		rec.Header.PMU = nil
+		if simulated {
+			rec.Header.PMU = &profile.PMU{Simulated: "intel-icx"}
+		}
+		res := attribution.Analyze(rec)
+		want := ""
+		if simulated {
+			want = profile.SimulatedWarning
+		}
+		if res.Warning != want {
+			t.Errorf("simulated=%v: result warning %q, want %q", simulated, res.Warning, want)
+		}
+		if len(res.Findings) == 0 {
+			t.Fatalf("simulated=%v: no finding", simulated)
+		}
+		for _, f := range res.Findings {
+			if f.Rule == "false-sharing" && f.Warning != want {
+				t.Errorf("simulated=%v: finding warning %q, want %q", simulated, f.Warning, want)
+			}
+		}
+	}
+}

@@ -38,8 +38,10 @@ type vendorEvent struct {
 // those files are generated from); docs/EVENTS.md lists them.
 var vendorEvents = map[string][]vendorEvent{
 	"skylakex": intelServer("skylakex", "mem_load_l3_hit_retired.xsnp_hitm", 0x08, "mem_load_l3_miss_retired.remote_hitm", 0x04),
-	// Ice Lake's JSON keeps xsnp_hitm as the name perf c2c and most
-	// guides use; newer versions add xsnp_fwd for the same encoding.
+	// Ice Lake-SP's cache.json lists xsnp_hitm, the name perf c2c and
+	// most guides use, as a deprecated alias of xsnp_fwd (the same
+	// encoding): one of the two is catalogued, so they are never counted
+	// twice.
 	"icelakex": intelServer("icelakex", "mem_load_l3_hit_retired.xsnp_hitm", 0x08, "mem_load_l3_miss_retired.remote_hitm", 0x04),
 	// Sapphire Rapids renamed HITM to FWD (a snoop that forwarded the
 	// line, modified or clean) and moved the dTLB walk event to 0x12.
@@ -50,17 +52,19 @@ var vendorEvents = map[string][]vendorEvent{
 }
 
 // intelServer lists the events Skylake-SP, Ice Lake-SP and Sapphire Rapids
-// share, with the two that differ: the same-socket HITM/FWD event name and
-// the dTLB walk event code, and the remote cache event.
+// share, with the three that differ: the same-socket HITM/FWD event name,
+// the dTLB walk event code and the remote cache event. The MEM_LOAD_*
+// events are in each directory's cache.json (on Ice Lake-SP and later
+// they count on general counters 0-3 only).
 func intelServer(uarch, hitm string, dtlbEvent uint64, remoteCache string, remoteCacheUmask uint64) []vendorEvent {
 	return []vendorEvent{
-		{hitm, 0xd2, 0x04, roleCacheToCache, "memory.json", "retired loads that hit a line modified (or forwarded) in another core's cache on this socket (HITM)"},
-		{"mem_load_l3_hit_retired.xsnp_miss", 0xd2, 0x01, roleAccess, "memory.json", "retired loads that hit L3 after a cross-core snoop missed"},
-		{"mem_load_l3_miss_retired.local_dram", 0xd3, 0x01, roleMiss, "memory.json", "retired loads served by this socket's DRAM"},
-		{"mem_load_l3_miss_retired.remote_dram", 0xd3, 0x02, roleRemote, "memory.json", "retired loads served by another socket's DRAM"},
-		{remoteCache, 0xd3, remoteCacheUmask, roleCacheToCache, "memory.json", "retired loads served by a modified line in another socket's cache"},
-		{"mem_load_retired.l2_miss", 0xd1, 0x10, roleMiss, "memory.json", "retired loads that missed L2"},
-		{"mem_load_retired.l3_miss", 0xd1, 0x20, roleMiss, "memory.json", "retired loads that missed L3"},
+		{hitm, 0xd2, 0x04, roleCacheToCache, "cache.json", "retired loads that hit a line modified (or forwarded) in another core's cache on this socket (HITM)"},
+		{"mem_load_l3_hit_retired.xsnp_miss", 0xd2, 0x01, roleAccess, "cache.json", "retired loads that hit L3 after a cross-core snoop missed"},
+		{"mem_load_l3_miss_retired.local_dram", 0xd3, 0x01, roleMiss, "cache.json", "retired loads served by this socket's DRAM"},
+		{"mem_load_l3_miss_retired.remote_dram", 0xd3, 0x02, roleRemote, "cache.json", "retired loads served by another socket's DRAM"},
+		{remoteCache, 0xd3, remoteCacheUmask, roleCacheToCache, "cache.json", "retired loads served by a modified line in another socket's cache"},
+		{"mem_load_retired.l2_miss", 0xd1, 0x10, roleMiss, "cache.json", "retired loads that missed L2"},
+		{"mem_load_retired.l3_miss", 0xd1, 0x20, roleMiss, "cache.json", "retired loads that missed L3"},
 		{"longest_lat_cache.miss", 0x2e, 0x41, roleMiss, "cache.json", "core requests that missed the last-level cache (architectural event)"},
 		{"longest_lat_cache.reference", 0x2e, 0x4f, roleAccess, "cache.json", "core requests to the last-level cache (architectural event)"},
 		{"dtlb_load_misses.walk_completed", dtlbEvent, 0x0e, roleMiss, "virtual-memory.json", "loads whose dTLB miss ended in a completed page walk"},

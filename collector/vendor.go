@@ -46,9 +46,10 @@ var vendorEvents = map[string][]vendorEvent{
 	// Sapphire Rapids renamed HITM to FWD (a snoop that forwarded the
 	// line, modified or clean) and moved the dTLB walk event to 0x12.
 	"sapphirerapids": intelServer("sapphirerapids", "mem_load_l3_hit_retired.xsnp_fwd", 0x12, "mem_load_l3_miss_retired.remote_fwd", 0x08),
-	"amdzen2":        amdFills("amdzen2", "ls_refills_from_sys.", "ls_mabresp_lcl_cache", 0x02, "ls_mabresp_rmt_cache", "ls_mabresp_lcl_dram", "ls_mabresp_rmt_dram"),
-	"amdzen3":        amdFills("amdzen3", "ls_dmnd_fills_from_sys.", "ext_cache_local", 0x04, "ext_cache_remote", "mem_io_local", "mem_io_remote"),
-	"amdzen4":        amdFills("amdzen4", "ls_dmnd_fills_from_sys.", "near_cache", 0x04, "far_cache", "dram_io_near", "dram_io_far"),
+	// Zen 2 and 3 list the fill sources in memory.json, Zen 4 in cache.json.
+	"amdzen2": amdFills("memory.json", "ls_refills_from_sys.", "ls_mabresp_lcl_cache", 0x02, "ls_mabresp_rmt_cache", "ls_mabresp_lcl_dram", "ls_mabresp_rmt_dram"),
+	"amdzen3": amdFills("memory.json", "ls_dmnd_fills_from_sys.", "ext_cache_local", 0x04, "ext_cache_remote", "mem_io_local", "mem_io_remote"),
+	"amdzen4": amdFills("cache.json", "ls_dmnd_fills_from_sys.", "near_cache", 0x04, "far_cache", "dram_io_near", "dram_io_far"),
 }
 
 // intelServer lists the events Skylake-SP, Ice Lake-SP and Sapphire Rapids
@@ -79,16 +80,16 @@ func intelServer(uarch, hitm string, dtlbEvent uint64, remoteCache string, remot
 // unit-mask names each time. Zen 2's local-cache mask (0x02) also counts
 // L3 hits, so there only the remote-cache fill is a cache-to-cache
 // transfer.
-func amdFills(uarch, family, localCache string, localUmask uint64, remoteCache, localDRAM, remoteDRAM string) []vendorEvent {
+func amdFills(fillsFile, family, localCache string, localUmask uint64, remoteCache, localDRAM, remoteDRAM string) []vendorEvent {
 	localRole := roleCacheToCache
 	if localUmask != 0x04 {
 		localRole = roleAccess
 	}
 	return []vendorEvent{
-		{family + localCache, 0x43, localUmask, localRole, "memory.json", "demand data-cache fills from another core's cache on this node"},
-		{family + remoteCache, 0x43, 0x10, roleCacheToCache, "memory.json", "demand data-cache fills from a core's cache on another node"},
-		{family + localDRAM, 0x43, 0x08, roleMiss, "memory.json", "demand data-cache fills from this node's DRAM or I/O"},
-		{family + remoteDRAM, 0x43, 0x40, roleRemote, "memory.json", "demand data-cache fills from another node's DRAM or I/O"},
+		{family + localCache, 0x43, localUmask, localRole, fillsFile, "demand data-cache fills from another core's cache on this node"},
+		{family + remoteCache, 0x43, 0x10, roleCacheToCache, fillsFile, "demand data-cache fills from a core's cache on another node"},
+		{family + localDRAM, 0x43, 0x08, roleMiss, fillsFile, "demand data-cache fills from this node's DRAM or I/O"},
+		{family + remoteDRAM, 0x43, 0x40, roleRemote, fillsFile, "demand data-cache fills from another node's DRAM or I/O"},
 		{"ls_l1_d_tlb_miss.all", 0x45, 0xff, roleMiss, "memory.json", "L1 dTLB misses (served by the L2 TLB or a page walk)"},
 	}
 }

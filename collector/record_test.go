@@ -63,7 +63,12 @@ func runHelper(h string) {
 		var b [1]byte
 		os.Stdin.Read(b[:])
 		var wg sync.WaitGroup
-		for i := 0; i < n; i++ {
+		// A locked goroutine may be given one of the runtime's idle
+		// threads (how many exist depends on what ran at start-up), so
+		// start one more per existing thread: at least n run on threads
+		// created after the signal.
+		existing, _ := os.ReadDir("/proc/self/task")
+		for i := 0; i < n+len(existing); i++ {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

@@ -33,7 +33,8 @@ lint:
 	$(GO) run $(STATICCHECK) ./...
 
 fuzz:
-	$(GO) test ./profile -run '^$$' -fuzz FuzzRead -fuzztime 5m
+	$(GO) test ./profile -run '^$$' -fuzz '^FuzzRead$$' -fuzztime 5m
+	$(GO) test ./profile -run '^$$' -fuzz '^FuzzReadV2$$' -fuzztime 5m
 
 bench: build
 	bash bench/workloads.sh

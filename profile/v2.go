@@ -571,6 +571,8 @@ func (d *dec2) counts(prev Counts) Counts {
 	case d.err != nil || tag == 0:
 		return nil
 	case tag == countsSame:
+		// Shared, not copied: a read recording is never modified, and
+		// under -a this halves the counters' memory.
 		return prev
 	}
 	n := tag - 2

@@ -44,6 +44,10 @@ type Options struct {
 	OnWindow func(*profile.Window, Status)
 	// Warn receives one-line warnings (unsupported events, ...).
 	Warn func(string)
+	// Funcs are functions whose calls are timed, with the calling task's
+	// counters per call (--func); FuncEvents also keeps each call.
+	Funcs      []FuncSpec
+	FuncEvents bool
 }
 
 // Status is the recorder's progress, for the status line and the live view.
@@ -227,6 +231,27 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 		}
 	}()
 
+	// Function probes attach before the command is released, so its
+	// first call is timed.
+	var fk *funcKernel
+	if len(o.Funcs) > 0 {
+		fc := funcConfig{specs: o.Funcs, target: tgt, events: o.FuncEvents, hwReason: funcHardwareReason(host.Mode)}
+		switch tgt.Kind {
+		case profile.TargetPID, profile.TargetCommand:
+			fc.pids = tgt.PIDs
+		case profile.TargetCgroup:
+			fc.cgroupID, fc.cgroupLevel = kc.cgroupID, kc.cgroupLevel
+		}
+		if fk, err = openFuncs(fc); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if cerr := fk.close(); cerr != nil && err == nil {
+				err = fmt.Errorf("releasing function probes: %w", cerr)
+			}
+		}()
+	}
+
 	names := make([]string, len(kc.counted))
 	for i, ev := range kc.counted {
 		names[i] = ev.Name
@@ -249,10 +274,15 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 		}
 	}
 	start := time.Now()
-	w, err := profile.Create(o.Output, profile.Header{
+	hdr := profile.Header{
 		Tool: "cacheheat", StartTime: start, Host: host,
 		Target: tgt.header(), Settings: settings, Events: statuses,
-	})
+	}
+	if fk != nil {
+		fk.startMono.Store(monoNow())
+		hdr.Functions = fk.specs()
+	}
+	w, err := profile.Create(o.Output, hdr)
 	if err != nil {
 		return nil, err
 	}
@@ -279,6 +309,12 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 	}
 	if rec.prev, err = k.snapshot(); err != nil {
 		return nil, err
+	}
+	if fk != nil {
+		rec.fk = fk
+		if rec.fprev, err = fk.snapshot(); err != nil {
+			return nil, err
+		}
 	}
 
 	exited := make(chan struct{})
@@ -393,6 +429,8 @@ type run struct {
 	samples uint64
 	drops   profile.Drops
 	windows int
+	fk      *funcKernel // nil without --func
+	fprev   *funcSnap
 }
 
 // closeWindow drains the kernel, writes one window and reports it. The last
@@ -408,7 +446,19 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 	if err != nil {
 		return err
 	}
-	if last && endNS-rc.lastNS < int64(time.Millisecond) && len(samples) == 0 {
+	var funcs []profile.FunctionWindow
+	var fcur *funcSnap
+	calls := false
+	if rc.fk != nil {
+		if fcur, err = rc.fk.snapshot(); err != nil {
+			return err
+		}
+		funcs = rc.fk.window(rc.fprev, fcur)
+		for _, f := range funcs {
+			calls = calls || len(f.Buckets) > 0 || f.Entries > 0 || f.Unmatched > 0
+		}
+	}
+	if last && endNS-rc.lastNS < int64(time.Millisecond) && len(samples) == 0 && !calls {
 		return nil
 	}
 	// Mappings of every process seen are read now, while it may still run.
@@ -422,6 +472,10 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 	m := rc.meta
 	m.startNS, m.endNS = rc.lastNS, endNS
 	win := buildWindow(rc.prev, cur, samples, lost, m)
+	win.Functions = funcs
+	if fcur != nil {
+		rc.fprev = fcur
+	}
 	if rc.am != nil {
 		win.AppMetrics = rc.am.poll(last)
 	}

@@ -69,6 +69,8 @@ type Header struct {
 	Settings      Settings  `json:"settings"`
 	// Events lists every event that was asked for, measured or not.
 	Events []EventStatus `json:"events"`
+	// Functions lists the --func functions whose calls are timed.
+	Functions []FunctionSpec `json:"functions,omitempty"`
 }
 
 // Host describes the machine the recording was made on.
@@ -171,6 +173,9 @@ type Window struct {
 	SampleRate []SampleRate       `json:"sample_rate,omitempty"`
 	Drops      Drops              `json:"drops"`
 	AppMetrics map[string]float64 `json:"app_metrics,omitempty"`
+	// Functions holds the calls of --func functions that returned in the
+	// window.
+	Functions []FunctionWindow `json:"functions,omitempty"`
 }
 
 // Counter is one event's delta in a window.

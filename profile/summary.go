@@ -28,6 +28,8 @@ type Summary struct {
 	Samples       SamplesSummary     `json:"samples"`
 	Drops         Drops              `json:"drops"`
 	AppMetrics    map[string]float64 `json:"app_metrics"`
+	// Functions are the --func functions' latency and per-call counters.
+	Functions []FunctionSummary `json:"functions"`
 }
 
 // SummaryHost is the host block of the summary.
@@ -174,6 +176,10 @@ func Summarize(r *Recording) Summary {
 		}
 	}
 	s.Samples.Dropped = s.Drops.StackErrors + s.Drops.SampleMapFull
+	s.Functions = []FunctionSummary{}
+	for _, a := range r.FunctionTotals(0, len(r.Windows)) {
+		s.Functions = append(s.Functions, a.Summarize())
+	}
 	return s
 }
 

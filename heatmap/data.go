@@ -31,6 +31,8 @@ type Report struct {
 	Host      HostView     `json:"host"`
 	Quality   Quality      `json:"quality"`
 	Findings  *Findings    `json:"findings,omitempty"`
+	// Functions are the --func functions (heatmap/functions.go).
+	Functions []FunctionView `json:"functions,omitempty"`
 }
 
 // Build computes the whole report's data. maxCells <= 0 means
@@ -39,7 +41,7 @@ func Build(rec *profile.Recording, maxCells int) Report {
 	if maxCells <= 0 {
 		maxCells = DefaultMaxCells
 	}
-	return Report{
+	r := Report{
 		Summary:   BuildSummary(rec),
 		CPU:       CPUGrid(rec, maxCells),
 		Node:      NodeGrid(rec, maxCells),
@@ -49,6 +51,8 @@ func Build(rec *profile.Recording, maxCells int) Report {
 		Host:      BuildHost(rec),
 		Quality:   BuildQuality(rec),
 	}
+	r.Functions = FunctionViews(rec, maxCells, len(r.Latency))
+	return r
 }
 
 // Summary is the report's first section.
@@ -459,7 +463,21 @@ type Latency struct {
 func LatencyMaps(rec *profile.Recording, maxCells int) []Latency {
 	out := []Latency{}
 	for _, name := range rec.HistogramNames() {
-		tot := rec.HistogramTotal(name)
+		out = append(out, latencyMap(rec, name, rec.HistogramTotal(name), maxCells, func(w *profile.Window, dst []uint64) {
+			for hi := range w.Histograms {
+				if w.Histograms[hi].Name == name {
+					w.Histograms[hi].AddTo(dst)
+				}
+			}
+		}))
+	}
+	return out
+}
+
+// latencyMap builds a time x latency heatmap of log2 buckets; tot is the
+// whole recording's buckets and add adds a window's to dst.
+func latencyMap(rec *profile.Recording, name string, tot []uint64, maxCells int, add func(w *profile.Window, dst []uint64)) Latency {
+	{
 		lo, hi := -1, -1
 		for i, c := range tot {
 			if c > 0 {
@@ -483,12 +501,8 @@ func LatencyMaps(rec *profile.Recording, maxCells int) []Latency {
 		for c := range perCol {
 			perCol[c] = make([]uint64, profile.HistBuckets)
 		}
-		for wi, w := range rec.Windows {
-			for hi := range w.Histograms {
-				if w.Histograms[hi].Name == name {
-					w.Histograms[hi].AddTo(perCol[col[wi]])
-				}
-			}
+		for wi := range rec.Windows {
+			add(&rec.Windows[wi], perCol[col[wi]])
 		}
 		l.Counts = make([]uint64, nrow*nb)
 		for c, b := range perCol {
@@ -508,9 +522,8 @@ func LatencyMaps(rec *profile.Recording, maxCells int) []Latency {
 			l.P50Pos = append(l.P50Pos, round(pos50, 3))
 			l.P99Pos = append(l.P99Pos, round(pos99, 3))
 		}
-		out = append(out, l)
+		return l
 	}
-	return out
 }
 
 // bucketPos places a value on the bucket axis: bucket i spans positions

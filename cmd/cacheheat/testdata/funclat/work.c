@@ -1,0 +1,70 @@
+// The C program of the --func tests: main calls work() exactly N times
+// (argv[1]) and prints the number of calls that returned. The mode
+// (argv[2]) says what the calls do:
+//
+//   fault    one call in 50 touches 4 MiB of fresh memory, page by page
+//            (huge pages off, so each page is a fault); the others compute
+//   flat     every call computes the same
+//   recurse  every 10th call recurses 5 levels (work calls work): N + N/10*5
+//            calls return
+//   longjmp  every 10th call longjmps out of work and never returns
+//
+// With "wait" as argv[3] it reads one byte from stdin before the first
+// call, so tools can attach first.
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define BIG (4 << 20)
+
+static volatile unsigned long sink;
+static const char *mode = "fault";
+static jmp_buf escape;
+static long returned;
+
+__attribute__((noinline)) void work(int i, int depth)
+{
+	if (strcmp(mode, "fault") == 0 && i % 50 == 49) {
+		char *p = mmap(NULL, BIG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED) {
+			perror("mmap");
+			exit(1);
+		}
+		madvise(p, BIG, MADV_NOHUGEPAGE);
+		for (long off = 0; off < BIG; off += 4096)
+			p[off] = 1;
+		munmap(p, BIG);
+		returned++;
+		return;
+	}
+	if (strcmp(mode, "recurse") == 0 && i % 10 == 0 && depth < 5)
+		work(i, depth + 1);
+	if (strcmp(mode, "longjmp") == 0 && i % 10 == 0)
+		longjmp(escape, 1);
+	unsigned long x = i;
+	for (int j = 0; j < 20000; j++)
+		x = x * 6364136223846793005UL + 1442695040888963407UL;
+	sink = x;
+	returned++;
+}
+
+int main(int argc, char **argv)
+{
+	int n = argc > 1 ? atoi(argv[1]) : 1000;
+	if (argc > 2)
+		mode = argv[2];
+	if (argc > 3 && strcmp(argv[3], "wait") == 0) {
+		char c;
+		if (read(0, &c, 1) < 0)
+			return 1;
+	}
+	for (volatile int i = 0; i < n; i++) {
+		if (setjmp(escape) == 0)
+			work(i, 0);
+	}
+	printf("%ld\n", returned);
+	return 0;
+}

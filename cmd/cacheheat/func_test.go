@@ -375,4 +375,3 @@ func hasEvidence(f attribution.Finding, counter string) bool {
 	}
 	return false
 }
-

@@ -139,7 +139,11 @@ func goRegABI(v string) bool {
 		return false
 	}
 	maj, err1 := strconv.Atoi(parts[0])
-	min, err2 := strconv.Atoi(strings.TrimFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' }))
+	digits := parts[1]
+	if i := strings.IndexFunc(digits, func(r rune) bool { return r < '0' || r > '9' }); i >= 0 {
+		digits = digits[:i] // "21rc2"
+	}
+	min, err2 := strconv.Atoi(digits)
 	if err1 != nil || err2 != nil {
 		return false
 	}

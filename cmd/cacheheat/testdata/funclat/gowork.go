@@ -34,8 +34,13 @@ func deep(n int) int {
 	return deep(n-1) + int(pad[n%64])
 }
 
+// work's 8 KiB frame does not fit a new goroutine's stack: its first call
+// on each goroutine grows the stack in its own prologue, which restarts
+// the function from its first instruction.
+//
 //go:noinline
 func work(i int) int {
+	var buf [1024]int
 	if panics && i%13 == 5 {
 		panic(i)
 	}
@@ -45,8 +50,9 @@ func work(i int) int {
 	x := i
 	for j := 0; j < 1000; j++ {
 		x = x*31 + j
+		buf[j] = x
 	}
-	return x
+	return buf[i%1000]
 }
 
 // call runs work and recovers its panic.

@@ -45,11 +45,12 @@ type funcConfig struct {
 
 // funcKernel holds the function probes' programs, maps and links.
 type funcKernel struct {
-	objs   bpf.FunclatObjects
-	links  []link.Link
-	probes []*funcProbe
-	rd     *ringbuf.Reader
-	wg     sync.WaitGroup
+	objs    bpf.FunclatObjects
+	links   []link.Link
+	probes  []*funcProbe
+	rd      *ringbuf.Reader
+	wg      sync.WaitGroup
+	flushed chan struct{} // the reader drained the ring buffer after a Flush
 	// startMono is the recording's start on the kernel's monotonic clock,
 	// set once the recording starts.
 	startMono atomic.Int64
@@ -81,7 +82,7 @@ func openFuncs(cfg funcConfig) (_ *funcKernel, err error) {
 			break
 		}
 	}
-	fk := &funcKernel{pending: map[int][]profile.FunctionCall{}, over: map[int]uint64{}}
+	fk := &funcKernel{pending: map[int][]profile.FunctionCall{}, over: map[int]uint64{}, flushed: make(chan struct{})}
 	for i, s := range cfg.specs {
 		p, err := resolveFunc(i, s, mainExe)
 		if err != nil {
@@ -180,6 +181,10 @@ func (fk *funcKernel) readEvents() {
 	var e bpf.FunclatFuncEvent
 	for {
 		rec, err := fk.rd.Read()
+		if errors.Is(err, ringbuf.ErrFlushed) {
+			fk.flushed <- struct{}{}
+			continue
+		}
 		if err != nil {
 			return // closed
 		}
@@ -241,11 +246,29 @@ func (fk *funcKernel) snapshot() (*funcSnap, error) {
 }
 
 // window turns two snapshots into the window's functions and takes the
-// pending per-call events.
-func (fk *funcKernel) window(prev, cur *funcSnap) []profile.FunctionWindow {
+// per-call events of calls that returned by endNS (since the recording's
+// start); later ones wait for the next window.
+func (fk *funcKernel) window(prev, cur *funcSnap, endNS int64) []profile.FunctionWindow {
+	// Every event already in the ring buffer belongs to this window:
+	// the reader drains them before the window takes its calls, so the
+	// last window of a recording gets the last calls.
+	if fk.rd != nil && fk.rd.Flush() == nil {
+		<-fk.flushed
+	}
 	fk.mu.Lock()
 	pending, over := fk.pending, fk.over
 	fk.pending, fk.over = map[int][]profile.FunctionCall{}, map[int]uint64{}
+	for id, calls := range pending {
+		keep := calls[:0]
+		for _, c := range calls {
+			if c.StartNS+int64(c.LatencyNS) > endNS {
+				fk.pending[id] = append(fk.pending[id], c)
+			} else {
+				keep = append(keep, c)
+			}
+		}
+		pending[id] = keep
+	}
 	fk.mu.Unlock()
 	var out []profile.FunctionWindow
 	for f := range fk.probes {

@@ -453,7 +453,7 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 		if fcur, err = rc.fk.snapshot(); err != nil {
 			return err
 		}
-		funcs = rc.fk.window(rc.fprev, fcur)
+		funcs = rc.fk.window(rc.fprev, fcur, endNS)
 		for _, f := range funcs {
 			calls = calls || len(f.Buckets) > 0 || f.Entries > 0 || f.Unmatched > 0
 		}

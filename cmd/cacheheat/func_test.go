@@ -70,9 +70,16 @@ type funcSummary struct {
 // path, the program's stdout and inspect --json.
 func recordFunc(t *testing.T, sym string, prog ...string) (string, string, funcSummary) {
 	t.Helper()
+	return recordFuncFlags(t, nil, sym, prog...)
+}
+
+// recordFuncFlags is recordFunc with more record flags.
+func recordFuncFlags(t *testing.T, flags []string, sym string, prog ...string) (string, string, funcSummary) {
+	t.Helper()
 	bin := cacheheatBinary(t)
 	rec := filepath.Join(t.TempDir(), "f.rec")
-	args := append([]string{"record", "-q", "-i", "200ms", "--func", sym, "-o", rec, "--"}, prog...)
+	args := append([]string{"record", "-q", "-i", "200ms", "--func", sym, "-o", rec}, flags...)
+	args = append(append(args, "--"), prog...)
 	cmd := exec.Command(bin, args...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -219,6 +226,45 @@ func TestFuncGo(t *testing.T) {
 	}
 }
 
+// TestFuncEvents: --func-events keeps every call, with its counters, in
+// the window it returned in.
+func TestFuncEvents(t *testing.T) {
+	needRoot(t)
+	prog := buildC(t)
+	const n = 1500
+	path, _, s := recordFuncFlags(t, []string{"--func-events"}, "work", prog, strconv.Itoa(n), "fault")
+	if s.Functions[0].Calls != n {
+		t.Fatalf("%d calls, want %d", s.Functions[0].Calls, n)
+	}
+	rec, err := profile.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls, dropped, faults, faultCalls uint64
+	for _, w := range rec.Windows {
+		for _, f := range w.Functions {
+			dropped += f.EventsDropped
+			for _, c := range f.Calls {
+				calls++
+				// A call is kept in the window it returned in.
+				end := c.StartNS + int64(c.LatencyNS)
+				if c.LatencyNS == 0 || end < w.StartNS || end > w.EndNS || len(c.Deltas) != len(profile.FunctionCounters) {
+					t.Fatalf("call %+v in window [%d, %d]", c, w.StartNS, w.EndNS)
+				}
+				if d := c.Deltas[3]; d >= 1000 { // minor-faults
+					faultCalls++
+					faults += d
+				}
+			}
+		}
+	}
+	// Nothing is lost silently: every call is kept or counted dropped,
+	// and the 30 calls that touch 4 MiB each show their 1024 faults.
+	if calls+dropped != n || faultCalls != n/50 {
+		t.Errorf("%d calls kept, %d dropped (want %d in all); %d calls with >= 1000 faults (want %d)", calls, dropped, n, faultCalls, n/50)
+	}
+}
+
 // TestFuncAgreesWithBpftrace runs bpftrace's uprobe/uretprobe latency
 // histogram on the same process as record --func: p50 and p99 fall in
 // the same log2 bucket or a neighbour.
@@ -277,9 +323,11 @@ uretprobe:%[1]s:work /pid == %[2]d && @start[tid]/ { @lat = hist(nsecs - @start[
 	}
 	defer record.Process.Kill()
 	waitWindows(t, rec, 1) // the probes attach before the first window
+	// Start it, and let it exit when done (end of input).
 	if _, err := stdin.Write([]byte{'\n'}); err != nil {
 		t.Fatal(err)
 	}
+	stdin.Close()
 	if err := target.Wait(); err != nil {
 		t.Fatalf("test program: %v", err)
 	}

@@ -125,6 +125,11 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 		}
 		opts.Funcs = append(opts.Funcs, spec)
 	}
+	for _, f := range opts.Funcs {
+		if f.Path == "" && (*all || *cgroup != "") {
+			return usageErrorf("record: --func %s: with -a or -G there is no main executable; give PATH:%s", f.Symbol, f.Symbol)
+		}
+	}
 	if *funcEvents && len(opts.Funcs) == 0 {
 		return usageErrorf("record: --func-events needs --func")
 	}

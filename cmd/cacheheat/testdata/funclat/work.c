@@ -10,12 +10,15 @@
 //   longjmp  every 10th call longjmps out of work and never returns
 //
 // With "wait" as argv[3] it reads one byte from stdin before the first
-// call, so tools can attach first.
+// call, so tools can attach first, and another before it exits, so they
+// can read their state while it lives. A second output line gives the
+// loop's wall time (loop_ns), for bench/funclat.sh.
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #define BIG (4 << 20)
@@ -56,15 +59,25 @@ int main(int argc, char **argv)
 	int n = argc > 1 ? atoi(argv[1]) : 1000;
 	if (argc > 2)
 		mode = argv[2];
-	if (argc > 3 && strcmp(argv[3], "wait") == 0) {
+	int wait = argc > 3 && strcmp(argv[3], "wait") == 0;
+	if (wait) {
 		char c;
 		if (read(0, &c, 1) < 0)
 			return 1;
 	}
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (volatile int i = 0; i < n; i++) {
 		if (setjmp(escape) == 0)
 			work(i, 0);
 	}
-	printf("%ld\n", returned);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	printf("%ld\nloop_ns %lld\n", returned, (t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
+	fflush(stdout);
+	if (wait) {
+		char c;
+		if (read(0, &c, 1) < 0)
+			return 1;
+	}
 	return 0;
 }

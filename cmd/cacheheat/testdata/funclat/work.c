@@ -5,14 +5,17 @@
 //   fault    one call in 50 touches 4 MiB of fresh memory, page by page
 //            (huge pages off, so each page is a fault); the others compute
 //   flat     every call computes the same
+//   tiny     every call computes ~100 ns: what probes add shows
 //   recurse  every 10th call recurses 5 levels (work calls work): N + N/10*5
 //            calls return
 //   longjmp  every 10th call longjmps out of work and never returns
 //
 // With "wait" as argv[3] it reads one byte from stdin before the first
 // call, so tools can attach first, and another before it exits, so they
-// can read their state while it lives. A second output line gives the
-// loop's wall time (loop_ns), for bench/funclat.sh.
+// can read their state while it lives. Two more output lines give the
+// loop's wall time (loop_ns) and CPU time (loop_cpu_ns: the thread's own,
+// which includes the probes' traps and leaves out time preempted), for
+// bench/funclat.sh.
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +51,8 @@ __attribute__((noinline)) void work(int i, int depth)
 	if (strcmp(mode, "longjmp") == 0 && i % 10 == 0)
 		longjmp(escape, 1);
 	unsigned long x = i;
-	for (int j = 0; j < 20000; j++)
+	int iters = strcmp(mode, "tiny") == 0 ? 100 : 20000;
+	for (int j = 0; j < iters; j++)
 		x = x * 6364136223846793005UL + 1442695040888963407UL;
 	sink = x;
 	returned++;
@@ -65,14 +69,18 @@ int main(int argc, char **argv)
 		if (read(0, &c, 1) < 0)
 			return 1;
 	}
-	struct timespec t0, t1;
+	struct timespec t0, t1, c0, c1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
 	for (volatile int i = 0; i < n; i++) {
 		if (setjmp(escape) == 0)
 			work(i, 0);
 	}
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	printf("%ld\nloop_ns %lld\n", returned, (t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
+	printf("%ld\nloop_ns %lld\nloop_cpu_ns %lld\n", returned,
+	       (t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec),
+	       (c1.tv_sec - c0.tv_sec) * 1000000000LL + (c1.tv_nsec - c0.tv_nsec));
 	fflush(stdout);
 	if (wait) {
 		char c;

@@ -402,6 +402,11 @@ loop:
 			o.Warn(msg)
 		}
 	}
+	if f := rec.flost; f.unmatched+f.inflightFull+f.eventsDropped > 0 {
+		msg := fmt.Sprintf("function calls not timed: %d returns without their entry (in-flight map full or entered before recording), %d entries not stored; %d per-call events dropped", f.unmatched, f.inflightFull, f.eventsDropped)
+		trailer.Warnings = append(trailer.Warnings, msg)
+		o.Warn(msg)
+	}
 	if d := rec.drops; d.Total() > 0 {
 		trailer.Warnings = append(trailer.Warnings, fmt.Sprintf("data lost: %d stack errors, %d samples (sample map full), %d counter deltas (task map full), %d other map errors", d.StackErrors, d.SampleMapFull, d.ProcMapFull, d.MapErrors))
 	}
@@ -431,6 +436,7 @@ type run struct {
 	windows int
 	fk      *funcKernel // nil without --func
 	fprev   *funcSnap
+	flost   struct{ unmatched, inflightFull, eventsDropped uint64 }
 }
 
 // closeWindow drains the kernel, writes one window and reports it. The last
@@ -455,6 +461,9 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 		}
 		funcs = rc.fk.window(rc.fprev, fcur, endNS)
 		for _, f := range funcs {
+			rc.flost.unmatched += f.Unmatched
+			rc.flost.inflightFull += f.InflightFull
+			rc.flost.eventsDropped += f.EventsDropped
 			calls = calls || len(f.Buckets) > 0 || f.Entries > 0 || f.Unmatched > 0
 		}
 	}

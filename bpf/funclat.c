@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
 //go:build ignore
 
 // Function latency with the calling task's own counters per call. An entry

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+// SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
 // Sizes and layouts shared by bpf/funclat.c and the collector (which
 // mirrors them in collector/funclat.go): function latency with the task's
 // own counters per call.

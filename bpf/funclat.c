@@ -174,11 +174,13 @@ static __always_inline int on_entry(struct pt_regs *ctx)
 
 	if (!in_target_cgroup(t))
 		return 0;
-	if (!call_key(ctx, cookie, 0, &k))
-		return 0;
-	st = stats_of(k.func);
+	st = stats_of(cookie & COOKIE_FUNC_MASK);
 	if (!st)
 		return 0;
+	if (!call_key(ctx, cookie, 0, &k)) {
+		st->inflight_full++; // no goroutine to key it by
+		return 0;
+	}
 	v.tid = (u32)bpf_get_current_pid_tgid();
 	v.pad = 0;
 	snapshot(t, v.snap);
@@ -209,11 +211,15 @@ static __always_inline int on_return(struct pt_regs *ctx, u64 sp_adjust)
 	u64 start, lat, off;
 	bool moved;
 
-	if (!call_key(ctx, cookie, sp_adjust, &k))
+	if (!in_target_cgroup(t)) // not an unmatched return: not a target's
 		return 0;
-	st = stats_of(k.func);
+	st = stats_of(cookie & COOKIE_FUNC_MASK);
 	if (!st)
 		return 0;
+	if (!call_key(ctx, cookie, sp_adjust, &k)) {
+		st->unmatched++;
+		return 0;
+	}
 	in = bpf_map_lookup_elem(&inflight, &k);
 	if (!in) {
 		st->unmatched++;

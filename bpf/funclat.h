@@ -44,7 +44,7 @@ struct func_stats {
 	u64 abandoned;   // entries replaced by a new call at the same stack depth: the old one never returned (panic, longjmp)
 	u64 moved;       // goroutines that returned on another thread
 	u64 ev_dropped;  // per-call events lost because the ring buffer was full
-	u64 inflight_full; // entries that could not be stored
+	u64 inflight_full; // entries that could not be stored (map refused, or no goroutine in R14)
 };
 
 // A per-call event (--func-events).

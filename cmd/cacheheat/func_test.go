@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -262,6 +263,80 @@ func TestFuncEvents(t *testing.T) {
 	// and the 30 calls that touch 4 MiB each show their 1024 faults.
 	if calls+dropped != n || faultCalls != n/50 {
 		t.Errorf("%d calls kept, %d dropped (want %d in all); %d calls with >= 1000 faults (want %d)", calls, dropped, n, faultCalls, n/50)
+	}
+}
+
+// TestFuncCgroup: with -G only the cgroup's calls are timed; a process
+// outside it running the same binary adds neither calls nor unmatched
+// returns.
+func TestFuncCgroup(t *testing.T) {
+	needRoot(t)
+	prog := buildC(t)
+	mount := ""
+	if b, err := os.ReadFile("/proc/self/mounts"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) > 2 && f[2] == "cgroup2" {
+				mount = f[1]
+				break
+			}
+		}
+	}
+	if mount == "" {
+		t.Skip("needs a cgroup v2 file system (none in /proc/self/mounts)")
+	}
+	dir, err := os.MkdirTemp(mount, "cacheheat-functest-")
+	if err != nil {
+		t.Skipf("needs a writable cgroup v2 hierarchy at %s: %v", mount, err)
+	}
+	t.Cleanup(func() { os.Remove(dir) })
+	const inside, outside = 700, 900
+	var stdins []io.WriteCloser
+	var procs []*exec.Cmd
+	for _, n := range []int{inside, outside} {
+		c := exec.Command(prog, strconv.Itoa(n), "flat", "wait")
+		in, err := c.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+		stdins, procs = append(stdins, in), append(procs, c)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(procs[0].Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec := filepath.Join(t.TempDir(), "g.rec")
+	record := exec.Command(cacheheatBinary(t), "record", "-q", "-i", "100ms", "-G", dir, "--func", prog+":work", "-o", rec)
+	var recErr strings.Builder
+	record.Stderr = &recErr
+	if err := record.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer record.Process.Kill()
+	waitWindows(t, rec, 1)
+	for i, in := range stdins {
+		in.Write([]byte{'\n'})
+		in.Close()
+		if err := procs[i].Wait(); err != nil {
+			t.Fatalf("test program: %v", err)
+		}
+	}
+	record.Process.Signal(syscall.SIGINT)
+	if err := record.Wait(); err != nil {
+		t.Fatalf("record: %v\n%s", err, recErr.String())
+	}
+	js, err := exec.Command(cacheheatBinary(t), "inspect", "--json", rec).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s funcSummary
+	if err := json.Unmarshal(js, &s); err != nil {
+		t.Fatal(err)
+	}
+	if f := s.Functions[0]; f.Calls != inside || f.Entries != inside || f.Unmatched != 0 {
+		t.Errorf("-G: %d calls, %d entries, %d unmatched; want %d, %d, 0 (the other process made %d calls)", f.Calls, f.Entries, f.Unmatched, inside, inside, outside)
 	}
 }
 

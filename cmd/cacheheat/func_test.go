@@ -96,8 +96,8 @@ func recordFuncFlags(t *testing.T, flags []string, sym string, prog ...string) (
 	if err := json.Unmarshal(js, &s); err != nil {
 		t.Fatal(err)
 	}
-	if len(s.Functions) != 1 || s.Functions[0].Name != sym {
-		t.Fatalf("inspect functions: %+v, want one named %s", s.Functions, sym)
+	if len(s.Functions) == 0 || s.Functions[0].Name != sym {
+		t.Fatalf("inspect functions: %+v, want the first named %s", s.Functions, sym)
 	}
 	return rec, strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0]), s
 }
@@ -224,6 +224,32 @@ func TestFuncGo(t *testing.T) {
 	// Each of the 4 goroutines' last panic may not be followed by a call.
 	if out != strconv.Itoa(n-int(panics)) || f.Calls != n-panics || f.Abandoned > panics || f.Abandoned+4 < panics {
 		t.Errorf("panic: printed %s; %d calls, %d abandoned; want %d calls and about %d abandoned", out, f.Calls, f.Abandoned, n-panics, panics)
+	}
+}
+
+// TestFuncInflightBound: a recursion 20,001 calls deep on four goroutines
+// at once overflows the bounded in-flight map. The program still exits 0,
+// and every call is either timed or counted as a return without its entry.
+func TestFuncInflightBound(t *testing.T) {
+	needRoot(t)
+	prog := buildGo(t)
+	const n = 100
+	_, out, s := recordFuncFlags(t, []string{"--func", "main.deep"}, "main.work", prog, strconv.Itoa(n))
+	if s.ExitStatus == nil || *s.ExitStatus != 0 || out != strconv.Itoa(n) || len(s.Functions) != 2 {
+		t.Fatalf("exit %v, printed %q, %d functions", s.ExitStatus, out, len(s.Functions))
+	}
+	deepCalls := uint64(0)
+	for i := 0; i < n; i++ {
+		if i%7 == 0 {
+			deepCalls += 20001 // deep(20000) down to deep(0)
+		}
+	}
+	work, deep := s.Functions[0], s.Functions[1]
+	if work.Calls+work.Unmatched != n || deep.Calls+deep.Unmatched != deepCalls {
+		t.Errorf("work: %d timed + %d unmatched, want %d; deep: %d + %d, want %d", work.Calls, work.Unmatched, n, deep.Calls, deep.Unmatched, deepCalls)
+	}
+	if deep.Unmatched == 0 {
+		t.Errorf("deep: no unmatched return: the in-flight map held %d calls at once?", deepCalls)
 	}
 }
 

@@ -207,6 +207,15 @@ func (fk *funcKernel) readEvents() {
 	}
 }
 
+// zeroSnap is the state at load: every count zero.
+func (fk *funcKernel) zeroSnap() *funcSnap {
+	s := &funcSnap{buckets: make([][]bpf.FunclatFuncBucket, len(fk.probes)), stats: make([]bpf.FunclatFuncStats, len(fk.probes))}
+	for f := range s.buckets {
+		s.buckets[f] = make([]bpf.FunclatFuncBucket, funcBuckets)
+	}
+	return s
+}
+
 // snapshot reads the cumulative per-bucket sums and per-function stats.
 func (fk *funcKernel) snapshot() (*funcSnap, error) {
 	s := &funcSnap{buckets: make([][]bpf.FunclatFuncBucket, len(fk.probes)), stats: make([]bpf.FunclatFuncStats, len(fk.probes))}

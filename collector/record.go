@@ -324,10 +324,9 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 		return nil, err
 	}
 	if fk != nil {
-		rec.fk = fk
-		if rec.fprev, err = fk.snapshot(); err != nil {
-			return nil, err
-		}
+		// The function maps start at zero when loaded, before the command
+		// is released: a snapshot taken now would hide its first calls.
+		rec.fk, rec.fprev = fk, fk.zeroSnap()
 	}
 
 	exited := make(chan struct{})

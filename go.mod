@@ -9,6 +9,7 @@ require (
 	github.com/hodgesds/perf-utils v0.7.0
 	github.com/klauspost/compress v1.20.4
 	github.com/spf13/pflag v1.1.0
+	golang.org/x/arch v0.33.0
 	golang.org/x/sys v0.50.0
 )
 

@@ -42,8 +42,12 @@ type Options struct {
 	// OnWindow is called after each window is written; it must return
 	// quickly, the recorder waits for it.
 	OnWindow func(*profile.Window, Status)
-	// Warn receives one-line warnings (unsupported events, ...).
+	// Warn receives one-line warnings (data lost, application metrics
+	// unreadable, ...).
 	Warn func(string)
+	// Note receives the one line that says how many requested events
+	// this host cannot measure; nil drops it (record -q).
+	Note func(string)
 }
 
 // Status is the recorder's progress, for the status line and the live view.
@@ -163,7 +167,7 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 			unsupported = append(unsupported, ev.Name)
 		}
 	}
-	if len(unsupported) > 0 {
+	if len(unsupported) > 0 && o.Note != nil {
 		reasons := map[string]bool{}
 		var rs []string
 		for _, st := range statuses {
@@ -172,7 +176,8 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 				rs = append(rs, st.Reason)
 			}
 		}
-		o.Warn(fmt.Sprintf("%d events not measured (%s): %s", len(unsupported), strings.Join(rs, "; "), strings.Join(unsupported, ", ")))
+		mode := HostMode(statuses) + " mode: "
+		o.Note(fmt.Sprintf("%s%d of %d events not measured: %s; 'cacheheat caps' says which and why", mode, len(unsupported), len(statuses), strings.Join(rs, "; ")))
 	}
 	if len(kc.counted) > maxEvents {
 		return nil, fmt.Errorf("%d measurable events requested, at most %d can be measured at once: pick some with -e", len(kc.counted), maxEvents)

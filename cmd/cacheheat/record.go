@@ -49,7 +49,7 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 	interval := fs.StringP("interval", "i", "1s", "window length, at least 10ms")
 	hz := fs.IntP("freq", "F", collector.DefaultSampleHz, "cpu-clock stack samples per second per CPU")
 	period := fs.Uint64P("count", "c", collector.DefaultMissPeriod, "sample a stack every this many primary miss events (LLC-load-misses, else cache-misses) where the PMU has them")
-	quiet := fs.BoolP("quiet", "q", false, "no status line")
+	quiet := fs.BoolP("quiet", "q", false, "no status line, and no note on the events this host cannot measure")
 	out := fs.StringP("output", "o", "", "recording file to write (required)")
 	live := fs.String("live", "", "serve a live view of the recording at this address (e.g. 127.0.0.1:8080; port 0 picks one, printed on stderr)")
 	if err := parseFlags(fs, args); err != nil {
@@ -132,11 +132,18 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 	}
 
 	opts.Warn = func(msg string) { fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", msg) }
-	showStatus := !*quiet && isTerminal(os.Stderr)
-	if showStatus {
+	if !*quiet {
+		opts.Note = func(msg string) { fmt.Fprintf(os.Stderr, "cacheheat: %s\n", msg) }
+	}
+	var status *statusLine
+	if !*quiet && isTerminal(os.Stderr) {
+		status = newStatusLine(os.Stderr)
+	}
+	if status != nil {
+		defer status.close()
 		opts.OnWindow = func(_ *profile.Window, s collector.Status) {
-			fmt.Fprintf(os.Stderr, "\r\033[Krecording %s: %.0fs, %d windows, %d samples, %d drops",
-				opts.Output, s.Elapsed.Seconds(), s.Windows, s.Samples, s.Drops)
+			status.set(fmt.Sprintf("recording %s: %.0fs, %s, %s, %s",
+				opts.Output, s.Elapsed.Seconds(), plural(s.Windows, "window"), plural(int(s.Samples), "sample"), plural(int(s.Drops), "drop")))
 		}
 	}
 	var lv *liveView
@@ -179,13 +186,13 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 	}()
 
 	tr, err := rec.Run(ctx)
-	if showStatus {
-		fmt.Fprintln(os.Stderr)
+	if status != nil {
+		status.close()
 	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "recorded %d windows to %s (end: %s)\n", tr.Windows, opts.Output, tr.EndReason)
+	fmt.Fprintf(stdout, "recorded %s to %s (end: %s)\n", plural(tr.Windows, "window"), opts.Output, tr.EndReason)
 	return nil
 }
 

@@ -42,6 +42,8 @@ type Options struct {
 	// OnWindow is called after each window is written; it must return
 	// quickly, the recorder waits for it.
 	OnWindow func(*profile.Window, Status)
+	// Sinks receive the header and every window in memory (WindowSink).
+	Sinks []WindowSink
 	// Warn receives one-line warnings (data lost, application metrics
 	// unreadable, ...).
 	Warn func(string)
@@ -254,12 +256,17 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 		}
 	}
 	start := time.Now()
-	w, err := profile.Create(o.Output, profile.Header{
-		Tool: "cacheheat", StartTime: start, Host: host,
+	header := profile.Header{
+		FormatVersion: profile.FormatVersion(),
+		Tool:          "cacheheat", StartTime: start, Host: host,
 		Target: tgt.header(), Settings: settings, Events: statuses,
-	})
+	}
+	w, err := profile.Create(o.Output, header)
 	if err != nil {
 		return nil, err
+	}
+	for _, s := range o.Sinks {
+		s.Header(header)
 	}
 	r.mu.Lock()
 	r.w = w
@@ -447,8 +454,12 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 		return err
 	}
 	rc.windows++
+	st := Status{Elapsed: now.Sub(rc.start), Windows: rc.windows, Samples: rc.samples, Drops: rc.drops.Total()}
 	if r.opts.OnWindow != nil {
-		r.opts.OnWindow(win, Status{Elapsed: now.Sub(rc.start), Windows: rc.windows, Samples: rc.samples, Drops: rc.drops.Total()})
+		r.opts.OnWindow(win, st)
+	}
+	for _, s := range r.opts.Sinks {
+		s.Window(win, st)
 	}
 	return nil
 }

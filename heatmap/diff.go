@@ -35,6 +35,7 @@ var diffTmpl = template.Must(template.New("diff").Funcs(TemplateFuncs).Funcs(tem
 // has no window in that column.
 type DiffHeat struct {
 	Event string     `json:"event"`
+	Unit  string     `json:"unit"`
 	Base  []*float64 `json:"base"`
 	New   []*float64 `json:"new"`
 	Delta []*float64 `json:"delta"`
@@ -85,11 +86,10 @@ func WriteDiff(w io.Writer, base, new *profile.Recording, res *compare.Result) e
 	view := struct {
 		R          *compare.Result
 		Headline   string
-		ChartH     int
 		HasHeat    bool
 		HasLatency bool
 		Percent    float64
-	}{res, res.Headline(), chartHeight(len(data.Rows)), len(data.Heat) > 0, len(data.Latency) > 0, res.Confidence * 100}
+	}{res, res.Headline(), len(data.Heat) > 0, len(data.Latency) > 0, res.Confidence * 100}
 	if err := diffTmpl.ExecuteTemplate(&body, "diff", view); err != nil {
 		return fmt.Errorf("rendering diff body: %w", err)
 	}
@@ -146,8 +146,13 @@ func BuildDiff(base, new *profile.Recording, res *compare.Result, maxCells int) 
 	d.Cols = (nw + per - 1) / per
 
 	for _, ev := range sharedEvents(base, new) {
-		h := DiffHeat{Event: ev}
-		b, n := rateGrid(base, ev, cpus, per, d.Cols), rateGrid(new, ev, cpus, per, d.Cols)
+		m := eventMetric(ev, nil)
+		h := DiffHeat{Event: ev, Unit: m.Unit}
+		scale := 1.0
+		if m.Scale != 0 {
+			scale = m.Scale
+		}
+		b, n := rateGrid(base, ev, cpus, per, d.Cols, scale), rateGrid(new, ev, cpus, per, d.Cols, scale)
 		h.Base, h.New = b, n
 		h.Delta = make([]*float64, len(b))
 		for i := range b {
@@ -212,9 +217,9 @@ func sharedEvents(base, new *profile.Recording) []string {
 	return out
 }
 
-// rateGrid is one event's per-CPU rate per second, row per CPU, column per
-// group of per windows.
-func rateGrid(rec *profile.Recording, ev string, cpus []int, per, cols int) []*float64 {
+// rateGrid is one event's per-CPU rate per second times scale, row per
+// CPU, column per group of per windows.
+func rateGrid(rec *profile.Recording, ev string, cpus []int, per, cols int, scale float64) []*float64 {
 	counts := make([]float64, len(cpus)*cols)
 	dur := make([]int64, cols)
 	for wi, w := range rec.Windows {
@@ -237,7 +242,7 @@ func rateGrid(rec *profile.Recording, ev string, cpus []int, per, cols int) []*f
 	out := make([]*float64, len(counts))
 	for i, v := range counts {
 		if d := dur[i%cols]; d > 0 {
-			r := round(v/(float64(d)/1e9), 4)
+			r := round(scale*v/(float64(d)/1e9), 4)
 			if !math.IsNaN(r) && !math.IsInf(r, 0) {
 				out[i] = &r
 			}

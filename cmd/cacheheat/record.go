@@ -52,6 +52,7 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 	quiet := fs.BoolP("quiet", "q", false, "no status line, and no note on the events this host cannot measure")
 	out := fs.StringP("output", "o", "", "recording file to write (required)")
 	live := fs.String("live", "", "serve a live view of the recording at this address (e.g. 127.0.0.1:8080; port 0 picks one, printed on stderr)")
+	linger := fs.String("linger", "", "with --live: after the recording, keep the live view and its report up this long (default: until Ctrl-C)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -146,25 +147,25 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 				opts.Output, s.Elapsed.Seconds(), plural(s.Windows, "window"), plural(int(s.Samples), "sample"), plural(int(s.Drops), "drop")))
 		}
 	}
+	var lingerFor time.Duration = -1
+	if *linger != "" {
+		if *live == "" {
+			return usageErrorf("record: --linger needs --live")
+		}
+		if lingerFor, err = time.ParseDuration(*linger); err != nil || lingerFor < 0 {
+			return usageErrorf("record: --linger %q: want a duration such as 30s, or 0 to stop with the recording", *linger)
+		}
+	}
 	var lv *liveView
 	if *live != "" {
 		if lv, err = startLive(*live, opts.Output); err != nil {
 			return err
 		}
-		status := opts.OnWindow
-		opts.OnWindow = func(w *profile.Window, s collector.Status) {
-			if status != nil {
-				status(w, s)
-			}
-			lv.publish(w, s)
-		}
+		opts.Sinks = append(opts.Sinks, lv)
 	}
 	rec, err := collector.NewRecorder(opts)
 	if err != nil {
 		return usageErrorf("record: %v", err)
-	}
-	if lv != nil {
-		defer func() { lv.finish(opts.Output, err) }()
 	}
 
 	// The first SIGINT/SIGTERM finishes the recording; a second one ends
@@ -189,11 +190,33 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 	if status != nil {
 		status.close()
 	}
+	signal.Stop(sigs)
+	if lv != nil {
+		if err == nil {
+			fmt.Fprintf(stdout, "recorded %s to %s (end: %s)\n", plural(tr.Windows, "window"), opts.Output, tr.EndReason)
+		}
+		ctx, stop := lingerContext(lingerFor)
+		defer stop()
+		lv.finish(ctx, tr, err)
+		return err
+	}
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "recorded %s to %s (end: %s)\n", plural(tr.Windows, "window"), opts.Output, tr.EndReason)
 	return nil
+}
+
+// lingerContext ends after d, or at Ctrl-C (SIGINT or SIGTERM) when d
+// is negative (no --linger): how long the live view outlives its
+// recording.
+func lingerContext(d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	if d < 0 {
+		return ctx, stop
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	return ctx, func() { cancel(); stop() }
 }
 
 // isTerminal says whether f is a terminal: the status line is for people,

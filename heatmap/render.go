@@ -140,20 +140,7 @@ func WriteLivePage(w io.Writer) error {
 }
 
 // fmtCount writes a count with thin grouping: 12 345 678.
-func fmtCount(v uint64) string {
-	s := strconv.FormatUint(v, 10)
-	if len(s) <= 4 {
-		return s
-	}
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteString("\u202f")
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
+func fmtCount(v uint64) string { return profile.GroupDigits(v, "\u202f") }
 
 // fmtFloat writes a float with about four significant digits.
 func fmtFloat(v float64) string {

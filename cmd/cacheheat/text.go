@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/cacheheat/cacheheat/profile"
 )
 
 // plural writes a count and its noun, in the plural unless n is 1:
@@ -21,18 +23,8 @@ func plural(n int, noun string) string {
 	return strconv.Itoa(n) + " " + noun
 }
 
-// count writes a count with thin spaces between thousands: 12 345 678.
-func count(v uint64) string {
-	s := strconv.FormatUint(v, 10)
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
+// count writes a count with spaces between thousands: 12 345 678.
+func count(v uint64) string { return profile.GroupDigits(v, " ") }
 
 // printable keeps a name from the recording (a process name, a symbol)
 // from writing control sequences to the terminal: non-printable runes

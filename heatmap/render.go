@@ -53,6 +53,8 @@ var TemplateFuncs = template.FuncMap{
 	"join":  strings.Join,
 	"float": func(v int64) float64 { return float64(v) },
 	"sub":   func(a, b int) int { return a - b },
+	// plural writes "1 window", "2 windows", "3 processes".
+	"plural": profile.Plural,
 	// measure writes an evidence value as the CLI does: ns as a
 	// duration, ratios as percentages.
 	"measure": attribution.FormatValue,

@@ -487,3 +487,17 @@ func GroupDigits(v uint64, sep string) string {
 	}
 	return b.String()
 }
+
+// Plural writes a count and its noun, in the plural unless n is 1:
+// "1 window", "2 windows", "3 processes".
+func Plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	if strings.HasSuffix(noun, "s") {
+		noun += "es"
+	} else {
+		noun += "s"
+	}
+	return strconv.Itoa(n) + " " + noun
+}

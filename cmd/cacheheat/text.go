@@ -8,20 +8,8 @@ import (
 	"github.com/cacheheat/cacheheat/profile"
 )
 
-// plural writes a count and its noun, in the plural unless n is 1:
-// "1 window", "2 windows", "3 processes".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	switch {
-	case strings.HasSuffix(noun, "s"):
-		noun += "es"
-	default:
-		noun += "s"
-	}
-	return strconv.Itoa(n) + " " + noun
-}
+// plural writes "1 window", "2 windows", "3 processes".
+func plural(n int, noun string) string { return profile.Plural(n, noun) }
 
 // count writes a count with spaces between thousands: 12 345 678.
 func count(v uint64) string { return profile.GroupDigits(v, " ") }

@@ -40,7 +40,7 @@ func webRenderers() web.Renderers {
 			for _, f := range res.Findings {
 				var ev []string
 				for _, e := range f.Evidence {
-					ev = append(ev, fmt.Sprintf("%s %.4g%s %s %.4g", e.Metric, e.Value, e.Unit, e.Op, e.Threshold))
+					ev = append(ev, fmt.Sprintf("%s = %s (%s %s)", e.Metric, attribution.FormatValue(e.Value, e.Unit), e.Op, attribution.FormatValue(e.Threshold, e.Unit)))
 				}
 				out = append(out, web.Finding{Rule: f.Rule, Severity: f.Severity, Title: f.Title, Evidence: strings.Join(ev, ", ")})
 			}

@@ -24,6 +24,6 @@ wait "$load"
 bin/cacheheat report "$tmp/host.rec" -o "$tmp/host.html" >/dev/null
 "$chromium" --headless --no-sandbox --disable-gpu --hide-scrollbars \
 	--disable-background-networking --host-resolver-rules='MAP * ~NOTFOUND' \
-	--user-data-dir="$tmp/profile" --window-size=1280,3000 --virtual-time-budget=10000 \
+	--user-data-dir="$tmp/profile" --window-size=1280,3600 --virtual-time-budget=10000 \
 	--screenshot="$PWD/$out" "file://$tmp/host.html" 2>/dev/null
 echo "wrote $out from a $(nproc)-CPU recording"

@@ -103,15 +103,16 @@ var cacheheatCommon = (function () {
     return { min: 0, max: max > 0 ? max : 1, clipped: false, top: max };
   }
   // colourBar sets a visualMap's range, colours and legend: the unit is
-  // written above the bar (with the clip when there is one), values on
-  // its handles.
+  // written above the bar, with "(p99)" when the scale is clipped, and
+  // values on its handles.
   function colourBar(vm, unit, scale, colours) {
     vm.min = scale.min;
     vm.max = scale.max;
-    vm.text = [scale.clipped ? unit + '\n(p99 clip)' : unit, ''];
+    vm.text = [scale.clipped ? unit + ' (p99)' : unit, ''];
     vm.textGap = 14;
     vm.itemHeight = 120;
-    vm.formatter = function (v) { return fmt(v); };
+    // On a clipped scale the top value reads "and above": 4021+.
+    vm.formatter = function (v) { return fmt(v) + (scale.clipped && v >= scale.max ? '+' : ''); };
     vm.inRange = { color: colours || heatColours };
     vm.outOfRange = { color: [(colours || heatColours)[(colours || heatColours).length - 1]] };
     vm.unit = unit;

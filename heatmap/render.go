@@ -55,6 +55,9 @@ var TemplateFuncs = template.FuncMap{
 	"sub":   func(a, b int) int { return a - b },
 	// plural writes "1 window", "2 windows", "3 processes".
 	"plural": profile.Plural,
+	// cpus writes ids as ranges: "0-3,8".
+	"cpus": cpuList,
+	"pids": pidList,
 	// measure writes an evidence value as the CLI does: ns as a
 	// duration, ratios as percentages.
 	"measure": attribution.FormatValue,
@@ -139,6 +142,28 @@ func WriteLivePage(w io.Writer) error {
 		Script: template.JS(commonJS + flameJS + reportJS + liveJS),
 		Stream: true,
 	})
+}
+
+// pidList names a finding's processes: every PID up to ten, else the
+// first ten and how many more.
+func pidList(pids []int) string {
+	const most = 10
+	parts := make([]string, 0, most)
+	for i, p := range pids {
+		if i == most {
+			break
+		}
+		parts = append(parts, strconv.Itoa(p))
+	}
+	s := "PID"
+	if len(pids) > 1 {
+		s = "PIDs"
+	}
+	s += " " + strings.Join(parts, ", ")
+	if n := len(pids) - most; n > 0 {
+		s += " and " + profile.Plural(n, "more process")
+	}
+	return s
 }
 
 // fmtCount writes a count with thin grouping: 12 345 678.

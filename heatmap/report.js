@@ -167,7 +167,7 @@ var cacheheatReport = (function () {
       box.appendChild(el);
     }
     document.getElementById('latency-title-' + i).textContent = l.name;
-    document.getElementById('latency-note-' + i).textContent = l.bin_windows > 1 ? 'Each column sums ' + l.bin_windows + ' windows.' : '';
+
     var c = register('latency-' + i, el, 'events');
     var nb = l.bins.length, nr = l.hi - l.lo + 1, data = [], vals = [];
     for (var r = 0; r < nr; r++) {
@@ -185,7 +185,11 @@ var cacheheatReport = (function () {
     opt.xAxis[0].axisLine = { onZero: false };
     opt.yAxis[0].data = l.labels;
     opt.yAxis.push({ type: 'value', min: -0.5, max: nr - 0.5, show: false });
-    C.colourBar(opt.visualMap[0], 'events', C.colourScale(vals, 0));
+    var scale = C.colourScale(vals, 0), notes = [];
+    C.colourBar(opt.visualMap[0], 'events', scale);
+    if (scale.clipped) { notes.push('Colour scale clipped at the 99th percentile of the cells, ' + fmt(scale.max) + ' events (the highest cell has ' + fmt(scale.top) + '); cells above it are drawn in the darkest colour.'); }
+    if (l.bin_windows > 1) { notes.push('Each column sums ' + l.bin_windows + ' windows.'); }
+    document.getElementById('latency-note-' + i).textContent = notes.join(' ');
     opt.visualMap[0].seriesIndex = 0;
     opt.series[0].data = data;
     opt.series[0].progressive = 0;

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -111,6 +112,9 @@ func TestPagesAgreeInChromium(t *testing.T) {
 		for i := 0; i < n; i++ {
 			w := testWindow(i)
 			w.Index = i
+			for _, st := range w.NewStacks {
+				rec.Stacks[st.ID] = st
+			}
 			rec.Windows = append(rec.Windows, w)
 		}
 		return rec
@@ -133,6 +137,7 @@ func TestPagesAgreeInChromium(t *testing.T) {
 				return heatmap.Render(w, tc.rec, heatmap.Options{})
 			}))
 			checkCheckers(t, sp)
+			checkFlame(t, sp, tc.rec)
 			diff, _ := inspectPage(t, "file://"+writePage(t, dir, "diff.html", func(w io.Writer) error {
 				res := compare.Compare(tc.base, tc.rec, compare.DefaultOptions())
 				return heatmap.WriteDiff(w, tc.base, tc.rec, &res)
@@ -260,6 +265,72 @@ func checkCheckers(t *testing.T, p *cdpPage) {
 	if len(got) != 1 || len(got[0].Overlaps) == 0 {
 		t.Errorf("with all 128 row labels on, the overlap check found no overlap")
 	}
+}
+
+// checkFlame searches the report's first flame graph in the page: the
+// matching frames are highlighted and the share it states is the one the
+// flame tree gives (outermost matches only, so recursion counts once); a
+// search that matches nothing says 0.0%; a click zooms, Reset undoes it.
+func checkFlame(t *testing.T, p *cdpPage, rec *profile.Recording) {
+	t.Helper()
+	views := heatmap.SampleViews(rec)
+	if len(views) == 0 {
+		t.Fatal("the recording has no samples to draw a flame graph of")
+	}
+	root := views[0].Flame
+	// A frame that holds part of the samples where there is one: the
+	// second child of the first node that branches; else the deepest.
+	n := root
+	for len(n.Children) == 1 {
+		n = n.Children[0]
+	}
+	name := n.Name
+	if len(n.Children) > 1 {
+		name = n.Children[1].Name
+	}
+	var matched func(n heatmap.FlameNode) uint64
+	matched = func(n heatmap.FlameNode) uint64 {
+		if strings.Contains(strings.ToLower(n.Name), strings.ToLower(name)) {
+			return n.Value
+		}
+		var s uint64
+		for _, c := range n.Children {
+			s += matched(c)
+		}
+		return s
+	}
+	want := fmt.Sprintf("matched: %.1f%% of samples", 100*float64(matched(root))/float64(root.Value))
+	q, _ := json.Marshal(regexp.QuoteMeta(name))
+	got := string(p.eval(t, `cacheheatReport.flames[0].search(`+string(q)+`)`))
+	hits := string(p.eval(t, `document.querySelectorAll("#flame-0 .fr.hit").length`))
+	if !strings.Contains(got, want) || hits == "0" {
+		t.Errorf("flame search for %q: note %s with %s highlighted frames, want %q and some", name, got, hits, want)
+	}
+	t.Logf("flame search for %q: %s, %s frames highlighted", name, got, hits)
+	if got := string(p.eval(t, `cacheheatReport.flames[0].search("no such function, surely")`)); !strings.Contains(got, "matched: 0.0%") {
+		t.Errorf("flame search for nothing: %s", got)
+	}
+	zoom := string(p.eval(t, `(function () {
+		var before = document.querySelectorAll("#flame-0 .fr").length;
+		var frames = document.querySelectorAll("#flame-0 .fr:not(.anc)");
+		frames[frames.length - 1].click();
+		var zoomed = document.querySelectorAll("#flame-0 .fr.anc").length;
+		document.querySelector("#flame-0").closest(".flame-box").querySelector(".flame-reset").click();
+		return JSON.stringify([before, zoomed, document.querySelectorAll("#flame-0 .fr").length]);
+	})()`))
+	var z [3]int
+	if err := json.Unmarshal([]byte(mustString(t, zoom)), &z); err != nil || z[1] == 0 || z[2] != z[0] {
+		t.Errorf("flame zoom and reset: frames before, grey ancestors after a click, frames after reset = %s", zoom)
+	}
+}
+
+func mustString(t *testing.T, raw string) string {
+	t.Helper()
+	var s string
+	if err := json.Unmarshal([]byte(raw), &s); err != nil {
+		t.Fatalf("%s: %v", raw, err)
+	}
+	return s
 }
 
 // inspectPage opens a static page and returns its charts as drawn, after

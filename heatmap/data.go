@@ -354,14 +354,9 @@ func CPUGrid(rec *profile.Recording, maxCells int) Grid {
 			r.CPUs = append(r.CPUs, c.ID)
 			rowOf[c.ID] = len(rows)
 		}
-		l3 := "no L3"
-		if r.L3 >= 0 {
-			l3 = fmt.Sprintf("L3:%d", r.L3)
-		}
-		if len(grp) == 1 {
-			r.Label = fmt.Sprintf("N%d %s c%d cpu%d", r.Node, l3, r.Core, grp[0].ID)
-		} else {
-			r.Label = fmt.Sprintf("N%d %s cpu%d-%d", r.Node, l3, grp[0].ID, grp[len(grp)-1].ID)
+		r.Label = cpuLabel(grp[0])
+		if len(grp) > 1 {
+			r.Label = fmt.Sprintf("N%d %s cpu%d-%d", r.Node, l3Label(r.L3), grp[0].ID, grp[len(grp)-1].ID)
 		}
 		rows = append(rows, r)
 	}
@@ -369,6 +364,18 @@ func CPUGrid(rec *profile.Recording, maxCells int) Grid {
 		rows = []Row{}
 	}
 	return buildGrid(rec, rows, rowOf, perRow, maxCells)
+}
+
+// cpuLabel names a CPU's heatmap row: its node, L3 domain, core and id.
+func cpuLabel(c profile.CPU) string {
+	return fmt.Sprintf("N%d %s c%d cpu%d", c.Node, l3Label(c.L3), c.Core, c.ID)
+}
+
+func l3Label(id int) string {
+	if id < 0 {
+		return "no L3"
+	}
+	return fmt.Sprintf("L3:%d", id)
 }
 
 // NodeGrid builds the NUMA-node heatmap data: one row per node.

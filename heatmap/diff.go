@@ -7,7 +7,6 @@ import (
 	"html/template"
 	"io"
 	"math"
-	"sort"
 	"strings"
 
 	"github.com/cacheheat/cacheheat/compare"
@@ -120,20 +119,18 @@ func BuildDiff(base, new *profile.Recording, res *compare.Result, maxCells int) 
 		d.Series = append(d.Series, DiffSeries{Name: m.Name, Unit: m.Unit, Base: nonNil(m.Base), New: nonNil(m.New)})
 	}
 
-	// Rows: the CPUs both hosts have, by id.
+	// Rows: the CPUs both hosts have, in NEW's per-core order and with
+	// its labels, as in NEW's report.
 	bcpu := map[int]bool{}
 	for _, c := range base.Header.Host.Topology.CPUs {
 		bcpu[c.ID] = true
 	}
 	var cpus []int
-	for _, c := range new.Header.Host.Topology.CPUs {
+	for _, c := range sortedCPUs(new.Header.Host.Topology) {
 		if bcpu[c.ID] {
 			cpus = append(cpus, c.ID)
+			d.Rows = append(d.Rows, cpuLabel(c))
 		}
-	}
-	sort.Ints(cpus)
-	for _, c := range cpus {
-		d.Rows = append(d.Rows, fmt.Sprintf("cpu%d", c))
 	}
 	// Columns: window i of BASE against window i of NEW, merged so that a
 	// chart stays under maxCells.

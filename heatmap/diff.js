@@ -73,6 +73,10 @@ var cacheheatDiff = (function () {
     var draw = function (chart, vals, scale, colours, label, unit) {
       var opt = clone(D.skeletons.heat);
       opt.xAxis = [{ type: 'category', data: cols, name: 'window', nameLocation: 'middle', nameGap: 26, axisLabel: { hideOverlap: true } }];
+      // Three maps side by side in time need no zoom slider, whose place
+      // the axis name takes.
+      delete opt.dataZoom;
+      opt.grid = { left: 150, right: 110, top: 30, bottom: 50 };
       opt.yAxis = [{ type: 'category', data: D.rows, inverse: true, axisLabel: { interval: function (i) { return i % every === 0; } } }];
       opt.visualMap = [C.colourBar(opt.visualMap ? opt.visualMap[0] || {} : {}, unit, scale, colours)];
       opt.tooltip = { trigger: 'item', formatter: function (p) {

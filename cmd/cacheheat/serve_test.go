@@ -153,8 +153,7 @@ func liveRecordingFor(t *testing.T, interval, duration string, watch func(addr s
 }
 
 // dialEvents opens the live stream, retrying while the recorder starts.
-// With page set it asks as a browser's EventSource does, and the recorder
-// then waits for it to load the final report before exiting.
+// With page set it asks as a browser's EventSource does.
 func dialEvents(t *testing.T, addr string, page bool) net.Conn {
 	t.Helper()
 	for i := 0; ; i++ {

@@ -225,10 +225,12 @@ var cacheheatReport = (function () {
   }
   draw(D);
 
+  // Flame graphs: flames[i] of the data block goes in #flame-i, whose
+  // data-unit says what its widths count; any event's tree is one more.
   var flames = [];
   (D.flames || []).forEach(function (f, i) {
     var el = document.getElementById('flame-' + i);
-    if (el) { flames.push(cacheheatFlame.draw(el, f, el.closest('.flame-box'), 'samples')); }
+    if (el) { flames.push(cacheheatFlame.draw(el, f, el.closest('.flame-box'), el.getAttribute('data-unit') || 'samples')); }
   });
 
   // "Top stacks" shows 20 rows; the button shows the rest.

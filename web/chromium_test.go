@@ -310,6 +310,20 @@ func checkFlame(t *testing.T, p *cdpPage, rec *profile.Recording) {
 	if got := string(p.eval(t, `cacheheatReport.flames[0].search("no such function, surely")`)); !strings.Contains(got, "matched: 0.0%") {
 		t.Errorf("flame search for nothing: %s", got)
 	}
+	// "Top stacks" shows 20 rows; the button shows the rest, and is
+	// there only when there is a rest.
+	stacks := string(p.eval(t, `(function () {
+		var t = document.querySelector("table.stacks"), b = document.querySelector("button.expand");
+		var hidden = t.querySelectorAll("tr.more[hidden]").length, shown = t.querySelectorAll("tbody tr:not([hidden])").length;
+		if (b) { b.click(); }
+		return JSON.stringify([shown, hidden, !!b, t.querySelectorAll("tr.more[hidden]").length]);
+	})()`))
+	ns := len(views[0].Stacks)
+	want20 := fmt.Sprintf("[%d,%d,%v,0]", min(ns, 20), max(0, ns-20), ns > 20)
+	t.Logf("top stacks: %d kept, page says %s", ns, stacks)
+	if got := mustString(t, stacks); got != want20 {
+		t.Errorf("top stacks (shown, hidden, button, hidden after a click) = %s, want %s for %d stacks", got, want20, ns)
+	}
 	zoom := string(p.eval(t, `(function () {
 		var before = document.querySelectorAll("#flame-0 .fr").length;
 		var frames = document.querySelectorAll("#flame-0 .fr:not(.anc)");

@@ -35,6 +35,9 @@
       ul.appendChild(li);
     }
     text('live-findings-note', u.findings_windows ? '(analysed over the first ' + u.findings_windows + ' windows)' : '');
+    var banner = $('live-banner');
+    banner.hidden = !u.banner;
+    banner.textContent = u.banner || '';
     if (u.charts) { cacheheatReport.draw(u.charts); }
   }
   // cacheheatLive is the hook the browser tests read.

@@ -204,15 +204,18 @@ func (l *Live) Recording(tr *profile.Trailer) *profile.Recording {
 
 // update is one event on the stream: the whole state so far.
 type update struct {
-	Windows   int             `json:"windows"`
-	StartNS   int64           `json:"start_ns"`
-	EndNS     int64           `json:"end_ns"`
-	Status    any             `json:"status,omitempty"`
-	Charts    *heatmap.Charts `json:"charts,omitempty"`
-	Findings  []Finding       `json:"findings"`
-	Analyzed  int             `json:"findings_windows"` // windows the findings cover
-	Drops     profile.Drops   `json:"drops"`
-	HeaderSet bool            `json:"header"`
+	Windows int             `json:"windows"`
+	StartNS int64           `json:"start_ns"`
+	EndNS   int64           `json:"end_ns"`
+	Status  any             `json:"status,omitempty"`
+	Charts  *heatmap.Charts `json:"charts,omitempty"`
+	// Banner says the recording is simulated or synthetic, as the
+	// report's banner does.
+	Banner    string        `json:"banner,omitempty"`
+	Findings  []Finding     `json:"findings"`
+	Analyzed  int           `json:"findings_windows"` // windows the findings cover
+	Drops     profile.Drops `json:"drops"`
+	HeaderSet bool          `json:"header"`
 }
 
 // build runs off the recorder's goroutine: it turns the windows so far into
@@ -267,6 +270,7 @@ func (l *Live) build() {
 			rec := &profile.Recording{Header: h, Windows: wins, Stacks: stacks}
 			c := heatmap.BuildCharts(rec, l.opts.MaxCells)
 			u.Charts = &c
+			u.Banner = heatmap.Banner(rec)
 			if l.opts.Renderers.Findings != nil && len(wins) > 0 && (analyzed == 0 || len(wins)-analyzed >= l.opts.AnalyzeEvery) {
 				findings = l.opts.Renderers.Findings(rec)
 				analyzed = len(wins)

@@ -274,3 +274,23 @@ func TestLiveHeaders(t *testing.T) {
 	}
 	_ = io.Discard
 }
+
+// TestLiveBanner: a simulated recording's live updates carry the report's
+// red banner text; a measured one's carry none.
+func TestLiveBanner(t *testing.T) {
+	for _, simulated := range []bool{false, true} {
+		l, ts := newTestLive(t, LiveOptions{})
+		ch, _ := stream(t, ts.URL)
+		h := testHeader()
+		if simulated {
+			h.PMU = &profile.PMU{Simulated: "intel-icx"}
+		}
+		l.SetHeader(h)
+		w := testWindow(0)
+		l.Publish(&w, testStatus{Windows: 1})
+		u, _ := waitWindows(t, ch, 1)
+		if got := u.Banner != ""; got != simulated || (simulated && !strings.Contains(u.Banner, "intel-icx")) {
+			t.Errorf("simulated %v: banner %q", simulated, u.Banner)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -30,6 +31,9 @@ func runCaps(name string, args []string, stdout io.Writer) error {
 	if fs.NArg() != 0 {
 		return usageErrorf("caps: takes no arguments, got %q; run 'cacheheat caps --help'", fs.Args())
 	}
+	if _, err := collector.LiveCPU(); errors.Is(err, collector.ErrUnknownPMU) {
+		return usageErrorf("caps: %v", err)
+	}
 	c := collector.DetectCaps("/")
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -38,6 +42,13 @@ func runCaps(name string, args []string, stdout io.Writer) error {
 	}
 	writeCaps(stdout, c)
 	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 func yesNo(b bool) string {
@@ -71,7 +82,7 @@ func writeCaps(w io.Writer, c collector.Caps) {
 
 	fmt.Fprintln(w, "\nBPF")
 	if c.BPFLoad.OK {
-		row("program load", "ok (a test socket filter was loaded and unloaded)")
+		row("program load", "ok (cacheheat's own BPF object was loaded and unloaded; nothing attached)")
 	} else {
 		row("program load", "FAILED: %s", c.BPFLoad.Error)
 	}
@@ -80,10 +91,14 @@ func writeCaps(w io.Writer, c collector.Caps) {
 	row("model", "%s", c.CPU.ModelName)
 	row("vendor", "%s, family %d (%#x), model %d (%#x), stepping %d", c.CPU.Vendor, c.CPU.Family, c.CPU.Family, c.CPU.Model, c.CPU.Model, c.CPU.Stepping)
 	pmus := strings.Join(c.PMUs, ", ")
-	if c.Mode != collector.ModeHardware {
+	if c.Mode != collector.ModeHardware || c.PMU != nil {
 		pmus += " (no core PMU among them)"
 	}
 	row("perf PMUs", "%s", pmus)
+	if c.PMU != nil {
+		row("PMU", "%s: %s, %d general counters, fixed %s; every hardware event opens a software stand-in (docs/EVENTS.md)",
+			profile.SimulatedWarning, c.PMU.Simulated, c.PMU.Counters, orNone(strings.Join(c.PMU.Fixed, ", ")))
+	}
 
 	fmt.Fprintln(w, "\nTopology")
 	writeTopology(row, c.Topology)
@@ -96,6 +111,9 @@ func writeCaps(w io.Writer, c collector.Caps) {
 		reason := e.Reason
 		if e.Errno != "" {
 			reason = e.Errno + ": " + reason
+		}
+		if e.Simulated && e.Status == profile.StatusMeasured {
+			reason = "SIMULATED by " + e.StandIn
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", e.Name, e.Kind, e.Status, reason)
 	}

@@ -64,6 +64,12 @@ func readRecording(path string) (*profile.Recording, error) {
 // printSummary writes the summary for people: plain words and numbers,
 // the processes that cost the most first.
 func printSummary(w io.Writer, s profile.Summary, top int) {
+	if s.PMU != nil && s.PMU.Simulated != "" {
+		fmt.Fprintf(w, "%s (simulated %s)\n\n", profile.SimulatedWarning, s.PMU.Simulated)
+	}
+	if s.Synthetic != "" {
+		fmt.Fprintf(w, "SYNTHETIC RECORDING: %s\n\n", printable(s.Synthetic))
+	}
 	fmt.Fprintf(w, "host      %s, %s, %s (%s, %s)\n", printable(s.Host.Hostname), printable(s.Host.Kernel), printable(s.Host.CPUModel),
 		plural(s.Host.CPUs, "CPU"), plural(s.Host.NUMANodes, "NUMA node"))
 	fmt.Fprintf(w, "mode      %s\n", s.Mode)
@@ -93,10 +99,21 @@ func printSummary(w io.Writer, s profile.Summary, top int) {
 	for _, e := range s.Events {
 		if e.Status == profile.StatusMeasured {
 			t := s.Totals[e.Name].Total
+			var notes []string
+			if e.Scaling > 1.005 {
+				notes = append(notes, fmt.Sprintf("scaled x%.3g (multiplexed)", e.Scaling))
+			}
+			if e.Simulated {
+				notes = append(notes, "SIMULATED by "+e.StandIn)
+			}
+			note := ""
+			if len(notes) > 0 {
+				note = "  (" + strings.Join(notes, "; ") + ")"
+			}
 			if e.Name == "cpu-clock" {
-				fmt.Fprintf(w, "  %-24s %s of CPU time\n", e.Name, profile.FormatNS(float64(t)))
+				fmt.Fprintf(w, "  %-24s %s of CPU time%s\n", e.Name, profile.FormatNS(float64(t)), note)
 			} else {
-				fmt.Fprintf(w, "  %-24s %s\n", e.Name, count(t))
+				fmt.Fprintf(w, "  %-24s %s%s\n", e.Name, count(t), note)
 			}
 			continue
 		}

@@ -17,10 +17,10 @@ func TestInspectText(t *testing.T) {
 		Target:    profile.Target{Kind: "all"},
 		Windows:   1,
 		IntervalS: 1,
-		Events: []profile.EventStatus{
-			{Name: "cpu-clock", Status: profile.StatusMeasured},
-			{Name: "cycles", Status: profile.StatusUnsupported, Reason: "no hardware PMU exposed"},
-			{Name: "instructions", Status: profile.StatusUnsupported, Reason: "no hardware PMU exposed"},
+		Events: []profile.EventSummary{
+			{EventStatus: profile.EventStatus{Name: "cpu-clock", Status: profile.StatusMeasured}},
+			{EventStatus: profile.EventStatus{Name: "cycles", Status: profile.StatusUnsupported, Reason: "no hardware PMU exposed"}},
+			{EventStatus: profile.EventStatus{Name: "instructions", Status: profile.StatusUnsupported, Reason: "no hardware PMU exposed"}},
 		},
 		Totals: map[string]profile.Total{"cpu-clock": {Total: 3e9}},
 		Processes: []profile.ProcessSummary{

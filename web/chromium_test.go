@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -300,7 +299,16 @@ func checkFlame(t *testing.T, p *cdpPage, rec *profile.Recording) {
 		return s
 	}
 	want := fmt.Sprintf("matched: %.1f%% of samples", 100*float64(matched(root))/float64(root.Value))
-	q, _ := json.Marshal(regexp.QuoteMeta(name))
+	// The name is searched for as it is: every regexp metacharacter
+	// escaped, as regexp.QuoteMeta does.
+	var lit strings.Builder
+	for _, r := range name {
+		if strings.ContainsRune(`\.+*?()|[]{}^$`, r) {
+			lit.WriteByte('\\')
+		}
+		lit.WriteRune(r)
+	}
+	q, _ := json.Marshal(lit.String())
 	got := string(p.eval(t, `cacheheatReport.flames[0].search(`+string(q)+`)`))
 	hits := string(p.eval(t, `document.querySelectorAll("#flame-0 .fr.hit").length`))
 	if !strings.Contains(got, want) || hits == "0" {

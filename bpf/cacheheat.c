@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
 //go:build ignore
 
 // cacheheat's BPF side. Every measured event is a per-CPU counting perf

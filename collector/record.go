@@ -42,12 +42,18 @@ type Options struct {
 	// OnWindow is called after each window is written; it must return
 	// quickly, the recorder waits for it.
 	OnWindow func(*profile.Window, Status)
-	// Warn receives one-line warnings (unsupported events, ...).
+	// Sinks receive the header and every window in memory (WindowSink).
+	Sinks []WindowSink
+	// Warn receives one-line warnings (data lost, application metrics
+	// unreadable, ...).
 	Warn func(string)
 	// Funcs are functions whose calls are timed, with the calling task's
 	// counters per call (--func); FuncEvents also keeps each call.
 	Funcs      []FuncSpec
 	FuncEvents bool
+	// Note receives the one line that says how many requested events
+	// this host cannot measure; nil drops it (record -q).
+	Note func(string)
 }
 
 // Status is the recorder's progress, for the status line and the live view.
@@ -169,7 +175,7 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 			unsupported = append(unsupported, ev.Name)
 		}
 	}
-	if len(unsupported) > 0 {
+	if len(unsupported) > 0 && o.Note != nil {
 		reasons := map[string]bool{}
 		var rs []string
 		for _, st := range statuses {
@@ -178,7 +184,8 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 				rs = append(rs, st.Reason)
 			}
 		}
-		o.Warn(fmt.Sprintf("%d events not measured (%s): %s", len(unsupported), strings.Join(rs, "; "), strings.Join(unsupported, ", ")))
+		mode := HostMode(statuses) + " mode: "
+		o.Note(fmt.Sprintf("%s%d of %d events not measured: %s; 'cacheheat caps' says which and why", mode, len(unsupported), len(statuses), strings.Join(rs, "; ")))
 	}
 	// A simulated PMU with more events than counters rotates them, and
 	// needs one counter that never rotates as the clock of their enabled
@@ -286,18 +293,22 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 		}
 	}
 	start := time.Now()
-	hdr := profile.Header{
-		Tool: "cacheheat", StartTime: start, Host: host,
+	header := profile.Header{
+		FormatVersion: profile.FormatVersion(),
+		Tool:          "cacheheat", StartTime: start, Host: host,
 		Target: tgt.header(), Settings: settings, Events: statuses,
 		PMU: SimulatedPMU(cpu),
 	}
 	if fk != nil {
 		fk.startMono.Store(monoNow())
-		hdr.Functions = fk.specs()
+		header.Functions = fk.specs()
 	}
-	w, err := profile.Create(o.Output, hdr)
+	w, err := profile.Create(o.Output, header)
 	if err != nil {
 		return nil, err
+	}
+	for _, s := range o.Sinks {
+		s.Header(header)
 	}
 	r.mu.Lock()
 	r.w = w
@@ -517,8 +528,12 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 		return err
 	}
 	rc.windows++
+	st := Status{Elapsed: now.Sub(rc.start), Windows: rc.windows, Samples: rc.samples, Drops: rc.drops.Total()}
 	if r.opts.OnWindow != nil {
-		r.opts.OnWindow(win, Status{Elapsed: now.Sub(rc.start), Windows: rc.windows, Samples: rc.samples, Drops: rc.drops.Total()})
+		r.opts.OnWindow(win, st)
+	}
+	for _, s := range r.opts.Sinks {
+		s.Window(win, st)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -162,6 +163,8 @@ func record(t *testing.T, ctx context.Context, opts Options) *profile.Recording 
 		opts.Interval = 200 * time.Millisecond
 	}
 	opts.Warn = func(s string) { t.Log("warning:", s) }
+	sink := &memSink{}
+	opts.Sinks = append(opts.Sinks, sink)
 	r, err := NewRecorder(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +191,49 @@ func record(t *testing.T, ctx context.Context, opts Options) *profile.Recording 
 	if rec.Trailer == nil {
 		t.Fatalf("recording has no trailer: %s", rec.Warning)
 	}
+	sink.check(t, rec)
 	return rec
+}
+
+// memSink keeps what a WindowSink receives, to compare with the file.
+type memSink struct {
+	headers int
+	header  profile.Header
+	windows []*profile.Window
+}
+
+func (m *memSink) Header(h profile.Header)            { m.headers++; m.header = h }
+func (m *memSink) Window(w *profile.Window, _ Status) { m.windows = append(m.windows, w) }
+
+// check asserts that the sink got, in memory, the header and windows the
+// file holds: one header before the windows, and the same counters,
+// samples and histograms window by window.
+func (m *memSink) check(t *testing.T, rec *profile.Recording) {
+	t.Helper()
+	if m.headers != 1 {
+		t.Fatalf("sink got %d headers, want 1", m.headers)
+	}
+	hj, _ := json.Marshal(m.header)
+	fj, _ := json.Marshal(rec.Header)
+	if string(hj) != string(fj) {
+		t.Errorf("sink's header differs from the file's:\n%s\n%s", hj, fj)
+	}
+	if len(m.windows) != len(rec.Windows) {
+		t.Fatalf("sink got %d windows, the file has %d", len(m.windows), len(rec.Windows))
+	}
+	for i, w := range m.windows {
+		f := rec.Windows[i]
+		for _, part := range []struct {
+			name string
+			a, b any
+		}{{"counters", w.Counters, f.Counters}, {"samples", w.Samples, f.Samples}, {"histograms", w.Histograms, f.Histograms}} {
+			a, _ := json.Marshal(part.a)
+			b, _ := json.Marshal(part.b)
+			if string(a) != string(b) {
+				t.Errorf("window %d: the sink's %s differ from the file's", i, part.name)
+			}
+		}
+	}
 }
 
 func helperCommand(t *testing.T, h string) []string {

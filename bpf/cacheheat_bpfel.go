@@ -20,11 +20,17 @@ type CacheheatHistVal struct {
 }
 
 type CacheheatLastVal struct {
-	_       structs.HostLayout
-	Counter [16]uint64
-	Enabled [16]uint64
-	Running [16]uint64
-	Primed  uint64
+	_           structs.HostLayout
+	Counter     [16]uint64
+	Enabled     [16]uint64
+	Running     [16]uint64
+	Ts          uint64
+	Faults      uint64
+	Majfaults   uint64
+	Pid         uint32
+	Counted     uint32
+	FaultsStale uint32
+	_           [4]byte
 }
 
 type CacheheatSampleKey struct {
@@ -55,9 +61,10 @@ type CacheheatTaskKey struct {
 }
 
 type CacheheatTaskVal struct {
-	_      structs.HostLayout
-	Counts [16]uint64
-	Comm   [16]int8
+	_          structs.HostLayout
+	Counts     [16]uint64
+	Comm       [16]int8
+	Migrations uint64
 }
 
 type CacheheatTotalsVal struct {
@@ -105,8 +112,11 @@ const (
 	CacheheatProgOnWakeupNew      = "on_wakeup_new"
 	CacheheatProgSampleClock      = "sample_clock"
 	CacheheatProgSampleMiss       = "sample_miss"
+	CacheheatVarFaultSlots        = "fault_slots"
+	CacheheatVarNrCounters        = "nr_counters"
 	CacheheatVarNrEvents          = "nr_events"
-	CacheheatVarSwitchSlot        = "switch_slot"
+	CacheheatVarSlotSrc           = "slot_src"
+	CacheheatVarStartNs           = "start_ns"
 	CacheheatVarTargetCgroup      = "target_cgroup"
 	CacheheatVarTargetCgroupLevel = "target_cgroup_level"
 	CacheheatVarTargetMode        = "target_mode"
@@ -202,8 +212,11 @@ type CacheheatMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type CacheheatVariableSpecs struct {
+	FaultSlots        *ebpf.VariableSpec `ebpf:"fault_slots"`
+	NrCounters        *ebpf.VariableSpec `ebpf:"nr_counters"`
 	NrEvents          *ebpf.VariableSpec `ebpf:"nr_events"`
-	SwitchSlot        *ebpf.VariableSpec `ebpf:"switch_slot"`
+	SlotSrc           *ebpf.VariableSpec `ebpf:"slot_src"`
+	StartNs           *ebpf.VariableSpec `ebpf:"start_ns"`
 	TargetCgroup      *ebpf.VariableSpec `ebpf:"target_cgroup"`
 	TargetCgroupLevel *ebpf.VariableSpec `ebpf:"target_cgroup_level"`
 	TargetMode        *ebpf.VariableSpec `ebpf:"target_mode"`
@@ -296,8 +309,11 @@ func (m *CacheheatMaps) Close() error {
 //
 // It can be passed to LoadCacheheatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type CacheheatVariables struct {
+	FaultSlots        *ebpf.Variable `ebpf:"fault_slots"`
+	NrCounters        *ebpf.Variable `ebpf:"nr_counters"`
 	NrEvents          *ebpf.Variable `ebpf:"nr_events"`
-	SwitchSlot        *ebpf.Variable `ebpf:"switch_slot"`
+	SlotSrc           *ebpf.Variable `ebpf:"slot_src"`
+	StartNs           *ebpf.Variable `ebpf:"start_ns"`
 	TargetCgroup      *ebpf.Variable `ebpf:"target_cgroup"`
 	TargetCgroupLevel *ebpf.Variable `ebpf:"target_cgroup_level"`
 	TargetMode        *ebpf.Variable `ebpf:"target_mode"`

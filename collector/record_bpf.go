@@ -112,12 +112,20 @@ func openKernel(cfg kernelConfig) (_ *kernel, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading bpf spec: %w", err)
 	}
+	src, nrCounters, faultSlots := slotSources(cfg.counted)
+	var now unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err != nil {
+		return nil, fmt.Errorf("reading the monotonic clock: %w", err)
+	}
 	for name, v := range map[string]any{
 		"target_mode":         cfg.mode,
 		"target_cgroup":       cfg.cgroupID,
 		"target_cgroup_level": cfg.cgroupLevel,
 		"nr_events":           uint32(len(cfg.counted)),
-		"switch_slot":         switchSlot(cfg.counted),
+		"slot_src":            src,
+		"nr_counters":         nrCounters,
+		"fault_slots":         faultSlots,
+		"start_ns":            uint64(now.Nano()),
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("setting bpf variable %s: %w", name, err)
@@ -211,15 +219,45 @@ func openKernel(cfg kernelConfig) (_ *kernel, err error) {
 	return k, nil
 }
 
-// switchSlot is the slot of context-switches among the counted events, or
-// -1 (see switch_slot in bpf/cacheheat.c).
-func switchSlot(evs []Event) int32 {
+// Where the BPF side takes a slot's counts from (SRC_* in bpf/cacheheat.c).
+const (
+	srcCounter   = 0 // its per-CPU perf counter
+	srcClock     = 1
+	srcSwitch    = 2
+	srcMigration = 3
+	srcFault     = 4
+	srcMajFault  = 5
+)
+
+// softwareSources are the software events the BPF side counts from the
+// scheduler and the task's own counters instead of reading their perf
+// counters at every switch.
+var softwareSources = map[uint64]uint32{
+	unix.PERF_COUNT_SW_CPU_CLOCK:        srcClock,
+	unix.PERF_COUNT_SW_CONTEXT_SWITCHES: srcSwitch,
+	unix.PERF_COUNT_SW_CPU_MIGRATIONS:   srcMigration,
+	unix.PERF_COUNT_SW_PAGE_FAULTS:      srcFault,
+	unix.PERF_COUNT_SW_PAGE_FAULTS_MAJ:  srcMajFault,
+}
+
+// slotSources says, per slot, where its counts come from, how many slots
+// are read from perf counters at every switch of a target, and which are
+// fault slots (bit i: slot i), read only after the task faulted. Only
+// events of the software kind qualify: an event of another kind opened as
+// a software counter (a stand-in) still takes the counter path.
+func slotSources(evs []Event) (src [maxEvents]uint32, counters, faults uint32) {
 	for i, ev := range evs {
-		if ev.Type == unix.PERF_TYPE_SOFTWARE && ev.Config == unix.PERF_COUNT_SW_CONTEXT_SWITCHES {
-			return int32(i)
+		s, ok := softwareSources[ev.Config]
+		if ev.Kind != KindSoftware || ev.Type != unix.PERF_TYPE_SOFTWARE || !ok {
+			s = srcCounter
+			counters++
 		}
+		if s == srcFault || s == srcMajFault {
+			faults |= 1 << i
+		}
+		src[i] = s
 	}
-	return -1
+	return src, counters, faults
 }
 
 func (k *kernel) attachSampler(prog *ebpf.Program, ev Event, cpu, hz int, period uint64) error {

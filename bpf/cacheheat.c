@@ -323,19 +323,13 @@ static __always_inline bool is_target(struct task_struct *t)
 }
 
 // task_entry returns target task t's counts, creating them (with its name)
-// the first time t is seen, and refreshing the name when t was renamed
-// (exec, prctl): two word compares, no copy, in the common case.
+// the first time t is seen; a rename updates the name (on_rename).
 static __always_inline struct task_val *task_entry(struct task_struct *t)
 {
 	struct task_key k = {.tgid = t->tgid, .pid = t->pid};
 	struct task_val *tv = bpf_map_lookup_elem(&tasks, &k);
-	if (tv) {
-		const u64 *c = (const u64 *)t->comm;
-		const u64 *o = (const u64 *)tv->comm;
-		if (c[0] != o[0] || c[1] != o[1])
-			bpf_probe_read_kernel_str(tv->comm, sizeof(tv->comm), t->comm);
+	if (tv)
 		return tv;
-	}
 	struct task_val init = {};
 	// A task started during the recording has all its migrations counted;
 	// an older one from now on.
@@ -609,6 +603,20 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	struct task_val *tv = task_entry(p);
 	if (tv)
 		tv->migrations = p->se.nr_migrations;
+	return 0;
+}
+
+// A task's name changes by exec, prctl(PR_SET_NAME) or a write to
+// /proc/PID/comm (by any thread, even of another process), all through
+// __set_task_comm, which fires this with the new name: names are copied
+// here and when a task is first seen, never at a switch.
+SEC("tp_btf/task_rename")
+int BPF_PROG(on_rename, struct task_struct *t, const char *comm)
+{
+	struct task_key k = {.tgid = t->tgid, .pid = t->pid};
+	struct task_val *tv = bpf_map_lookup_elem(&tasks, &k);
+	if (tv)
+		bpf_probe_read_kernel_str(tv->comm, sizeof(tv->comm), comm);
 	return 0;
 }
 

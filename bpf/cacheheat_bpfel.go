@@ -107,6 +107,7 @@ const (
 	CacheheatProgOnExec           = "on_exec"
 	CacheheatProgOnExit           = "on_exit"
 	CacheheatProgOnFork           = "on_fork"
+	CacheheatProgOnRename         = "on_rename"
 	CacheheatProgOnSwitch         = "on_switch"
 	CacheheatProgOnWakeup         = "on_wakeup"
 	CacheheatProgOnWakeupNew      = "on_wakeup_new"
@@ -167,6 +168,7 @@ type CacheheatProgramSpecs struct {
 	OnExec      *ebpf.ProgramSpec `ebpf:"on_exec"`
 	OnExit      *ebpf.ProgramSpec `ebpf:"on_exit"`
 	OnFork      *ebpf.ProgramSpec `ebpf:"on_fork"`
+	OnRename    *ebpf.ProgramSpec `ebpf:"on_rename"`
 	OnSwitch    *ebpf.ProgramSpec `ebpf:"on_switch"`
 	OnWakeup    *ebpf.ProgramSpec `ebpf:"on_wakeup"`
 	OnWakeupNew *ebpf.ProgramSpec `ebpf:"on_wakeup_new"`
@@ -326,6 +328,7 @@ type CacheheatPrograms struct {
 	OnExec      *ebpf.Program `ebpf:"on_exec"`
 	OnExit      *ebpf.Program `ebpf:"on_exit"`
 	OnFork      *ebpf.Program `ebpf:"on_fork"`
+	OnRename    *ebpf.Program `ebpf:"on_rename"`
 	OnSwitch    *ebpf.Program `ebpf:"on_switch"`
 	OnWakeup    *ebpf.Program `ebpf:"on_wakeup"`
 	OnWakeupNew *ebpf.Program `ebpf:"on_wakeup_new"`
@@ -338,6 +341,7 @@ func (p *CacheheatPrograms) Close() error {
 		p.OnExec,
 		p.OnExit,
 		p.OnFork,
+		p.OnRename,
 		p.OnSwitch,
 		p.OnWakeup,
 		p.OnWakeupNew,

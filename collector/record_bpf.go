@@ -62,6 +62,7 @@ type kernel struct {
 	cfg      kernelConfig
 	buf      uint32 // active stack buffer
 	missOK   bool
+	drains   int // drainSamples calls, for the periodic stack map sweep
 }
 
 // checkPrivileges says what is missing for BPF recording, naming it.
@@ -181,6 +182,7 @@ func openKernel(cfg kernelConfig) (_ *kernel, err error) {
 		{k.objs.OnFork, "sched_process_fork"},
 		{k.objs.OnExec, "sched_process_exec"},
 		{k.objs.OnExit, "sched_process_exit"},
+		{k.objs.OnRename, "task_rename"},
 	} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: a.prog})
 		if err != nil {
@@ -334,16 +336,14 @@ func (k *kernel) snapshot() (*snapshot, error) {
 		target: make([][]uint64, len(k.cfg.counted)),
 		host:   make([][]counterValue, len(k.cfg.counted)),
 	}
-	var key bpf.CacheheatTaskKey
-	var val bpf.CacheheatTaskVal
-	it := k.objs.Tasks.Iterate()
-	for it.Next(&key, &val) {
-		tv := taskVal{comm: cString(val.Comm[:])}
-		copy(tv.counts[:], val.Counts[:])
-		s.tasks[taskKey{tgid: int(key.Tgid), tid: int(key.Pid)}] = tv
-	}
-	if err := it.Err(); err != nil {
+	keys, vals, err := readAll[bpf.CacheheatTaskKey, bpf.CacheheatTaskVal](k.objs.Tasks)
+	if err != nil {
 		return nil, fmt.Errorf("reading the task map: %w", err)
+	}
+	for i, key := range keys {
+		tv := taskVal{comm: cString(vals[i].Comm[:])}
+		copy(tv.counts[:], vals[i].Counts[:])
+		s.tasks[taskKey{tgid: int(key.Tgid), tid: int(key.Pid)}] = tv
 	}
 
 	var zero uint32
@@ -409,17 +409,24 @@ func (k *kernel) drainSamples() ([]rawSample, uint64, error) {
 	if old == 1 {
 		stacks = k.objs.Stacks1
 	}
+	all, counts, err := readAll[bpf.CacheheatSampleKey, uint64](k.objs.Samples)
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading samples: %w", err)
+	}
 	var keys []bpf.CacheheatSampleKey
-	var key bpf.CacheheatSampleKey
-	var cnt uint64
-	it := k.objs.Samples.Iterate()
-	for it.Next(&key, &cnt) {
+	var cnts []uint64
+	for i, key := range all {
 		if uint32(key.Buf) == old {
 			keys = append(keys, key)
+			cnts = append(cnts, counts[i])
 		}
 	}
-	if err := it.Err(); err != nil {
-		return nil, 0, fmt.Errorf("reading samples: %w", err)
+	if len(keys) > 0 {
+		// Only this process deletes samples, and the programs write to the
+		// other buffer now: every key read is still there.
+		if _, err := k.objs.Samples.BatchDelete(keys, nil); err != nil {
+			return nil, 0, fmt.Errorf("clearing samples: %w", err)
+		}
 	}
 	cache := map[int32][]uint64{}
 	readStack := func(id int32) ([]uint64, bool) {
@@ -446,10 +453,8 @@ func (k *kernel) drainSamples() ([]rawSample, uint64, error) {
 	}
 	var out []rawSample
 	var lost uint64
-	for _, key := range keys {
-		if err := k.objs.Samples.LookupAndDelete(&key, &cnt); err != nil {
-			continue // taken by nobody else: only we delete
-		}
+	for i, key := range keys {
+		cnt := cnts[i]
 		us, ok1 := readStack(key.Ustack)
 		ks, ok2 := readStack(key.Kstack)
 		if !ok1 || !ok2 {
@@ -461,18 +466,63 @@ func (k *kernel) drainSamples() ([]rawSample, uint64, error) {
 		})
 	}
 	// Clear the drained buffer's stack ids; the kernel hands out the same
-	// ids again for other stacks.
-	var id uint32
-	var ids []uint32
-	var raw [127]uint64
-	sit := stacks.Iterate()
-	for sit.Next(&id, &raw) {
-		ids = append(ids, id)
+	// ids again for other stacks. The ids the samples named are deleted
+	// one by one (a stack map has no batch operations); a stack whose
+	// sample was lost (a full sample map) is swept every sweepEvery
+	// drains.
+	k.drains++
+	if k.drains%sweepEvery == 0 {
+		var id uint32
+		var raw [127]uint64
+		sit := stacks.Iterate()
+		for sit.Next(&id, &raw) {
+			cache[int32(id)] = nil
+		}
 	}
-	for _, id := range ids {
-		_ = stacks.Delete(id)
+	for id := range cache {
+		if id >= 0 {
+			_ = stacks.Delete(uint32(id))
+		}
 	}
 	return out, lost, nil
+}
+
+// sweepEvery is how often (in drains) every id of a stack map is cleared.
+const sweepEvery = 64
+
+// readAll reads every entry of a hash map in batches: a few system calls
+// for the whole map, where iterating costs two per entry. Kernels without
+// batch operations (before 5.6) are iterated.
+func readAll[K, V any](m *ebpf.Map) ([]K, []V, error) {
+	chunk := int(min(m.MaxEntries(), 4096))
+	keys, vals := make([]K, chunk), make([]V, chunk)
+	var outK []K
+	var outV []V
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := m.BatchLookup(&cursor, keys, vals, nil)
+		outK, outV = append(outK, keys[:n]...), append(outV, vals[:n]...)
+		switch {
+		case errors.Is(err, ebpf.ErrKeyNotExist):
+			return outK, outV, nil
+		case errors.Is(err, ebpf.ErrNotSupported):
+			return iterateAll[K, V](m)
+		case err != nil:
+			return nil, nil, err
+		}
+	}
+}
+
+func iterateAll[K, V any](m *ebpf.Map) ([]K, []V, error) {
+	var outK []K
+	var outV []V
+	var k K
+	var v V
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		outK, outV = append(outK, k), append(outV, v)
+	}
+	return outK, outV, it.Err()
 }
 
 func cString(b []int8) string {

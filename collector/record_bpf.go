@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -63,6 +64,9 @@ type kernel struct {
 	buf      uint32 // active stack buffer
 	missOK   bool
 	drains   int // drainSamples calls, for the periodic stack map sweep
+	// Buffers of the batch reads, kept from window to window.
+	taskBuf   batchBuf[bpf.CacheheatTaskKey, bpf.CacheheatTaskVal]
+	sampleBuf batchBuf[bpf.CacheheatSampleKey, uint64]
 }
 
 // checkPrivileges says what is missing for BPF recording, naming it.
@@ -336,7 +340,7 @@ func (k *kernel) snapshot() (*snapshot, error) {
 		target: make([][]uint64, len(k.cfg.counted)),
 		host:   make([][]counterValue, len(k.cfg.counted)),
 	}
-	keys, vals, err := readAll[bpf.CacheheatTaskKey, bpf.CacheheatTaskVal](k.objs.Tasks)
+	keys, vals, err := k.taskBuf.readAll(k.objs.Tasks)
 	if err != nil {
 		return nil, fmt.Errorf("reading the task map: %w", err)
 	}
@@ -409,7 +413,7 @@ func (k *kernel) drainSamples() ([]rawSample, uint64, error) {
 	if old == 1 {
 		stacks = k.objs.Stacks1
 	}
-	all, counts, err := readAll[bpf.CacheheatSampleKey, uint64](k.objs.Samples)
+	all, counts, err := k.sampleBuf.readAll(k.objs.Samples)
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading samples: %w", err)
 	}
@@ -490,21 +494,27 @@ func (k *kernel) drainSamples() ([]rawSample, uint64, error) {
 // sweepEvery is how often (in drains) every id of a stack map is cleared.
 const sweepEvery = 64
 
-// readAll reads every entry of a hash map in batches: a few system calls
+// batchBuf reads every entry of a hash map in batches: a few system calls
 // for the whole map, where iterating costs two per entry. Kernels without
-// batch operations (before 5.6) are iterated.
-func readAll[K, V any](m *ebpf.Map) ([]K, []V, error) {
-	chunk := int(min(m.MaxEntries(), 4096))
-	keys, vals := make([]K, chunk), make([]V, chunk)
-	var outK []K
-	var outV []V
+// batch operations (before 5.6) are iterated. What readAll returns is
+// valid until its next call.
+type batchBuf[K, V any] struct {
+	keys []K
+	vals []V
+}
+
+func (b *batchBuf[K, V]) readAll(m *ebpf.Map) ([]K, []V, error) {
+	const chunk = 4096
+	b.keys, b.vals = b.keys[:0], b.vals[:0]
 	var cursor ebpf.MapBatchCursor
 	for {
-		n, err := m.BatchLookup(&cursor, keys, vals, nil)
-		outK, outV = append(outK, keys[:n]...), append(outV, vals[:n]...)
+		n := len(b.keys)
+		b.keys, b.vals = slices.Grow(b.keys, chunk)[:n+chunk], slices.Grow(b.vals, chunk)[:n+chunk]
+		got, err := m.BatchLookup(&cursor, b.keys[n:], b.vals[n:], nil)
+		b.keys, b.vals = b.keys[:n+got], b.vals[:n+got]
 		switch {
 		case errors.Is(err, ebpf.ErrKeyNotExist):
-			return outK, outV, nil
+			return b.keys, b.vals, nil
 		case errors.Is(err, ebpf.ErrNotSupported):
 			return iterateAll[K, V](m)
 		case err != nil:

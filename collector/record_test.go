@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cacheheat/cacheheat/profile"
 )
@@ -51,6 +54,23 @@ func runHelper(h string) {
 		for i := 0; i < n; i++ {
 			mem[i*page] = 1
 		}
+	case "work":
+		// n pages touched, then about 100 ms of CPU.
+		page := os.Getpagesize()
+		mem, err := syscall.Mmap(-1, 0, n*page, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+		if err != nil {
+			panic(err)
+		}
+		for i := 0; i < n; i++ {
+			mem[i*page] = 1
+		}
+		x := uint64(n)
+		for start := time.Now(); time.Since(start) < 100*time.Millisecond; {
+			for j := 0; j < 100_000; j++ {
+				x = x*6364136223846793005 + 1442695040888963407
+			}
+		}
+		sink.Add(x)
 	case "sleeps":
 		for i := 0; i < n; i++ {
 			time.Sleep(time.Millisecond)
@@ -217,6 +237,58 @@ func TestRecordCommandPageFaults(t *testing.T) {
 	}
 	if perCPU < got {
 		t.Errorf("per-CPU target page-faults %d below the process's %d", perCPU, got)
+	}
+}
+
+// TestRecordSoftwareSourcesMatchCounters records cpu-clock and
+// page-faults twice in one run: as software events (switch timestamps, and
+// the fault counter read only after slices with faults) and as stand-ins
+// of another kind, which take the path of hardware events (their perf
+// counters read at every switch of the target). The two must agree.
+func TestRecordSoftwareSourcesMatchCounters(t *testing.T) {
+	needBPF(t)
+	evs := events(t, "cpu-clock", "page-faults", "context-switches")
+	evs = append(evs,
+		Event{Name: "cpu-clock-by-counter", Kind: KindRaw, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CPU_CLOCK},
+		Event{Name: "page-faults-by-counter", Kind: KindRaw, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_PAGE_FAULTS})
+	if src, counters, faults := slotSources(evs); src[0] != srcClock || src[3] != srcCounter || counters != 2 || faults != 1<<1 {
+		t.Fatalf("slot sources %v, %d counters, fault slots %b: want the stand-ins on counters", src[:5], counters, faults)
+	}
+	rec := record(t, context.Background(), Options{
+		Target: Target{Kind: profile.TargetCommand, Command: helperCommand(t, "work 5000")},
+		Events: evs,
+	})
+	pid := rec.Header.Target.PIDs[0]
+	for _, c := range []struct {
+		soft, counter string
+		tol           float64
+	}{{"cpu-clock", "cpu-clock-by-counter", 0.02}, {"page-faults", "page-faults-by-counter", 0.01}} {
+		s, k := processTotal(rec, pid, c.soft), processTotal(rec, pid, c.counter)
+		t.Logf("%s %d, %s %d", c.soft, s, c.counter, k)
+		if s == 0 || math.Abs(float64(s)-float64(k)) > c.tol*float64(k) {
+			t.Errorf("%s %d, %s %d: want them within %.0f%%", c.soft, s, c.counter, k, c.tol*100)
+		}
+	}
+	if pf := processTotal(rec, pid, "page-faults"); pf < 5000 {
+		t.Errorf("page-faults %d with 5000 pages touched", pf)
+	}
+}
+
+func TestSlotSources(t *testing.T) {
+	evs := events(t, "cpu-clock", "page-faults", "major-faults", "context-switches", "cpu-migrations")
+	// Hardware events, and a software counter standing in for one (a
+	// simulated PMU), are read from their counters.
+	evs = append(evs, Event{Name: "cycles", Kind: KindHardware, Type: unix.PERF_TYPE_HARDWARE, Config: unix.PERF_COUNT_HW_CPU_CYCLES},
+		Event{Name: "LLC-load-misses", Kind: KindCache, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_PAGE_FAULTS})
+	src, counters, faults := slotSources(evs)
+	want := []uint32{srcClock, srcFault, srcMajFault, srcSwitch, srcMigration, srcCounter, srcCounter}
+	for i, w := range want {
+		if src[i] != w {
+			t.Errorf("slot %d (%s): source %d, want %d", i, evs[i].Name, src[i], w)
+		}
+	}
+	if counters != 2 || faults != 0b110 {
+		t.Errorf("%d counter slots, fault slots %b: want 2 and 110", counters, faults)
 	}
 }
 

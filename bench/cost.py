@@ -2,8 +2,10 @@
 """What a recording costs, from the kernel's own accounting.
 
 For each scenario (a bundled workload, or none for an idle host, at a
-sampling rate) this starts `cacheheat record -a -F HZ`, lets it load and
-attach, then over the workload's run reads:
+sampling rate) this starts `cacheheat record -a -F HZ` (`-G` of an empty
+cgroup, or `-p` of a sleeping process: the recorder with nothing to
+record, even on a busy host), lets it load and attach, then over the
+workload's run reads:
 
 - each BPF program's run_cnt and run_time_ns, for the programs of THIS
   recorder only: their ids come from the recorder's own file descriptors
@@ -17,11 +19,11 @@ attach, then over the workload's run reads:
 - the host's context switches (/proc/stat ctxt), to say how busy it was.
 
 Shares are of all CPU time (wall time x CPUs) for the BPF programs and the
-recorder; the idle scenario also gives the recorder's share of one CPU.
+recorder; the last column is the recorder's share of one CPU.
 Needs root, python3 and the built binary; no bpftool, no perf.
 
 Usage: bench/cost.py [--bin bin/cacheheat] [--rounds 3] [--seconds 10]
-                     [--scenarios all|NAME,..] [--raw FILE.json]
+                     [--scenarios default|all|NAME,..] [--raw FILE.json]
 """
 
 import argparse
@@ -145,12 +147,35 @@ SCENARIOS = {
     "rcu-bad-99": (["workload", "run", "rcu", "--variant", "bad", "-t", "2"], 99),
     "rcu-bad-999": (["workload", "run", "rcu", "--variant", "bad", "-t", "2"], 999),
     "idle-99": (None, 99),
+    # The recorder with nothing to record, even on a busy host: an empty
+    # cgroup (its fixed cost per window), and a process that sleeps (-p
+    # also polls the target set every 100 ms).
+    "empty-cgroup-99": ("empty-cgroup", 99),
+    "sleeper-99": ("sleeper", 99),
 }
+DEFAULT = ["falseshare-good-99", "falseshare-good-999", "rcu-bad-99", "rcu-bad-999", "idle-99", "empty-cgroup-99"]
+
+
+def cgroup2_mount():
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            p = line.split()
+            if len(p) >= 3 and p[2] == "cgroup2":
+                return p[1]
+    raise RuntimeError("no cgroup v2 mount")
 
 
 def run_one(binary, name, seconds, tmp):
     work, hz = SCENARIOS[name]
-    rec = subprocess.Popen([binary, "record", "-q", "-a", "-F", str(hz), "-o", f"{tmp}/{name}.rec"],
+    target, sleeper, cgroup = ["-a"], None, None
+    if work == "sleeper":
+        sleeper = subprocess.Popen(["sleep", "3600"])
+        target, work = ["-p", str(sleeper.pid)], None
+    elif work == "empty-cgroup":
+        cgroup = os.path.join(cgroup2_mount(), f"cacheheat-cost-{os.getpid()}")
+        os.makedirs(cgroup, exist_ok=True)
+        target, work = ["-G", cgroup], None
+    rec = subprocess.Popen([binary, "record", "-q"] + target + ["-F", str(hz), "-o", f"{tmp}/{name}.rec"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         # Loaded and attached once the sampler program is there; then a
@@ -170,6 +195,11 @@ def run_one(binary, name, seconds, tmp):
     finally:
         rec.send_signal(signal.SIGINT)
         rec.wait(timeout=60)
+        if sleeper:
+            sleeper.kill()
+            sleeper.wait()
+        if cgroup:
+            os.rmdir(cgroup)
     return s0, s1
 
 
@@ -205,10 +235,10 @@ def main():
     ap.add_argument("--bin", default=os.environ.get("BIN", "bin/cacheheat"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=10)
-    ap.add_argument("--scenarios", default="all")
+    ap.add_argument("--scenarios", default="default", help="default, all, or a comma-separated list")
     ap.add_argument("--raw", help="append every round's raw numbers to this JSON-lines file")
     a = ap.parse_args()
-    names = list(SCENARIOS) if a.scenarios == "all" else a.scenarios.split(",")
+    names = DEFAULT if a.scenarios == "default" else list(SCENARIOS) if a.scenarios == "all" else a.scenarios.split(",")
     for n in names:
         if n not in SCENARIOS:
             sys.exit(f"unknown scenario {n}; known: {', '.join(SCENARIOS)}")

@@ -232,7 +232,8 @@ def pct(x):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bin", default=os.environ.get("BIN", "bin/cacheheat"))
+    ap.add_argument("--bin", default=os.environ.get("BIN", "bin/cacheheat"),
+                    help="the binary, or LABEL=PATH,LABEL=PATH,... to compare builds side by side in one run")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--scenarios", default="default", help="default, all, or a comma-separated list")
@@ -242,48 +243,67 @@ def main():
     for n in names:
         if n not in SCENARIOS:
             sys.exit(f"unknown scenario {n}; known: {', '.join(SCENARIOS)}")
-    binary = os.path.abspath(a.bin)
+    bins = []
+    for b in a.bin.split(","):
+        label, _, path = b.rpartition("=")
+        bins.append((label or os.path.basename(path), os.path.abspath(path)))
+    labels = [l for l, _ in bins]
     ncpu = os.cpu_count()
     tck = os.sysconf("SC_CLK_TCK")
     stats_fd = enable_stats()
-    results = {n: [] for n in names}
+    results = {(l, n): [] for l in labels for n in names}
     with tempfile.TemporaryDirectory() as tmp:
-        # Rounds interleave the scenarios, so drift on a shared host hits
-        # each alike.
+        # Rounds interleave the scenarios and the binaries, so drift on a
+        # shared host hits each alike.
         for r in range(a.rounds):
             for n in names:
-                s0, s1 = run_one(binary, n, a.seconds, tmp)
-                res = summarize(n, s0, s1, ncpu, tck)
-                res["round"] = r + 1
-                results[n].append(res)
-                if a.raw:
-                    with open(a.raw, "a") as f:
-                        f.write(json.dumps(res) + "\n")
-                print(f"round {r + 1}/{a.rounds} {n}: BPF {pct(res['bpf_share'])} + recorder {pct(res['recorder_share'])}"
-                      f" = {pct(res['total_share'])} of all CPU; {res['host_ctxt_per_s']:.0f} switches/s", file=sys.stderr)
+                for label, binary in bins:
+                    s0, s1 = run_one(binary, n, a.seconds, tmp)
+                    res = summarize(n, s0, s1, ncpu, tck)
+                    res["round"], res["binary"] = r + 1, label
+                    res["loadavg"] = os.getloadavg()[0]
+                    results[(label, n)].append(res)
+                    if a.raw:
+                        with open(a.raw, "a") as f:
+                            f.write(json.dumps(res) + "\n")
+                    print(f"round {r + 1}/{a.rounds} {label} {n}: BPF {pct(res['bpf_share'])} + recorder"
+                          f" {pct(res['recorder_share'])} = {pct(res['total_share'])} of all CPU;"
+                          f" {res['host_ctxt_per_s']:.0f} switches/s, load {res['loadavg']:.1f}", file=sys.stderr)
     os.close(stats_fd)
 
     med = statistics.median
-    print(f"{ncpu} CPUs, {a.rounds} rounds of {a.seconds} s each, medians (per round in --raw)\n")
-    print("| scenario | host switches/s | BPF share | recorder share | total | recorder, % of one CPU |")
-    print("|---|---|---|---|---|---|")
+    print(f"{ncpu} CPUs, {a.rounds} rounds of {a.seconds} s each, medians over rounds (each round in --raw)\n")
+    print("| scenario | binary | host switches/s | BPF share | recorder share | total | recorder, % of one CPU |")
+    print("|---|---|---|---|---|---|---|")
     for n in names:
-        rs = results[n]
-        print(f"| {n} | {med(r['host_ctxt_per_s'] for r in rs):.0f} | {pct(med(r['bpf_share'] for r in rs))}"
-              f" | {pct(med(r['recorder_share'] for r in rs))} | {pct(med(r['total_share'] for r in rs))}"
-              f" | {pct(med(r['recorder_one_cpu'] for r in rs))} |")
-    print("\n| scenario | program | runs/s | mean ns per run |")
-    print("|---|---|---|---|")
+        for l in labels:
+            rs = results[(l, n)]
+            print(f"| {n} | {l} | {med(r['host_ctxt_per_s'] for r in rs):.0f} | {pct(med(r['bpf_share'] for r in rs))}"
+                  f" | {pct(med(r['recorder_share'] for r in rs))} | {pct(med(r['total_share'] for r in rs))}"
+                  f" | {pct(med(r['recorder_one_cpu'] for r in rs))} |")
+    # Per program: the mean over every run of every round (total ns / total
+    # runs), per binary, and the last binary's over the first's.
+    print("\n| scenario | program | runs/s | " + " | ".join(f"{l} ns/run" for l in labels)
+          + (f" | {labels[-1]}/{labels[0]}" if len(labels) > 1 else "") + " |")
+    print("|---|---|---|" + "---|" * len(labels) + ("---|" if len(labels) > 1 else ""))
     for n in names:
-        rs = results[n]
-        progs = sorted({p for r in rs for p in r["progs"]})
+        progs = sorted({p for l in labels for r in results[(l, n)] for p in r["progs"]})
         for p in progs:
-            runs = [r["progs"].get(p, {"runs": 0})["runs"] for r in rs]
-            if not sum(runs):
+            means = []
+            for l in labels:
+                rs = results[(l, n)]
+                runs = sum(r["progs"].get(p, {"runs": 0})["runs"] for r in rs)
+                ns = sum(r["progs"].get(p, {"ns": 0})["ns"] for r in rs)
+                means.append(ns / runs if runs else None)
+            if all(m is None for m in means):
                 continue
-            per = [r["progs"][p]["ns"] / r["progs"][p]["runs"] for r in rs if r["progs"].get(p, {}).get("runs")]
+            rs = results[(labels[-1], n)]
             rate = med(r["progs"].get(p, {"runs": 0})["runs"] / r["wall_s"] for r in rs)
-            print(f"| {n} | {p} | {rate:.0f} | {med(per):.0f} |")
+            cells = " | ".join("-" if m is None else f"{m:.0f}" for m in means)
+            ratio = ""
+            if len(labels) > 1:
+                ratio = f" | {means[-1] / means[0]:.2f}" if means[0] and means[-1] else " | -"
+            print(f"| {n} | {p} | {rate:.0f} | {cells}{ratio} |")
 
 
 if __name__ == "__main__":

@@ -71,6 +71,18 @@ func runHelper(h string) {
 			}
 		}
 		sink.Add(x)
+	case "rename":
+		// Another thread renames the process (its main thread) while the
+		// main thread sleeps, as the bundled workloads do; then it exits.
+		time.Sleep(50 * time.Millisecond)
+		done := make(chan struct{})
+		go func() {
+			runtime.LockOSThread()
+			os.WriteFile("/proc/self/comm", []byte(f[2]), 0)
+			close(done)
+		}()
+		<-done
+		time.Sleep(200 * time.Millisecond)
 	case "sleeps":
 		for i := 0; i < n; i++ {
 			time.Sleep(time.Millisecond)
@@ -271,6 +283,23 @@ func TestRecordSoftwareSourcesMatchCounters(t *testing.T) {
 	}
 	if pf := processTotal(rec, pid, "page-faults"); pf < 5000 {
 		t.Errorf("page-faults %d with 5000 pages touched", pf)
+	}
+}
+
+// TestRecordRename: a process renamed by another of its threads (a write
+// to /proc/self/comm) is recorded under its new name, also once it has
+// exited and /proc has nothing left to ask.
+func TestRecordRename(t *testing.T) {
+	needBPF(t)
+	rec := record(t, context.Background(), Options{
+		Target: Target{Kind: profile.TargetCommand, Command: helperCommand(t, "rename 0 ch-renamed")},
+		Events: events(t, "cpu-clock", "context-switches"),
+	})
+	pid := rec.Header.Target.PIDs[0]
+	for _, p := range rec.ProcessTotals() {
+		if p.PID == pid && p.Comm != "ch-renamed" {
+			t.Errorf("process %d recorded as %q, want ch-renamed", pid, p.Comm)
+		}
 	}
 }
 

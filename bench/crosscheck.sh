@@ -24,6 +24,7 @@ trap 'rm -rf "$out"' EXIT
 commands=(
   "true"
   "$BIN workload run falseshare -t 2 -d 2s"
+  "$BIN workload run rcu --variant bad -t 2 -d 2s"
   "sh -c 'for i in \$(seq 100); do sleep 0.01; done'"
   "stress-ng --vm 1 --vm-bytes 64M --vm-ops 8 --vm-keep -q"
 )

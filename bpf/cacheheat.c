@@ -46,9 +46,10 @@ const volatile u32 nr_events = 0;
 //   its switch-out, from bpf_ktime_get_ns;
 // - context-switches: one per switch-out of the task. perf bumps that
 //   counter after the sched_switch tracepoint, for the task switched out;
-// - cpu-migrations: the task's se.nr_migrations. A task is migrated while
-//   it is off the CPU, and perf counts the migration when it next runs, on
-//   the new CPU; so is it here, at its next switch-out;
+// - cpu-migrations: from the task's se.nr_migrations. A task is migrated
+//   while it is off the CPU, and perf counts the migration when it next
+//   runs, on the new CPU, once however many moves there were; so is it
+//   here, at the end of that slice;
 // - page-faults, major-faults: perf counts a fault where it enters the
 //   fault handler, with registers; the task's min_flt and maj_flt also
 //   count faults taken on its behalf without them (get_user_pages: mlock,
@@ -393,15 +394,16 @@ static __always_inline void leave(struct last_val *l, struct task_struct *t)
 }
 
 // account adds to target task t, the task running on this CPU, what this
-// CPU counted since t was switched in or last accounted. switch_out is 1
-// when t is leaving the CPU (the switch is counted), 0 otherwise.
-static __always_inline void account(struct last_val *l, struct task_struct *t, u64 now, u64 switch_out)
+// CPU counted since t was switched in or last accounted, and returns its
+// counts. switch_out is 1 when t is leaving the CPU (the switch is
+// counted), 0 otherwise.
+static __always_inline struct task_val *account(struct last_val *l, struct task_struct *t, u64 now, u64 switch_out)
 {
 	if (l->pid != t->pid) {
 		// t started running before this CPU's first switch or sample:
 		// nothing to attribute yet.
 		l->faults_stale = fault_slots;
-		return;
+		return NULL;
 	}
 	struct task_val *tv = task_entry(t);
 	u32 zero = 0;
@@ -409,9 +411,12 @@ static __always_inline void account(struct last_val *l, struct task_struct *t, u
 	u64 faults = t->min_flt + t->maj_flt;
 	u64 majfaults = t->maj_flt;
 	u64 migrations = t->se.nr_migrations;
+	// perf counts a migration when the task next runs, once however many
+	// times it was moved while waiting: so one per slice that follows a
+	// move.
 	u64 mig = 0;
 	if (tv) {
-		mig = migrations - tv->migrations;
+		mig = migrations != tv->migrations;
 		tv->migrations = migrations;
 	}
 	for (u32 i = 0; i < MAX_EVENTS; i++) {
@@ -466,6 +471,7 @@ static __always_inline void account(struct last_val *l, struct task_struct *t, u
 	l->ts = now;
 	l->faults = faults;
 	l->majfaults = majfaults;
+	return tv;
 }
 
 static __always_inline u32 log2_bucket(u64 v)
@@ -536,8 +542,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	if (prev_target) {
 		u32 tid = prev->pid;
 		unsigned int state = prev->__state;
-		// An exiting task's last slice was accounted at its exit
-		// (on_exit), when perf stops counting it too.
+		// An exiting task's last slice is not counted (on_exit).
 		if (!(state & TASK_DEAD))
 			account(l, prev, now, 1);
 		// A preempted task goes straight back onto the run queue: its run
@@ -623,9 +628,12 @@ int BPF_PROG(on_rename, struct task_struct *t, const char *comm)
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(on_exit, struct task_struct *t)
 {
-	// perf stops counting an exiting task shortly after this point
-	// (perf_event_exit_task), so its last counts are taken here; its
-	// final switch-out counts nothing.
+	// perf stops counting an exiting task later in do_exit
+	// (perf_event_exit_task), after this tracepoint and the release of the
+	// task's memory; its counts so far are taken here, what follows until
+	// its last switch-out only if it is switched out meanwhile (the final
+	// switch-out counts nothing). On a loop of short processes this is
+	// closer to perf's task-clock than counting the final slice too (+8%).
 	if (is_target(t)) {
 		struct last_val *l = get_last();
 		if (l)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
 //go:build ignore
 
 // cacheheat's BPF side. At each context switch and each sample, the
@@ -18,7 +19,14 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-#define MAX_EVENTS 16
+// MAX_EVENTS is the number of counter slots: one PERF_EVENT_ARRAY per slot
+// and one count per slot in every task record. It is sized so that the
+// whole catalogue of any CPU model cacheheat knows fits at once (checked by
+// collector's tests), so the slots never decide which events a recording
+// may ask for; a PMU with fewer counters multiplexes them instead. User
+// space takes the number from this object (the countersN maps), not from a
+// copy of this constant.
+#define MAX_EVENTS 40
 #define HIST_BUCKETS 40
 #define MAX_STACK_DEPTH 127
 #define TASK_COMM_LEN 16
@@ -66,13 +74,17 @@ const volatile u32 nr_events = 0;
 const volatile u32 slot_src[MAX_EVENTS] = {};
 // The number of SRC_COUNTER slots, and the fault slots (bit i: slot i).
 const volatile u32 nr_counters = 0;
-const volatile u32 fault_slots = 0;
+const volatile u64 fault_slots = 0;
+// The slot whose enabled time stands for every slot's, or -1. A real PMU
+// multiplexes in the kernel, which reports each counter's own enabled and
+// running times. The simulated PMU (collector/simulated.go) rotates its
+// software stand-ins from user space by disabling them, which stops their
+// enabled clock too; there the enabled time is that of a counter that is
+// never rotated, and running stays each stand-in's own.
+const volatile s32 enabled_ref_slot = -1;
 // CLOCK_MONOTONIC when the recording was set up. A task started since has
 // all its migrations counted; an older one from the first time it is seen.
 const volatile u64 start_ns = 0;
-
-#define TASK_RUNNING 0
-#define TASK_DEAD 0x80
 
 // The per-CPU counting events: one PERF_EVENT_ARRAY per event slot,
 // indexed by CPU (max_entries is left to the loader, which sizes it to the
@@ -83,49 +95,26 @@ const volatile u64 start_ns = 0;
 		__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY); \
 		__uint(key_size, sizeof(u32));           \
 		__uint(value_size, sizeof(u32));         \
-	} counters##n SEC(".maps")
+	} counters##n SEC(".maps");
 
-COUNTER_MAP(0);
-COUNTER_MAP(1);
-COUNTER_MAP(2);
-COUNTER_MAP(3);
-COUNTER_MAP(4);
-COUNTER_MAP(5);
-COUNTER_MAP(6);
-COUNTER_MAP(7);
-COUNTER_MAP(8);
-COUNTER_MAP(9);
-COUNTER_MAP(10);
-COUNTER_MAP(11);
-COUNTER_MAP(12);
-COUNTER_MAP(13);
-COUNTER_MAP(14);
-COUNTER_MAP(15);
+// FOR_EACH_SLOT(X) expands X(0) .. X(MAX_EVENTS-1).
+#define FOR_EACH_SLOT(X)                                                  \
+	X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9)                 \
+	X(10) X(11) X(12) X(13) X(14) X(15) X(16) X(17) X(18) X(19)       \
+	X(20) X(21) X(22) X(23) X(24) X(25) X(26) X(27) X(28) X(29)       \
+	X(30) X(31) X(32) X(33) X(34) X(35) X(36) X(37) X(38) X(39)
+
+FOR_EACH_SLOT(COUNTER_MAP)
 
 #define READ_SLOT(n) \
 	case n:      \
-		return bpf_perf_event_read_value(&counters##n, BPF_F_CURRENT_CPU, v, sizeof(*v))
+		return bpf_perf_event_read_value(&counters##n, BPF_F_CURRENT_CPU, v, sizeof(*v));
 
 // read_slot reads event slot i on this CPU.
 static __always_inline long read_slot(u32 i, struct bpf_perf_event_value *v)
 {
 	switch (i) {
-	READ_SLOT(0);
-	READ_SLOT(1);
-	READ_SLOT(2);
-	READ_SLOT(3);
-	READ_SLOT(4);
-	READ_SLOT(5);
-	READ_SLOT(6);
-	READ_SLOT(7);
-	READ_SLOT(8);
-	READ_SLOT(9);
-	READ_SLOT(10);
-	READ_SLOT(11);
-	READ_SLOT(12);
-	READ_SLOT(13);
-	READ_SLOT(14);
-	READ_SLOT(15);
+	FOR_EACH_SLOT(READ_SLOT)
 	}
 	return -1;
 }
@@ -152,7 +141,19 @@ struct task_val {
 	u64 counts[MAX_EVENTS];
 	char comm[TASK_COMM_LEN];
 	u64 migrations; // se.nr_migrations when last counted
+	// exited is set when the thread exits. User space deletes the entry
+	// once a later snapshot has taken the thread's last counts, so the map
+	// holds live threads only (see collector's prune).
+	u64 exited;
 };
+
+// Scratch space for a new task record (task_entry).
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct task_val);
+} task_scratch SEC(".maps");
 
 // Cumulative per-thread counts of the target's tasks.
 struct {
@@ -169,11 +170,19 @@ struct last_val {
 	u64 ts;        // when the running task was switched in or last accounted
 	u64 faults;    // its min_flt + maj_flt then
 	u64 majfaults; // its maj_flt then
+	u64 ref_enabled; // enabled time of enabled_ref_slot at the last read
 	u32 pid;       // the running task (thread id); 0 until the first switch
 	u32 counted;   // counter[] of the SRC_COUNTER slots was read for pid
 	// Fault slots whose counter[] is not the counter's value now (bit i:
 	// slot i): faults of a task that is not a target moved them unread.
-	u32 faults_stale;
+	u64 faults_stale;
+	// busy is set while a switch (or an exec or exit) updates this CPU's
+	// values. A hardware sample arrives as an NMI, and a cpu-clock sample
+	// as an interrupt during exec and exit, and can land half-way through;
+	// the sample then leaves the values alone (its stack is still taken),
+	// and what it would have counted is picked up whole by the next
+	// account.
+	u32 busy;
 };
 
 // What each CPU's running task and counters were at the last switch or
@@ -284,6 +293,30 @@ struct {
 	__type(value, u64);
 } samples SEC(".maps");
 
+// The task state field was renamed from state to __state in Linux 5.14.
+// These two views of task_struct let CO-RE read whichever this kernel has
+// (the ___suffix is dropped when matching kernel types).
+struct task_struct___pre514 {
+	long state;
+} __attribute__((preserve_access_index));
+
+struct task_struct___since514 {
+	unsigned int __state;
+} __attribute__((preserve_access_index));
+
+#define TASK_RUNNING 0
+#define TASK_DEAD 0x80
+
+static __always_inline long task_state(struct task_struct *t)
+{
+	struct task_struct___since514 *n = (void *)t;
+	struct task_struct___pre514 *o = (void *)t;
+
+	if (bpf_core_field_exists(n->__state))
+		return BPF_CORE_READ(n, __state);
+	return BPF_CORE_READ(o, state);
+}
+
 static __always_inline struct stats_val *get_stats(void)
 {
 	u32 zero = 0;
@@ -331,13 +364,19 @@ static __always_inline struct task_val *task_entry(struct task_struct *t)
 	struct task_val *tv = bpf_map_lookup_elem(&tasks, &k);
 	if (tv)
 		return tv;
-	struct task_val init = {};
+	// A new record is built in scratch space: with MAX_EVENTS counts it is
+	// too big for the BPF stack.
+	u32 zero = 0;
+	struct task_val *init = bpf_map_lookup_elem(&task_scratch, &zero);
+	if (!init)
+		return NULL;
+	__builtin_memset(init, 0, sizeof(*init));
 	// A task started during the recording has all its migrations counted;
 	// an older one from now on.
 	if (t->start_time < start_ns)
-		init.migrations = t->se.nr_migrations;
-	bpf_probe_read_kernel_str(init.comm, sizeof(init.comm), t->comm);
-	long err = bpf_map_update_elem(&tasks, &k, &init, BPF_NOEXIST);
+		init->migrations = t->se.nr_migrations;
+	bpf_probe_read_kernel_str(init->comm, sizeof(init->comm), t->comm);
+	long err = bpf_map_update_elem(&tasks, &k, init, BPF_NOEXIST);
 	if (err && err != -17 /* EEXIST */) {
 		struct stats_val *s = get_stats();
 		if (s) {
@@ -372,7 +411,7 @@ static __always_inline void take_over(struct last_val *l, struct task_struct *t,
 		if (i >= nr_events)
 			break;
 		u32 src = slot_src[i];
-		if (src != SRC_COUNTER && !(is_fault_src(src) && (l->faults_stale & (1u << i))))
+		if (src != SRC_COUNTER && !(is_fault_src(src) && (l->faults_stale & (1ull << i))))
 			continue;
 		struct bpf_perf_event_value v = {};
 		if (read_slot(i, &v))
@@ -380,9 +419,14 @@ static __always_inline void take_over(struct last_val *l, struct task_struct *t,
 		l->counter[i] = v.counter;
 		l->enabled[i] = v.enabled;
 		l->running[i] = v.running;
-		l->faults_stale &= ~(1u << i);
+		l->faults_stale &= ~(1ull << i);
 	}
 	l->counted = nr_counters != 0;
+	if (enabled_ref_slot >= 0) {
+		struct bpf_perf_event_value rv = {};
+		if (!read_slot(enabled_ref_slot, &rv))
+			l->ref_enabled = rv.enabled;
+	}
 }
 
 // leave notes that task t, not a target, leaves the CPU: the faults it
@@ -419,6 +463,17 @@ static __always_inline struct task_val *account(struct last_val *l, struct task_
 		mig = migrations != tv->migrations;
 		tv->migrations = migrations;
 	}
+	// With a reference slot, its enabled delta is every counter slot's.
+	u64 ref_de = 0;
+	bool have_ref = false;
+	if (enabled_ref_slot >= 0 && l->counted) {
+		struct bpf_perf_event_value rv = {};
+		if (!read_slot(enabled_ref_slot, &rv)) {
+			ref_de = rv.enabled - l->ref_enabled;
+			l->ref_enabled = rv.enabled;
+			have_ref = true;
+		}
+	}
 	for (u32 i = 0; i < MAX_EVENTS; i++) {
 		if (i >= nr_events)
 			break;
@@ -445,10 +500,10 @@ static __always_inline struct task_val *account(struct last_val *l, struct task_
 			struct bpf_perf_event_value v = {};
 			if (read_slot(i, &v))
 				continue;
-			bool stale = is_fault_src(src) && (l->faults_stale & (1u << i));
-			l->faults_stale &= ~(1u << i);
+			bool stale = is_fault_src(src) && (l->faults_stale & (1ull << i));
+			l->faults_stale &= ~(1ull << i);
 			dc = v.counter - l->counter[i];
-			u64 de = v.enabled - l->enabled[i];
+			u64 de = have_ref && src == SRC_COUNTER ? ref_de : v.enabled - l->enabled[i];
 			u64 dr = v.running - l->running[i];
 			l->counter[i] = v.counter;
 			l->enabled[i] = v.enabled;
@@ -538,10 +593,12 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	bool prev_target = is_target(prev);
 	bool next_target = is_target(next);
 	u64 now = bpf_ktime_get_ns();
+	l->busy = 1;
+	barrier();
 
 	if (prev_target) {
 		u32 tid = prev->pid;
-		unsigned int state = prev->__state;
+		long state = task_state(prev);
 		// An exiting task's last slice is not counted (on_exit).
 		if (!(state & TASK_DEAD))
 			account(l, prev, now, 1);
@@ -556,6 +613,8 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	// The counters are read only around targets: at a target's switch-in
 	// for its baseline, at its switch-out for its delta (account).
 	take_over(l, next, now, next_target);
+	barrier();
+	l->busy = 0;
 	if (!next_target)
 		return 0;
 
@@ -603,11 +662,16 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	// p starts now, and so do its migrations.
 	*v = TARGET_YES;
 	struct last_val *l = get_last();
-	if (l)
-		take_over(l, p, bpf_ktime_get_ns(), true);
+	if (!l)
+		return 0;
+	l->busy = 1;
+	barrier();
+	take_over(l, p, bpf_ktime_get_ns(), true);
 	struct task_val *tv = task_entry(p);
 	if (tv)
 		tv->migrations = p->se.nr_migrations;
+	barrier();
+	l->busy = 0;
 	return 0;
 }
 
@@ -636,12 +700,23 @@ int BPF_PROG(on_exit, struct task_struct *t)
 	// closer to perf's task-clock than counting the final slice too (+8%).
 	if (is_target(t)) {
 		struct last_val *l = get_last();
-		if (l)
+		if (l) {
+			l->busy = 1;
+			barrier();
 			account(l, t, bpf_ktime_get_ns(), 0);
+			barrier();
+			l->busy = 0;
+		}
 	}
 	u32 tid = t->pid;
 	bpf_map_delete_elem(&wakeup_ts, &tid);
 	bpf_map_delete_elem(&offcpu_ts, &tid);
+	// The thread's last switch is still to come: mark its record for
+	// user space to delete after the next snapshot, not now.
+	struct task_key k = {.tgid = t->tgid, .pid = t->pid};
+	struct task_val *tv = bpf_map_lookup_elem(&tasks, &k);
+	if (tv)
+		tv->exited = 1;
 	return 0;
 }
 
@@ -671,10 +746,13 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 	// that was already running when the programs were attached is taken
 	// over here.
 	u64 now = bpf_ktime_get_ns();
-	if (l->pid == t->pid)
-		account(l, t, now, 0);
-	else
-		take_over(l, t, now, true);
+	// A switch, exec or exit that was interrupted keeps its values.
+	if (!l->busy) {
+		if (l->pid == t->pid)
+			account(l, t, now, 0);
+		else
+			take_over(l, t, now, true);
+	}
 	s->samples[slot & 1]++;
 
 	u32 *bufp = bpf_map_lookup_elem(&ctrl, &zero);

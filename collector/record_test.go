@@ -263,7 +263,7 @@ func TestRecordSoftwareSourcesMatchCounters(t *testing.T) {
 	evs = append(evs,
 		Event{Name: "cpu-clock-by-counter", Kind: KindRaw, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CPU_CLOCK},
 		Event{Name: "page-faults-by-counter", Kind: KindRaw, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_PAGE_FAULTS})
-	if src, counters, faults := slotSources(evs); src[0] != srcClock || src[3] != srcCounter || counters != 2 || faults != 1<<1 {
+	if src, counters, faults := slotSources(evs, 16); src[0] != srcClock || src[3] != srcCounter || counters != 2 || faults != 1<<1 {
 		t.Fatalf("slot sources %v, %d counters, fault slots %b: want the stand-ins on counters", src[:5], counters, faults)
 	}
 	rec := record(t, context.Background(), Options{
@@ -306,18 +306,20 @@ func TestRecordRename(t *testing.T) {
 func TestSlotSources(t *testing.T) {
 	evs := events(t, "cpu-clock", "page-faults", "major-faults", "context-switches", "cpu-migrations")
 	// Hardware events, and a software counter standing in for one (a
-	// simulated PMU), are read from their counters.
+	// simulated PMU), are read from their counters; a context-switches
+	// stand-in is counted at the switch.
 	evs = append(evs, Event{Name: "cycles", Kind: KindHardware, Type: unix.PERF_TYPE_HARDWARE, Config: unix.PERF_COUNT_HW_CPU_CYCLES},
-		Event{Name: "LLC-load-misses", Kind: KindCache, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_PAGE_FAULTS})
-	src, counters, faults := slotSources(evs)
-	want := []uint32{srcClock, srcFault, srcMajFault, srcSwitch, srcMigration, srcCounter, srcCounter}
+		Event{Name: "LLC-load-misses", Kind: KindCache, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_PAGE_FAULTS},
+		Event{Name: "xsnp_hitm", Kind: KindRaw, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CONTEXT_SWITCHES})
+	src, counters, faults := slotSources(evs, 40)
+	want := []uint32{srcClock, srcFault, srcMajFault, srcSwitch, srcMigration, srcCounter, srcCounter, srcSwitch}
 	for i, w := range want {
 		if src[i] != w {
 			t.Errorf("slot %d (%s): source %d, want %d", i, evs[i].Name, src[i], w)
 		}
 	}
-	if counters != 2 || faults != 0b110 {
-		t.Errorf("%d counter slots, fault slots %b: want 2 and 110", counters, faults)
+	if len(src) != 40 || counters != 2 || faults != 0b110 {
+		t.Errorf("%d slots, %d counter slots, fault slots %b: want 40, 2 and 110", len(src), counters, faults)
 	}
 }
 

@@ -3,6 +3,7 @@ package collector
 import (
 	"encoding/binary"
 	"hash/fnv"
+	"slices"
 	"sort"
 
 	"github.com/cacheheat/cacheheat/profile"
@@ -13,7 +14,7 @@ type taskKey struct{ tgid, tid int }
 
 // taskVal is a thread's cumulative counts, slot-indexed.
 type taskVal struct {
-	counts [maxEvents]uint64
+	counts []uint64 // by slot
 	comm   string
 }
 
@@ -194,12 +195,12 @@ func buildProcesses(prev, cur *snapshot, m windowMeta) []profile.Process {
 	byPID := map[int]*profile.Process{}
 	for k, v := range cur.tasks {
 		pv := prev.tasks[k]
-		if v.counts == pv.counts {
+		if slices.Equal(v.counts, pv.counts) {
 			continue // most threads of a host did nothing this window
 		}
 		counts := map[string]uint64{}
 		for slot, name := range m.events {
-			if d := delta(v.counts[slot], pv.counts[slot]); d != 0 {
+			if d := delta(at(v.counts, slot), at(pv.counts, slot)); d != 0 {
 				counts[name] = d
 			}
 		}

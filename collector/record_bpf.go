@@ -278,10 +278,10 @@ func slotSources(evs []Event, n int) (src []uint32, counters uint32, faults uint
 	src = make([]uint32, n)
 	for i, ev := range evs {
 		s, ok := softwareSources[ev.Config]
-		switch {
-		case ev.Type == unix.PERF_TYPE_SOFTWARE && ev.Config == unix.PERF_COUNT_SW_CONTEXT_SWITCHES:
+		switch attr := ev.Attr(); {
+		case attr.Type == unix.PERF_TYPE_SOFTWARE && attr.Config == unix.PERF_COUNT_SW_CONTEXT_SWITCHES:
 			s = srcSwitch
-		case ev.Kind != KindSoftware || ev.Type != unix.PERF_TYPE_SOFTWARE || !ok:
+		case ev.Kind != KindSoftware || ev.StandIn != nil || ev.Type != unix.PERF_TYPE_SOFTWARE || !ok:
 			s = srcCounter
 			counters++
 		}

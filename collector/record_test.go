@@ -310,7 +310,8 @@ func TestSlotSources(t *testing.T) {
 	// stand-in is counted at the switch.
 	evs = append(evs, Event{Name: "cycles", Kind: KindHardware, Type: unix.PERF_TYPE_HARDWARE, Config: unix.PERF_COUNT_HW_CPU_CYCLES},
 		Event{Name: "LLC-load-misses", Kind: KindCache, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_PAGE_FAULTS},
-		Event{Name: "xsnp_hitm", Kind: KindRaw, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CONTEXT_SWITCHES})
+		Event{Name: "xsnp_hitm", Kind: KindRaw, Type: unix.PERF_TYPE_RAW, Config: 0x4d2,
+			StandIn: &Event{Name: "context-switches", Kind: KindSoftware, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CONTEXT_SWITCHES}})
 	src, counters, faults := slotSources(evs, 40)
 	want := []uint32{srcClock, srcFault, srcMajFault, srcSwitch, srcMigration, srcCounter, srcCounter, srcSwitch}
 	for i, w := range want {

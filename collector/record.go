@@ -44,6 +44,10 @@ type Options struct {
 	OnWindow func(*profile.Window, Status)
 	// Warn receives one-line warnings (unsupported events, ...).
 	Warn func(string)
+	// Funcs are functions whose calls are timed, with the calling task's
+	// counters per call (--func); FuncEvents also keeps each call.
+	Funcs      []FuncSpec
+	FuncEvents bool
 }
 
 // Status is the recorder's progress, for the status line and the live view.
@@ -239,6 +243,27 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 		}
 	}()
 
+	// Function probes attach before the command is released, so its
+	// first call is timed.
+	var fk *funcKernel
+	if len(o.Funcs) > 0 {
+		fc := funcConfig{specs: o.Funcs, target: tgt, events: o.FuncEvents, hwReason: funcHardwareReason(host.Mode)}
+		switch tgt.Kind {
+		case profile.TargetPID, profile.TargetCommand:
+			fc.pids = tgt.PIDs
+		case profile.TargetCgroup:
+			fc.cgroupID, fc.cgroupLevel = kc.cgroupID, kc.cgroupLevel
+		}
+		if fk, err = openFuncs(fc); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if cerr := fk.close(); cerr != nil && err == nil {
+				err = fmt.Errorf("releasing function probes: %w", cerr)
+			}
+		}()
+	}
+
 	names := make([]string, len(kc.counted))
 	for i, ev := range kc.counted {
 		names[i] = ev.Name
@@ -261,11 +286,16 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 		}
 	}
 	start := time.Now()
-	w, err := profile.Create(o.Output, profile.Header{
+	hdr := profile.Header{
 		Tool: "cacheheat", StartTime: start, Host: host,
 		Target: tgt.header(), Settings: settings, Events: statuses,
 		PMU: SimulatedPMU(cpu),
-	})
+	}
+	if fk != nil {
+		fk.startMono.Store(monoNow())
+		hdr.Functions = fk.specs()
+	}
+	w, err := profile.Create(o.Output, hdr)
 	if err != nil {
 		return nil, err
 	}
@@ -289,6 +319,11 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 	// of the per-CPU totals.
 	if rec.prev, err = k.snapshot(); err != nil {
 		return nil, err
+	}
+	if fk != nil {
+		// The function maps start at zero when loaded, before the command
+		// is released: a snapshot taken now would hide its first calls.
+		rec.fk, rec.fprev = fk, fk.zeroSnap()
 	}
 	if cm != nil {
 		if err := cm.release(); err != nil {
@@ -381,6 +416,11 @@ loop:
 			o.Warn(msg)
 		}
 	}
+	if f := rec.flost; f.unmatched+f.inflightFull+f.eventsDropped > 0 {
+		msg := fmt.Sprintf("function calls not timed: %d returns without their entry (in-flight map full or entered before recording), %d entries not stored; %d per-call events dropped", f.unmatched, f.inflightFull, f.eventsDropped)
+		trailer.Warnings = append(trailer.Warnings, msg)
+		o.Warn(msg)
+	}
 	if d := rec.drops; d.Total() > 0 {
 		trailer.Warnings = append(trailer.Warnings, fmt.Sprintf("data lost: %d stack errors, %d samples (sample map full), %d counter deltas (task map full), %d other map errors", d.StackErrors, d.SampleMapFull, d.ProcMapFull, d.MapErrors))
 	}
@@ -408,6 +448,9 @@ type run struct {
 	samples uint64
 	drops   profile.Drops
 	windows int
+	fk      *funcKernel // nil without --func
+	fprev   *funcSnap
+	flost   struct{ unmatched, inflightFull, eventsDropped uint64 }
 }
 
 // closeWindow drains the kernel, writes one window and reports it. The last
@@ -423,7 +466,22 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 	if err != nil {
 		return err
 	}
-	if last && endNS-rc.lastNS < int64(time.Millisecond) && len(samples) == 0 {
+	var funcs []profile.FunctionWindow
+	var fcur *funcSnap
+	calls := false
+	if rc.fk != nil {
+		if fcur, err = rc.fk.snapshot(); err != nil {
+			return err
+		}
+		funcs = rc.fk.window(rc.fprev, fcur, endNS)
+		for _, f := range funcs {
+			rc.flost.unmatched += f.Unmatched
+			rc.flost.inflightFull += f.InflightFull
+			rc.flost.eventsDropped += f.EventsDropped
+			calls = calls || len(f.Buckets) > 0 || f.Entries > 0 || f.Unmatched > 0
+		}
+	}
+	if last && endNS-rc.lastNS < int64(time.Millisecond) && len(samples) == 0 && !calls {
 		return nil
 	}
 	// Mappings of a process sampled are read now, while it may still run,
@@ -442,6 +500,10 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 	m := rc.meta
 	m.startNS, m.endNS = rc.lastNS, endNS
 	win := buildWindow(rc.prev, cur, samples, lost, m)
+	win.Functions = funcs
+	if fcur != nil {
+		rc.fprev = fcur
+	}
 	if rc.am != nil {
 		win.AppMetrics = rc.am.poll(last)
 	}

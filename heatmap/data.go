@@ -33,6 +33,8 @@ type Report struct {
 	Findings  *Findings    `json:"findings,omitempty"`
 	// Banner is the simulated or synthetic warning (simulated.go).
 	Banner string `json:"banner,omitempty"`
+	// Functions are the --func functions (heatmap/functions.go).
+	Functions []FunctionView `json:"functions,omitempty"`
 }
 
 // Build computes the whole report's data. maxCells <= 0 means
@@ -41,7 +43,7 @@ func Build(rec *profile.Recording, maxCells int) Report {
 	if maxCells <= 0 {
 		maxCells = DefaultMaxCells
 	}
-	return Report{
+	r := Report{
 		Banner:    Banner(rec),
 		Summary:   BuildSummary(rec),
 		CPU:       CPUGrid(rec, maxCells),
@@ -52,6 +54,8 @@ func Build(rec *profile.Recording, maxCells int) Report {
 		Host:      BuildHost(rec),
 		Quality:   BuildQuality(rec),
 	}
+	r.Functions = FunctionViews(rec, maxCells, len(r.Latency))
+	return r
 }
 
 // Summary is the report's first section.
@@ -462,7 +466,21 @@ type Latency struct {
 func LatencyMaps(rec *profile.Recording, maxCells int) []Latency {
 	out := []Latency{}
 	for _, name := range rec.HistogramNames() {
-		tot := rec.HistogramTotal(name)
+		out = append(out, latencyMap(rec, name, rec.HistogramTotal(name), maxCells, func(w *profile.Window, dst []uint64) {
+			for hi := range w.Histograms {
+				if w.Histograms[hi].Name == name {
+					w.Histograms[hi].AddTo(dst)
+				}
+			}
+		}))
+	}
+	return out
+}
+
+// latencyMap builds a time x latency heatmap of log2 buckets; tot is the
+// whole recording's buckets and add adds a window's to dst.
+func latencyMap(rec *profile.Recording, name string, tot []uint64, maxCells int, add func(w *profile.Window, dst []uint64)) Latency {
+	{
 		lo, hi := -1, -1
 		for i, c := range tot {
 			if c > 0 {
@@ -486,12 +504,8 @@ func LatencyMaps(rec *profile.Recording, maxCells int) []Latency {
 		for c := range perCol {
 			perCol[c] = make([]uint64, profile.HistBuckets)
 		}
-		for wi, w := range rec.Windows {
-			for hi := range w.Histograms {
-				if w.Histograms[hi].Name == name {
-					w.Histograms[hi].AddTo(perCol[col[wi]])
-				}
-			}
+		for wi := range rec.Windows {
+			add(&rec.Windows[wi], perCol[col[wi]])
 		}
 		l.Counts = make([]uint64, nrow*nb)
 		for c, b := range perCol {
@@ -511,9 +525,8 @@ func LatencyMaps(rec *profile.Recording, maxCells int) []Latency {
 			l.P50Pos = append(l.P50Pos, round(pos50, 3))
 			l.P99Pos = append(l.P99Pos, round(pos99, 3))
 		}
-		out = append(out, l)
+		return l
 	}
-	return out
 }
 
 // bucketPos places a value on the bucket axis: bucket i spans positions

@@ -17,6 +17,9 @@ import (
 //go:embed report.tmpl
 var reportTmplText string
 
+//go:embed functions.tmpl
+var functionsTmplText string
+
 //go:embed report.js
 var reportJS string
 
@@ -45,7 +48,7 @@ var TemplateFuncs = template.FuncMap{
 	"float": func(v int64) float64 { return float64(v) },
 }
 
-var reportTmpl = template.Must(template.New("report").Funcs(TemplateFuncs).Parse(reportTmplText))
+var reportTmpl = template.Must(template.Must(template.New("report").Funcs(TemplateFuncs).Parse(reportTmplText)).Parse(functionsTmplText))
 
 // pageData is what the report's script reads from the data block: only
 // what it draws. Tables are rendered by html/template on the server side.
@@ -86,6 +89,11 @@ func RenderReport(w io.Writer, r Report) error {
 		return fmt.Errorf("rendering report body: %w", err)
 	}
 	data := pageData{Skeletons: sk, CPU: r.CPU, Node: r.Node, Latency: r.Latency, Flames: []FlameNode{}, Findings: r.Findings}
+	// Function heatmaps are drawn like the histograms', after them
+	// (FunctionView.Chart counts on it).
+	for _, f := range r.Functions {
+		data.Latency = append(data.Latency, f.Latency)
+	}
 	for _, s := range r.Samples {
 		data.Flames = append(data.Flames, s.Flame)
 	}

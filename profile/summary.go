@@ -32,6 +32,8 @@ type Summary struct {
 	Samples    SamplesSummary     `json:"samples"`
 	Drops      Drops              `json:"drops"`
 	AppMetrics map[string]float64 `json:"app_metrics"`
+	// Functions are the --func functions' latency and per-call counters.
+	Functions []FunctionSummary `json:"functions"`
 }
 
 // EventSummary is an event's status with its multiplexing over the whole
@@ -221,6 +223,10 @@ func Summarize(r *Recording) Summary {
 		}
 	}
 	s.Samples.Dropped = s.Drops.StackErrors + s.Drops.SampleMapFull
+	s.Functions = []FunctionSummary{}
+	for _, a := range r.FunctionTotals(0, len(r.Windows)) {
+		s.Functions = append(s.Functions, a.Summarize())
+	}
 	return s
 }
 

@@ -128,6 +128,13 @@ func printSummary(w io.Writer, s profile.Summary) {
 			fmt.Fprintf(w, "  %-13s count=%d p50=%s p90=%s p99=%s\n", h.Name, h.Count, profile.FormatNS(h.P50), profile.FormatNS(h.P90), profile.FormatNS(h.P99))
 		}
 	}
+	if len(s.Functions) > 0 {
+		fmt.Fprintln(w, "\nfunctions")
+		for _, f := range s.Functions {
+			fmt.Fprintf(w, "  %-24q %-2s calls=%d p50=%s p90=%s p99=%s unmatched=%d abandoned=%d moved=%d\n",
+				f.Name, f.Lang, f.Calls, profile.FormatNS(f.P50), profile.FormatNS(f.P90), profile.FormatNS(f.P99), f.Unmatched, f.Abandoned, f.Moved)
+		}
+	}
 	fmt.Fprintf(w, "\nsamples   %s: %d (requested %.0f Hz/CPU, achieved %.1f Hz/CPU), dropped %d\n",
 		s.Samples.Event, s.Samples.Total, s.Samples.RequestedHz, s.Samples.AchievedHz, s.Samples.Dropped)
 	for _, f := range s.Samples.TopFunctions {

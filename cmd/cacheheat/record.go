@@ -36,10 +36,11 @@ func init() {
 }
 
 func runRecord(name string, args []string, stdout io.Writer) error {
-	fs := newFlagSet(name, "[-p PID[,PID..] | -a | -G CGROUP | -- CMD ARGS] [-C CPUS] [-e EVENTS] [-d DURATION] [-i INTERVAL] [-F HZ] [-c PERIOD] [-q] -o FILE", `  cacheheat record -d 10s -o r.rec -- ./bench --size 1G
+	fs := newFlagSet(name, "[-p PID[,PID..] | -a | -G CGROUP | -- CMD ARGS] [-C CPUS] [-e EVENTS] [-d DURATION] [-i INTERVAL] [-F HZ] [-c PERIOD] [--func [PATH:]SYMBOL].. [-q] -o FILE", `  cacheheat record -d 10s -o r.rec -- ./bench --size 1G
   sudo cacheheat record -p 1234 -d 30s -o r.rec
   cacheheat record -a -e cpu-clock,page-faults -i 100ms -d 5s -o host.rec
   cacheheat record -G system.slice/nginx.service -d 1m -o nginx.rec
+  cacheheat record --func main.handle --func /usr/lib/libz.so.1:deflate -o f.rec -- ./server
 `, stdout)
 	pids := fs.StringP("pid", "p", "", "record these processes (comma-separated), their threads and children")
 	all := fs.BoolP("all-cpus", "a", false, "record every task on every CPU")
@@ -52,6 +53,8 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 	period := fs.Uint64P("count", "c", collector.DefaultMissPeriod, "sample a stack every this many primary miss events (LLC-load-misses, else cache-misses) where the PMU has them")
 	quiet := fs.BoolP("quiet", "q", false, "no status line")
 	out := fs.StringP("output", "o", "", "recording file to write (required)")
+	funcs := fs.StringArray("func", nil, "time each call of this function, with the calling thread's counters per call; [PATH:]SYMBOL, PATH defaulting to the target's executable (repeatable)")
+	funcEvents := fs.Bool("func-events", false, fmt.Sprintf("also keep every --func call (at most %d a window, the rest counted as dropped)", collector.FuncEventsPerWindow))
 	live := fs.String("live", "", "serve a live view of the recording at this address (e.g. 127.0.0.1:8080; port 0 picks one, printed on stderr)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -119,6 +122,22 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 			opts.Events = append(opts.Events, ev)
 		}
 	}
+	for _, f := range *funcs {
+		spec, err := collector.ParseFuncSpec(f)
+		if err != nil {
+			return usageErrorf("record: %v", err)
+		}
+		opts.Funcs = append(opts.Funcs, spec)
+	}
+	for _, f := range opts.Funcs {
+		if f.Path == "" && (*all || *cgroup != "") {
+			return usageErrorf("record: --func %s: with -a or -G there is no main executable; give PATH:%s", f.Symbol, f.Symbol)
+		}
+	}
+	if *funcEvents && len(opts.Funcs) == 0 {
+		return usageErrorf("record: --func-events needs --func")
+	}
+	opts.FuncEvents = *funcEvents
 	var err error
 	if *dur != "" {
 		if opts.Duration, err = time.ParseDuration(*dur); err != nil || opts.Duration <= 0 {

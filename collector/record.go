@@ -314,23 +314,20 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 	r.w = w
 	r.mu.Unlock()
 
-	if cm != nil {
-		if err := cm.release(); err != nil {
-			return nil, err
-		}
-	}
-
 	rec := &run{
 		k: k, sym: sym, am: am,
 		meta: windowMeta{
 			events: names, sampleEvs: sampleEvs, sampleHz: o.SampleHz,
 			ncpu: host.Topology.MaxCPU() + 1, sampled: len(cpus),
 			allTasks: tgt.Kind == profile.TargetAll,
-			procComm: procComm, procCmd: procCmdline,
+			procComm: procComm, procCmd: newCmdlines().get,
 			stackTable: newStackTable(sym),
 		},
 		start: start,
 	}
+	// The first snapshot is taken before a command starts, so that none of
+	// its counts can land between the snapshot's reads of the task map and
+	// of the per-CPU totals.
 	if rec.prev, err = k.snapshot(); err != nil {
 		return nil, err
 	}
@@ -338,6 +335,11 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 		// The function maps start at zero when loaded, before the command
 		// is released: a snapshot taken now would hide its first calls.
 		rec.fk, rec.fprev = fk, fk.zeroSnap()
+	}
+	if cm != nil {
+		if err := cm.release(); err != nil {
+			return nil, err
+		}
 	}
 
 	exited := make(chan struct{})
@@ -493,12 +495,17 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 	if last && endNS-rc.lastNS < int64(time.Millisecond) && len(samples) == 0 && !calls {
 		return nil
 	}
-	// Mappings of every process seen are read now, while it may still run.
-	seen := map[int]bool{}
+	// Mappings of a process sampled are read now, while it may still run,
+	// when they were never read or no longer cover its stacks.
+	addrs := map[int][]uint64{}
 	for _, s := range samples {
-		if !seen[s.pid] {
-			seen[s.pid] = true
-			_ = rc.sym.Snapshot(s.pid)
+		if len(s.user) > 0 {
+			addrs[s.pid] = append(addrs[s.pid], s.user...)
+		}
+	}
+	for pid, a := range addrs {
+		if rc.sym.NeedsSnapshot(pid, a) {
+			_ = rc.sym.Snapshot(pid)
 		}
 	}
 	m := rc.meta
@@ -599,4 +606,36 @@ func procCmdline(pid int) []string {
 		return nil
 	}
 	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+}
+
+// cmdlines caches each process's command line while its name stays the
+// same: an exec renames it, so /proc is read once per process and program
+// rather than every window. A process that exits keeps the last one read.
+type cmdlines struct {
+	m map[int]cmdline
+}
+
+type cmdline struct {
+	comm string
+	argv []string
+}
+
+func newCmdlines() *cmdlines { return &cmdlines{m: map[int]cmdline{}} }
+
+func (c *cmdlines) get(pid int, comm string) []string {
+	if e, ok := c.m[pid]; ok && e.comm == comm {
+		return e.argv
+	}
+	if len(c.m) >= 1<<16 {
+		clear(c.m) // a long recording of a busy host: start over
+	}
+	argv := procCmdline(pid)
+	if argv == nil {
+		if e, ok := c.m[pid]; ok {
+			return e.argv
+		}
+		return nil
+	}
+	c.m[pid] = cmdline{comm: comm, argv: argv}
+	return argv
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -154,6 +155,13 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 		return usageErrorf("record: -c 0: want a positive period")
 	}
 
+	// The recorder is one goroutine that wakes once a window; with one P
+	// the Go scheduler has no idle P to wake a spinning thread for at each
+	// wakeup, which was most of its cost on an idle host (BENCHMARKS.md).
+	// GOMAXPROCS in the environment still wins.
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
 	opts.Warn = func(msg string) { fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", msg) }
 	if !*quiet {
 		opts.Note = func(msg string) { fmt.Fprintf(os.Stderr, "cacheheat: %s\n", msg) }

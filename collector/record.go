@@ -42,12 +42,18 @@ type Options struct {
 	// OnWindow is called after each window is written; it must return
 	// quickly, the recorder waits for it.
 	OnWindow func(*profile.Window, Status)
-	// Warn receives one-line warnings (unsupported events, ...).
+	// Sinks receive the header and every window in memory (WindowSink).
+	Sinks []WindowSink
+	// Warn receives one-line warnings (data lost, application metrics
+	// unreadable, ...).
 	Warn func(string)
 	// Funcs are functions whose calls are timed, with the calling task's
 	// counters per call (--func); FuncEvents also keeps each call.
 	Funcs      []FuncSpec
 	FuncEvents bool
+	// Note receives the one line that says how many requested events
+	// this host cannot measure; nil drops it (record -q).
+	Note func(string)
 }
 
 // Status is the recorder's progress, for the status line and the live view.
@@ -169,7 +175,7 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 			unsupported = append(unsupported, ev.Name)
 		}
 	}
-	if len(unsupported) > 0 {
+	if len(unsupported) > 0 && o.Note != nil {
 		reasons := map[string]bool{}
 		var rs []string
 		for _, st := range statuses {
@@ -178,7 +184,8 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 				rs = append(rs, st.Reason)
 			}
 		}
-		o.Warn(fmt.Sprintf("%d events not measured (%s): %s", len(unsupported), strings.Join(rs, "; "), strings.Join(unsupported, ", ")))
+		mode := HostMode(statuses) + " mode: "
+		o.Note(fmt.Sprintf("%s%d of %d events not measured: %s; 'cacheheat caps' says which and why", mode, len(unsupported), len(statuses), strings.Join(rs, "; ")))
 	}
 	// A simulated PMU with more events than counters rotates them, and
 	// needs one counter that never rotates as the clock of their enabled
@@ -286,28 +293,26 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 		}
 	}
 	start := time.Now()
-	hdr := profile.Header{
-		Tool: "cacheheat", StartTime: start, Host: host,
+	header := profile.Header{
+		FormatVersion: profile.FormatVersion(),
+		Tool:          "cacheheat", StartTime: start, Host: host,
 		Target: tgt.header(), Settings: settings, Events: statuses,
 		PMU: SimulatedPMU(cpu),
 	}
 	if fk != nil {
 		fk.startMono.Store(monoNow())
-		hdr.Functions = fk.specs()
+		header.Functions = fk.specs()
 	}
-	w, err := profile.Create(o.Output, hdr)
+	w, err := profile.Create(o.Output, header)
 	if err != nil {
 		return nil, err
+	}
+	for _, s := range o.Sinks {
+		s.Header(header)
 	}
 	r.mu.Lock()
 	r.w = w
 	r.mu.Unlock()
-
-	if cm != nil {
-		if err := cm.release(); err != nil {
-			return nil, err
-		}
-	}
 
 	rec := &run{
 		k: k, sym: sym, am: am,
@@ -315,11 +320,14 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 			events: names, sampleEvs: sampleEvs, sampleHz: o.SampleHz,
 			ncpu: host.Topology.MaxCPU() + 1, sampled: len(cpus),
 			allTasks: tgt.Kind == profile.TargetAll,
-			procComm: procComm, procCmd: procCmdline,
+			procComm: procComm, procCmd: newCmdlines().get,
 			stackTable: newStackTable(sym),
 		},
 		start: start,
 	}
+	// The first snapshot is taken before a command starts, so that none of
+	// its counts can land between the snapshot's reads of the task map and
+	// of the per-CPU totals.
 	if rec.prev, err = k.snapshot(); err != nil {
 		return nil, err
 	}
@@ -327,6 +335,11 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 		// The function maps start at zero when loaded, before the command
 		// is released: a snapshot taken now would hide its first calls.
 		rec.fk, rec.fprev = fk, fk.zeroSnap()
+	}
+	if cm != nil {
+		if err := cm.release(); err != nil {
+			return nil, err
+		}
 	}
 
 	exited := make(chan struct{})
@@ -482,12 +495,17 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 	if last && endNS-rc.lastNS < int64(time.Millisecond) && len(samples) == 0 && !calls {
 		return nil
 	}
-	// Mappings of every process seen are read now, while it may still run.
-	seen := map[int]bool{}
+	// Mappings of a process sampled are read now, while it may still run,
+	// when they were never read or no longer cover its stacks.
+	addrs := map[int][]uint64{}
 	for _, s := range samples {
-		if !seen[s.pid] {
-			seen[s.pid] = true
-			_ = rc.sym.Snapshot(s.pid)
+		if len(s.user) > 0 {
+			addrs[s.pid] = append(addrs[s.pid], s.user...)
+		}
+	}
+	for pid, a := range addrs {
+		if rc.sym.NeedsSnapshot(pid, a) {
+			_ = rc.sym.Snapshot(pid)
 		}
 	}
 	m := rc.meta
@@ -517,8 +535,12 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 		return err
 	}
 	rc.windows++
+	st := Status{Elapsed: now.Sub(rc.start), Windows: rc.windows, Samples: rc.samples, Drops: rc.drops.Total()}
 	if r.opts.OnWindow != nil {
-		r.opts.OnWindow(win, Status{Elapsed: now.Sub(rc.start), Windows: rc.windows, Samples: rc.samples, Drops: rc.drops.Total()})
+		r.opts.OnWindow(win, st)
+	}
+	for _, s := range r.opts.Sinks {
+		s.Window(win, st)
 	}
 	return nil
 }
@@ -584,4 +606,36 @@ func procCmdline(pid int) []string {
 		return nil
 	}
 	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+}
+
+// cmdlines caches each process's command line while its name stays the
+// same: an exec renames it, so /proc is read once per process and program
+// rather than every window. A process that exits keeps the last one read.
+type cmdlines struct {
+	m map[int]cmdline
+}
+
+type cmdline struct {
+	comm string
+	argv []string
+}
+
+func newCmdlines() *cmdlines { return &cmdlines{m: map[int]cmdline{}} }
+
+func (c *cmdlines) get(pid int, comm string) []string {
+	if e, ok := c.m[pid]; ok && e.comm == comm {
+		return e.argv
+	}
+	if len(c.m) >= 1<<16 {
+		clear(c.m) // a long recording of a busy host: start over
+	}
+	argv := procCmdline(pid)
+	if argv == nil {
+		if e, ok := c.m[pid]; ok {
+			return e.argv
+		}
+		return nil
+	}
+	c.m[pid] = cmdline{comm: comm, argv: argv}
+	return argv
 }

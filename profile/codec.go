@@ -108,6 +108,9 @@ func CreateVersion(path string, h Header, major int) (*Writer, error) {
 	return w, nil
 }
 
+// FormatVersion is the "MAJOR.MINOR" this build writes in a header.
+func FormatVersion() string { return fmt.Sprintf("%d.%d", FormatMajor, FormatMinor) }
+
 // Path is the final name of the recording.
 func (w *Writer) Path() string { return w.path }
 

@@ -378,7 +378,7 @@ func (s *Symbolizer) ready(o *object) {
 		o.err = fmt.Errorf("%s: %w", o.name, err)
 		return
 	}
-	o.segs, o.tables = loaded.segs, loaded.tables
+	o.segs, o.tables, o.buildID = loaded.segs, loaded.tables, loaded.buildID
 }
 
 // vdsoFor returns the index of the vDSO. The kernel maps one image into

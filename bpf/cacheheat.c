@@ -233,6 +233,7 @@ struct sample_key {
 	s32 kstack;
 	u16 slot;
 	u16 buf;
+	u32 gstack; // off-CPU only: key of the goroutine's stack in gostacks, 0: none
 };
 
 struct {
@@ -241,6 +242,156 @@ struct {
 	__type(key, struct sample_key);
 	__type(value, u64);
 } samples SEC(".maps");
+
+// Off-CPU stacks, as BCC's offcputime: at a target thread's voluntary
+// switch-out its user and kernel stacks are taken, and at its switch-in the
+// time it was blocked is added to that stack pair under sample slot
+// OFFCPU_SLOT of the samples map (the value is nanoseconds, not a count).
+// Taking two stacks costs a few microseconds, so at most one switch-out per
+// CPU every offcpu_stack_gap_ns gets stacks; the blocked time of every
+// voluntary switch-out is counted in offcpu_stats either way, and user
+// space scales the stacks' time by blocked_ns / sampled_ns.
+#define OFFCPU_SLOT 2
+const volatile u64 offcpu_stack_gap_ns = 1000000;
+
+struct offcpu_start {
+	u64 ts;
+	s32 ustack; // -1: no stack taken (not sampled)
+	s32 kstack;
+	u32 sampled;
+	u32 gstack;
+};
+
+// Go: a goroutine blocked on a lock, a channel or a sleep parks in the Go
+// scheduler, and its thread's stack at switch-out is the scheduler's own
+// (park_m, schedule, stoplockedm, notesleep, futex) from a fresh frame
+// chain on the g0 stack: where the goroutine blocked is not on it. When
+// the goroutine is locked to its thread (runtime.LockOSThread), the
+// thread's blocked time is that goroutine's, so its stack is walked here
+// from the registers the scheduler saved for it (g.sched), by frame
+// pointers. User space fills go_procs with the runtime's struct offsets
+// read from the binary's DWARF, for processes that are Go programs.
+struct go_offsets {
+	u32 g_m;       // runtime.g.m
+	u32 g_sched;   // runtime.g.sched (a gobuf)
+	u32 m_g0;      // runtime.m.g0
+	u32 m_lockedg; // runtime.m.lockedg
+	u32 gobuf_pc;
+	u32 gobuf_bp;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, u32); // tgid
+	__type(value, struct go_offsets);
+} go_procs SEC(".maps");
+
+#define GO_STACK_DEPTH 32
+
+struct go_stack {
+	u64 pc[GO_STACK_DEPTH];
+};
+
+// Goroutine stacks by a hash of their PCs (never 0).
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, u32);
+	__type(value, struct go_stack);
+} gostacks SEC(".maps");
+
+// Scratch space for one goroutine stack (too big for the BPF stack).
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct go_stack);
+} gostack_scratch SEC(".maps");
+
+// go_locked_stack walks the stack of the goroutine locked to task t's
+// thread and returns its key in gostacks, or 0. g is read from the
+// thread's TLS (fs:-8 on linux/amd64) and checked to be its M's g0, the
+// goroutine the scheduler runs on while the thread sleeps.
+static __always_inline u32 go_locked_stack(struct task_struct *t)
+{
+	u32 tgid = t->tgid;
+	struct go_offsets *o = bpf_map_lookup_elem(&go_procs, &tgid);
+	if (!o)
+		return 0;
+	u64 fs = BPF_CORE_READ(t, thread.fsbase);
+	u64 g = 0, m = 0, g0 = 0, lg = 0, pc = 0, bp = 0;
+	if (!fs || bpf_probe_read_user(&g, sizeof(g), (void *)(fs - 8)) || !g)
+		return 0;
+	if (bpf_probe_read_user(&m, sizeof(m), (void *)(g + o->g_m)) || !m)
+		return 0;
+	if (bpf_probe_read_user(&g0, sizeof(g0), (void *)(m + o->m_g0)) || g0 != g)
+		return 0;
+	if (bpf_probe_read_user(&lg, sizeof(lg), (void *)(m + o->m_lockedg)) || !lg)
+		return 0;
+	u64 sched = lg + o->g_sched;
+	if (bpf_probe_read_user(&pc, sizeof(pc), (void *)(sched + o->gobuf_pc)) ||
+	    bpf_probe_read_user(&bp, sizeof(bp), (void *)(sched + o->gobuf_bp)) || !pc)
+		return 0;
+	u32 zero = 0;
+	struct go_stack *st = bpf_map_lookup_elem(&gostack_scratch, &zero);
+	if (!st)
+		return 0;
+	u32 h = 2166136261u; // FNV-1a over the PCs
+	st->pc[0] = pc;
+	h = (h ^ (u32)pc) * 16777619u;
+	h = (h ^ (u32)(pc >> 32)) * 16777619u;
+	for (int i = 1; i < GO_STACK_DEPTH; i++) {
+		u64 frame[2] = {};
+		if (!bp || bpf_probe_read_user(frame, sizeof(frame), (void *)bp) || !frame[1]) {
+			st->pc[i] = 0;
+			break;
+		}
+		st->pc[i] = frame[1];
+		h = (h ^ (u32)frame[1]) * 16777619u;
+		h = (h ^ (u32)(frame[1] >> 32)) * 16777619u;
+		bp = frame[0];
+	}
+	if (!h)
+		h = 1;
+	bpf_map_update_elem(&gostacks, &h, st, BPF_NOEXIST);
+	return h;
+}
+
+
+// A blocked target thread's switch-out time and stacks, by thread id.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 32768);
+	__type(key, u32);
+	__type(value, struct offcpu_start);
+} offcpu_start SEC(".maps");
+
+// Off-CPU stacks have their own stack map, never cleared while recording:
+// a thread may stay blocked across many windows, and its stack id must
+// still name its stack when it wakes. A full or colliding map shows as
+// stack errors.
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 8192);
+	__uint(key_size, sizeof(u32));
+	__uint(value_size, MAX_STACK_DEPTH * sizeof(u64));
+} offcpu_stacks SEC(".maps");
+
+struct offcpu_stat {
+	u64 last_stack_ns; // when this CPU last took off-CPU stacks
+	u64 blocked_ns;    // blocked time of every voluntary switch-out
+	u64 sampled_ns;    // the part of it that has stacks
+	u64 stack_errors;
+	u64 map_errors;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct offcpu_stat);
+} offcpu_stats SEC(".maps");
 
 static __always_inline struct stats_val *get_stats(void)
 {
@@ -356,6 +507,68 @@ static __always_inline void record_wakeup(struct task_struct *p)
 	bpf_map_update_elem(&wakeup_ts, &tid, &now, BPF_ANY);
 }
 
+// offcpu_out notes a target thread's voluntary switch-out (prev is the
+// current task here, so its stacks are the current stacks).
+static __always_inline void offcpu_out(void *ctx, u32 tid, u64 now)
+{
+	u32 zero = 0;
+	struct offcpu_stat *st = bpf_map_lookup_elem(&offcpu_stats, &zero);
+	struct offcpu_start v = {.ts = now, .ustack = -1, .kstack = -1};
+
+	if (st && now - st->last_stack_ns >= offcpu_stack_gap_ns) {
+		st->last_stack_ns = now;
+		v.sampled = 1;
+		v.ustack = bpf_get_stackid(ctx, &offcpu_stacks, BPF_F_USER_STACK);
+		v.kstack = bpf_get_stackid(ctx, &offcpu_stacks, 0);
+		v.gstack = go_locked_stack(bpf_get_current_task_btf());
+	}
+	if (bpf_map_update_elem(&offcpu_start, &tid, &v, BPF_ANY) && st)
+		st->map_errors++;
+}
+
+// offcpu_in adds the blocked time of a thread switching in to its stacks.
+static __always_inline void offcpu_in(struct task_struct *next, u64 now)
+{
+	u32 zero = 0;
+	u32 tid = next->pid;
+	struct offcpu_start *v = bpf_map_lookup_elem(&offcpu_start, &tid);
+	if (!v)
+		return;
+	struct offcpu_stat *st = bpf_map_lookup_elem(&offcpu_stats, &zero);
+	u64 dt = now > v->ts ? now - v->ts : 0;
+	if (st)
+		st->blocked_ns += dt;
+	if (v->sampled) {
+		// -EFAULT: no user stack (a kernel thread), not a loss.
+		if (st && ((v->ustack < 0 && v->ustack != -14) || (v->kstack < 0 && v->kstack != -14)))
+			st->stack_errors++;
+		if (st)
+			st->sampled_ns += dt;
+		u32 *bufp = bpf_map_lookup_elem(&ctrl, &zero);
+		struct sample_key k = {
+			.pid = next->tgid,
+			.tid = tid,
+			.cpu = bpf_get_smp_processor_id(),
+			.ustack = v->ustack,
+			.kstack = v->kstack,
+			.slot = OFFCPU_SLOT,
+			.buf = bufp ? (*bufp & 1) : 0,
+			.gstack = v->gstack,
+		};
+		u64 *ns = bpf_map_lookup_elem(&samples, &k);
+		if (ns) {
+			__sync_fetch_and_add(ns, dt);
+		} else if (bpf_map_update_elem(&samples, &k, &dt, BPF_NOEXIST)) {
+			ns = bpf_map_lookup_elem(&samples, &k);
+			if (ns)
+				__sync_fetch_and_add(ns, dt);
+			else if (st)
+				st->map_errors++;
+		}
+	}
+	bpf_map_delete_elem(&offcpu_start, &tid);
+}
+
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(on_wakeup, struct task_struct *p)
 {
@@ -387,7 +600,11 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		if (prev->__state == 0 /* TASK_RUNNING */)
 			bpf_map_update_elem(&wakeup_ts, &tid, &now, BPF_ANY);
 		bpf_map_update_elem(&offcpu_ts, &tid, &now, BPF_ANY);
+		// Voluntary: the thread blocked (not preempted, not exiting).
+		if (!preempt && prev->__state != 0 && !(prev->__state & 0x80 /* TASK_DEAD */))
+			offcpu_out(ctx, tid, now);
 	}
+	offcpu_in(next, now);
 
 	u32 ntid = next->pid;
 	if (ntid == 0)
@@ -449,6 +666,7 @@ int BPF_PROG(on_exit, struct task_struct *t)
 	u32 tid = t->pid;
 	bpf_map_delete_elem(&wakeup_ts, &tid);
 	bpf_map_delete_elem(&offcpu_ts, &tid);
+	bpf_map_delete_elem(&offcpu_start, &tid);
 	return 0;
 }
 

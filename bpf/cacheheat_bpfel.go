@@ -13,6 +13,21 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type CacheheatGoOffsets struct {
+	_         structs.HostLayout
+	G_m       uint32
+	G_sched   uint32
+	M_g0      uint32
+	M_lockedg uint32
+	GobufPc   uint32
+	GobufBp   uint32
+}
+
+type CacheheatGoStack struct {
+	_  structs.HostLayout
+	Pc [32]uint64
+}
+
 type CacheheatHistVal struct {
 	_      structs.HostLayout
 	Runq   [40]uint64
@@ -27,6 +42,24 @@ type CacheheatLastVal struct {
 	Primed  uint64
 }
 
+type CacheheatOffcpuStart struct {
+	_       structs.HostLayout
+	Ts      uint64
+	Ustack  int32
+	Kstack  int32
+	Sampled uint32
+	Gstack  uint32
+}
+
+type CacheheatOffcpuStat struct {
+	_           structs.HostLayout
+	LastStackNs uint64
+	BlockedNs   uint64
+	SampledNs   uint64
+	StackErrors uint64
+	MapErrors   uint64
+}
+
 type CacheheatSampleKey struct {
 	_      structs.HostLayout
 	Pid    uint32
@@ -36,6 +69,7 @@ type CacheheatSampleKey struct {
 	Kstack int32
 	Slot   uint16
 	Buf    uint16
+	Gstack uint32
 }
 
 type CacheheatStatsVal struct {
@@ -86,8 +120,14 @@ const (
 	CacheheatMapCounters8         = "counters8"
 	CacheheatMapCounters9         = "counters9"
 	CacheheatMapCtrl              = "ctrl"
+	CacheheatMapGoProcs           = "go_procs"
+	CacheheatMapGostackScratch    = "gostack_scratch"
+	CacheheatMapGostacks          = "gostacks"
 	CacheheatMapHists             = "hists"
 	CacheheatMapLast              = "last"
+	CacheheatMapOffcpuStacks      = "offcpu_stacks"
+	CacheheatMapOffcpuStart       = "offcpu_start"
+	CacheheatMapOffcpuStats       = "offcpu_stats"
 	CacheheatMapOffcpuTs          = "offcpu_ts"
 	CacheheatMapSamples           = "samples"
 	CacheheatMapStacks0           = "stacks0"
@@ -106,6 +146,7 @@ const (
 	CacheheatProgSampleClock      = "sample_clock"
 	CacheheatProgSampleMiss       = "sample_miss"
 	CacheheatVarNrEvents          = "nr_events"
+	CacheheatVarOffcpuStackGapNs  = "offcpu_stack_gap_ns"
 	CacheheatVarSwitchSlot        = "switch_slot"
 	CacheheatVarTargetCgroup      = "target_cgroup"
 	CacheheatVarTargetCgroupLevel = "target_cgroup_level"
@@ -168,34 +209,40 @@ type CacheheatProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type CacheheatMapSpecs struct {
-	Counters0    *ebpf.MapSpec `ebpf:"counters0"`
-	Counters1    *ebpf.MapSpec `ebpf:"counters1"`
-	Counters10   *ebpf.MapSpec `ebpf:"counters10"`
-	Counters11   *ebpf.MapSpec `ebpf:"counters11"`
-	Counters12   *ebpf.MapSpec `ebpf:"counters12"`
-	Counters13   *ebpf.MapSpec `ebpf:"counters13"`
-	Counters14   *ebpf.MapSpec `ebpf:"counters14"`
-	Counters15   *ebpf.MapSpec `ebpf:"counters15"`
-	Counters2    *ebpf.MapSpec `ebpf:"counters2"`
-	Counters3    *ebpf.MapSpec `ebpf:"counters3"`
-	Counters4    *ebpf.MapSpec `ebpf:"counters4"`
-	Counters5    *ebpf.MapSpec `ebpf:"counters5"`
-	Counters6    *ebpf.MapSpec `ebpf:"counters6"`
-	Counters7    *ebpf.MapSpec `ebpf:"counters7"`
-	Counters8    *ebpf.MapSpec `ebpf:"counters8"`
-	Counters9    *ebpf.MapSpec `ebpf:"counters9"`
-	Ctrl         *ebpf.MapSpec `ebpf:"ctrl"`
-	Hists        *ebpf.MapSpec `ebpf:"hists"`
-	Last         *ebpf.MapSpec `ebpf:"last"`
-	OffcpuTs     *ebpf.MapSpec `ebpf:"offcpu_ts"`
-	Samples      *ebpf.MapSpec `ebpf:"samples"`
-	Stacks0      *ebpf.MapSpec `ebpf:"stacks0"`
-	Stacks1      *ebpf.MapSpec `ebpf:"stacks1"`
-	Stats        *ebpf.MapSpec `ebpf:"stats"`
-	TargetTotals *ebpf.MapSpec `ebpf:"target_totals"`
-	Targets      *ebpf.MapSpec `ebpf:"targets"`
-	Tasks        *ebpf.MapSpec `ebpf:"tasks"`
-	WakeupTs     *ebpf.MapSpec `ebpf:"wakeup_ts"`
+	Counters0      *ebpf.MapSpec `ebpf:"counters0"`
+	Counters1      *ebpf.MapSpec `ebpf:"counters1"`
+	Counters10     *ebpf.MapSpec `ebpf:"counters10"`
+	Counters11     *ebpf.MapSpec `ebpf:"counters11"`
+	Counters12     *ebpf.MapSpec `ebpf:"counters12"`
+	Counters13     *ebpf.MapSpec `ebpf:"counters13"`
+	Counters14     *ebpf.MapSpec `ebpf:"counters14"`
+	Counters15     *ebpf.MapSpec `ebpf:"counters15"`
+	Counters2      *ebpf.MapSpec `ebpf:"counters2"`
+	Counters3      *ebpf.MapSpec `ebpf:"counters3"`
+	Counters4      *ebpf.MapSpec `ebpf:"counters4"`
+	Counters5      *ebpf.MapSpec `ebpf:"counters5"`
+	Counters6      *ebpf.MapSpec `ebpf:"counters6"`
+	Counters7      *ebpf.MapSpec `ebpf:"counters7"`
+	Counters8      *ebpf.MapSpec `ebpf:"counters8"`
+	Counters9      *ebpf.MapSpec `ebpf:"counters9"`
+	Ctrl           *ebpf.MapSpec `ebpf:"ctrl"`
+	GoProcs        *ebpf.MapSpec `ebpf:"go_procs"`
+	GostackScratch *ebpf.MapSpec `ebpf:"gostack_scratch"`
+	Gostacks       *ebpf.MapSpec `ebpf:"gostacks"`
+	Hists          *ebpf.MapSpec `ebpf:"hists"`
+	Last           *ebpf.MapSpec `ebpf:"last"`
+	OffcpuStacks   *ebpf.MapSpec `ebpf:"offcpu_stacks"`
+	OffcpuStart    *ebpf.MapSpec `ebpf:"offcpu_start"`
+	OffcpuStats    *ebpf.MapSpec `ebpf:"offcpu_stats"`
+	OffcpuTs       *ebpf.MapSpec `ebpf:"offcpu_ts"`
+	Samples        *ebpf.MapSpec `ebpf:"samples"`
+	Stacks0        *ebpf.MapSpec `ebpf:"stacks0"`
+	Stacks1        *ebpf.MapSpec `ebpf:"stacks1"`
+	Stats          *ebpf.MapSpec `ebpf:"stats"`
+	TargetTotals   *ebpf.MapSpec `ebpf:"target_totals"`
+	Targets        *ebpf.MapSpec `ebpf:"targets"`
+	Tasks          *ebpf.MapSpec `ebpf:"tasks"`
+	WakeupTs       *ebpf.MapSpec `ebpf:"wakeup_ts"`
 }
 
 // CacheheatVariableSpecs contains global variables before they are loaded into the kernel.
@@ -203,6 +250,7 @@ type CacheheatMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type CacheheatVariableSpecs struct {
 	NrEvents          *ebpf.VariableSpec `ebpf:"nr_events"`
+	OffcpuStackGapNs  *ebpf.VariableSpec `ebpf:"offcpu_stack_gap_ns"`
 	SwitchSlot        *ebpf.VariableSpec `ebpf:"switch_slot"`
 	TargetCgroup      *ebpf.VariableSpec `ebpf:"target_cgroup"`
 	TargetCgroupLevel *ebpf.VariableSpec `ebpf:"target_cgroup_level"`
@@ -229,34 +277,40 @@ func (o *CacheheatObjects) Close() error {
 //
 // It can be passed to LoadCacheheatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type CacheheatMaps struct {
-	Counters0    *ebpf.Map `ebpf:"counters0"`
-	Counters1    *ebpf.Map `ebpf:"counters1"`
-	Counters10   *ebpf.Map `ebpf:"counters10"`
-	Counters11   *ebpf.Map `ebpf:"counters11"`
-	Counters12   *ebpf.Map `ebpf:"counters12"`
-	Counters13   *ebpf.Map `ebpf:"counters13"`
-	Counters14   *ebpf.Map `ebpf:"counters14"`
-	Counters15   *ebpf.Map `ebpf:"counters15"`
-	Counters2    *ebpf.Map `ebpf:"counters2"`
-	Counters3    *ebpf.Map `ebpf:"counters3"`
-	Counters4    *ebpf.Map `ebpf:"counters4"`
-	Counters5    *ebpf.Map `ebpf:"counters5"`
-	Counters6    *ebpf.Map `ebpf:"counters6"`
-	Counters7    *ebpf.Map `ebpf:"counters7"`
-	Counters8    *ebpf.Map `ebpf:"counters8"`
-	Counters9    *ebpf.Map `ebpf:"counters9"`
-	Ctrl         *ebpf.Map `ebpf:"ctrl"`
-	Hists        *ebpf.Map `ebpf:"hists"`
-	Last         *ebpf.Map `ebpf:"last"`
-	OffcpuTs     *ebpf.Map `ebpf:"offcpu_ts"`
-	Samples      *ebpf.Map `ebpf:"samples"`
-	Stacks0      *ebpf.Map `ebpf:"stacks0"`
-	Stacks1      *ebpf.Map `ebpf:"stacks1"`
-	Stats        *ebpf.Map `ebpf:"stats"`
-	TargetTotals *ebpf.Map `ebpf:"target_totals"`
-	Targets      *ebpf.Map `ebpf:"targets"`
-	Tasks        *ebpf.Map `ebpf:"tasks"`
-	WakeupTs     *ebpf.Map `ebpf:"wakeup_ts"`
+	Counters0      *ebpf.Map `ebpf:"counters0"`
+	Counters1      *ebpf.Map `ebpf:"counters1"`
+	Counters10     *ebpf.Map `ebpf:"counters10"`
+	Counters11     *ebpf.Map `ebpf:"counters11"`
+	Counters12     *ebpf.Map `ebpf:"counters12"`
+	Counters13     *ebpf.Map `ebpf:"counters13"`
+	Counters14     *ebpf.Map `ebpf:"counters14"`
+	Counters15     *ebpf.Map `ebpf:"counters15"`
+	Counters2      *ebpf.Map `ebpf:"counters2"`
+	Counters3      *ebpf.Map `ebpf:"counters3"`
+	Counters4      *ebpf.Map `ebpf:"counters4"`
+	Counters5      *ebpf.Map `ebpf:"counters5"`
+	Counters6      *ebpf.Map `ebpf:"counters6"`
+	Counters7      *ebpf.Map `ebpf:"counters7"`
+	Counters8      *ebpf.Map `ebpf:"counters8"`
+	Counters9      *ebpf.Map `ebpf:"counters9"`
+	Ctrl           *ebpf.Map `ebpf:"ctrl"`
+	GoProcs        *ebpf.Map `ebpf:"go_procs"`
+	GostackScratch *ebpf.Map `ebpf:"gostack_scratch"`
+	Gostacks       *ebpf.Map `ebpf:"gostacks"`
+	Hists          *ebpf.Map `ebpf:"hists"`
+	Last           *ebpf.Map `ebpf:"last"`
+	OffcpuStacks   *ebpf.Map `ebpf:"offcpu_stacks"`
+	OffcpuStart    *ebpf.Map `ebpf:"offcpu_start"`
+	OffcpuStats    *ebpf.Map `ebpf:"offcpu_stats"`
+	OffcpuTs       *ebpf.Map `ebpf:"offcpu_ts"`
+	Samples        *ebpf.Map `ebpf:"samples"`
+	Stacks0        *ebpf.Map `ebpf:"stacks0"`
+	Stacks1        *ebpf.Map `ebpf:"stacks1"`
+	Stats          *ebpf.Map `ebpf:"stats"`
+	TargetTotals   *ebpf.Map `ebpf:"target_totals"`
+	Targets        *ebpf.Map `ebpf:"targets"`
+	Tasks          *ebpf.Map `ebpf:"tasks"`
+	WakeupTs       *ebpf.Map `ebpf:"wakeup_ts"`
 }
 
 func (m *CacheheatMaps) Close() error {
@@ -278,8 +332,14 @@ func (m *CacheheatMaps) Close() error {
 		m.Counters8,
 		m.Counters9,
 		m.Ctrl,
+		m.GoProcs,
+		m.GostackScratch,
+		m.Gostacks,
 		m.Hists,
 		m.Last,
+		m.OffcpuStacks,
+		m.OffcpuStart,
+		m.OffcpuStats,
 		m.OffcpuTs,
 		m.Samples,
 		m.Stacks0,
@@ -297,6 +357,7 @@ func (m *CacheheatMaps) Close() error {
 // It can be passed to LoadCacheheatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type CacheheatVariables struct {
 	NrEvents          *ebpf.Variable `ebpf:"nr_events"`
+	OffcpuStackGapNs  *ebpf.Variable `ebpf:"offcpu_stack_gap_ns"`
 	SwitchSlot        *ebpf.Variable `ebpf:"switch_slot"`
 	TargetCgroup      *ebpf.Variable `ebpf:"target_cgroup"`
 	TargetCgroupLevel *ebpf.Variable `ebpf:"target_cgroup_level"`

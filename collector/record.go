@@ -21,6 +21,11 @@ const (
 	MinInterval       = 10 * time.Millisecond
 	DefaultSampleHz   = 99
 	DefaultMissPeriod = 10007 // prime, so sampling does not lock onto a loop
+	// FaultPeriod samples page-faults with stacks where no hardware miss
+	// event can be sampled: one fault in 997 (prime), a modest cost even
+	// in a storm of 10^6 faults/s, and enough samples to name the code
+	// that faults.
+	FaultPeriod = 997
 )
 
 // missEvents are the primary miss events sampled with stacks where the PMU
@@ -187,6 +192,16 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 				break
 			}
 		}
+		// Without a hardware miss event the sampled slot takes page
+		// faults, so a page-fault finding names the code that faults.
+		if kc.missEvent == nil {
+			ev, err := LookupEvent("page-faults", cpu)
+			if err == nil && ProbeEvent(ev).Status == profile.StatusMeasured {
+				kc.missEvent = &ev
+				kc.missPeriod = FaultPeriod
+				sampleEvs[slotMiss] = ev.Name
+			}
+		}
 	}
 	host.Mode = HostMode(statuses)
 
@@ -237,15 +252,17 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 		SampleEvents: []string{sampleEvs[slotClock]},
 	}
 	if kc.missEvent != nil {
-		settings.SamplePeriod = o.SamplePeriod
+		settings.SamplePeriod = kc.missPeriod
 		settings.SampleEvents = append(settings.SampleEvents, sampleEvs[slotMiss])
 	}
 	// Indexing the targets' binaries can take a while: done before the
 	// clock starts. A command's mappings are read once it has exec'd.
 	sym := symbolize.New()
+	gp := newGoProcs()
 	if cm == nil {
 		for _, pid := range tgt.PIDs {
 			_ = sym.Snapshot(pid) // a process may exit at any time: resolved as [unknown]
+			gp.add(k, pid)
 		}
 	}
 	start := time.Now()
@@ -267,7 +284,7 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 	}
 
 	rec := &run{
-		k: k, sym: sym, am: am,
+		k: k, sym: sym, am: am, goProcs: gp, kern: k,
 		meta: windowMeta{
 			events: names, sampleEvs: sampleEvs, sampleHz: o.SampleHz,
 			ncpu: host.Topology.MaxCPU() + 1, sampled: len(cpus),
@@ -298,11 +315,12 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 					return
 				case <-t.C:
 					_ = sym.Snapshot(cm.cmd.Process.Pid)
+					gp.add(k, cm.cmd.Process.Pid)
 				}
 			}
 		}()
 	case tgt.Kind == profile.TargetPID:
-		go watchPIDs(k, sym, exited, stopWatch)
+		go watchPIDs(k, sym, gp, exited, stopWatch)
 	}
 
 	end := profile.EndSignal
@@ -386,6 +404,8 @@ type run struct {
 	k       source
 	sym     *symbolize.Symbolizer
 	am      *appMetrics
+	goProcs *goProcs
+	kern    *kernel // nil in tests that fabricate snapshots
 	meta    windowMeta
 	prev    *snapshot
 	start   time.Time
@@ -417,6 +437,9 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 		if !seen[s.pid] {
 			seen[s.pid] = true
 			_ = rc.sym.Snapshot(s.pid)
+			if rc.kern != nil {
+				rc.goProcs.add(rc.kern, s.pid)
+			}
 		}
 	}
 	m := rc.meta
@@ -450,7 +473,7 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 
 // watchPIDs closes exited when every process in the target set has
 // exited, and keeps the symbolizer's view of their mappings fresh.
-func watchPIDs(k *kernel, sym *symbolize.Symbolizer, exited, stop chan struct{}) {
+func watchPIDs(k *kernel, sym *symbolize.Symbolizer, gp *goProcs, exited, stop chan struct{}) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -468,6 +491,7 @@ func watchPIDs(k *kernel, sym *symbolize.Symbolizer, exited, stop chan struct{})
 			if alive(pid) {
 				any = true
 				_ = sym.Snapshot(pid)
+				gp.add(k, pid)
 			}
 		}
 		if !any {

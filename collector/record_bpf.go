@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -20,7 +21,15 @@ const maxEvents = 16
 const (
 	slotClock = 0
 	slotMiss  = 1
+	// slotOffCPU marks off-CPU time in the samples map (OFFCPU_SLOT): its
+	// value is nanoseconds blocked, its stacks are in offcpu_stacks.
+	slotOffCPU = 2
 )
+
+// offCPUStackGap is the least time between two off-CPU stack captures on
+// one CPU (offcpu_stack_gap_ns): it bounds their cost to 1000 a second per
+// CPU, while the blocked time of every switch-out is still counted.
+const offCPUStackGap = time.Millisecond
 
 // Target modes of the BPF side (MODE_* in bpf/cacheheat.c).
 const (
@@ -118,6 +127,7 @@ func openKernel(cfg kernelConfig) (_ *kernel, err error) {
 		"target_cgroup_level": cfg.cgroupLevel,
 		"nr_events":           uint32(len(cfg.counted)),
 		"switch_slot":         switchSlot(cfg.counted),
+		"offcpu_stack_gap_ns": uint64(offCPUStackGap),
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("setting bpf variable %s: %w", name, err)
@@ -353,6 +363,14 @@ func (k *kernel) snapshot() (*snapshot, error) {
 			procMapFull: v.ProcMapFull, mapErrors: v.MapErrors,
 		}
 	}
+	var oc []bpf.CacheheatOffcpuStat
+	if err := k.objs.OffcpuStats.Lookup(&zero, &oc); err != nil {
+		return nil, fmt.Errorf("reading off-cpu stats: %w", err)
+	}
+	s.offStats = make([]offcpuVal, len(oc))
+	for cpu, v := range oc {
+		s.offStats[cpu] = offcpuVal{blockedNS: v.BlockedNs, sampledNS: v.SampledNs, stackErrors: v.StackErrors, mapErrors: v.MapErrors}
+	}
 	return s, nil
 }
 
@@ -383,17 +401,27 @@ func (k *kernel) drainSamples() ([]rawSample, uint64, error) {
 	if err := it.Err(); err != nil {
 		return nil, 0, fmt.Errorf("reading samples: %w", err)
 	}
-	cache := map[int32][]uint64{}
-	readStack := func(id int32) ([]uint64, bool) {
+	// Off-CPU samples name stacks of their own map (never cleared).
+	type stackRef struct {
+		offcpu bool
+		id     int32
+	}
+	cache := map[stackRef][]uint64{}
+	readStack := func(slot uint16, id int32) ([]uint64, bool) {
 		if id < 0 {
 			return nil, true
 		}
-		if a, ok := cache[id]; ok {
+		ref := stackRef{slot == slotOffCPU, id}
+		if a, ok := cache[ref]; ok {
 			return a, a != nil
 		}
+		m := stacks
+		if ref.offcpu {
+			m = k.objs.OffcpuStacks
+		}
 		var raw [127]uint64
-		if err := stacks.Lookup(uint32(id), &raw); err != nil {
-			cache[id] = nil
+		if err := m.Lookup(uint32(id), &raw); err != nil {
+			cache[ref] = nil
 			return nil, false
 		}
 		var addrs []uint64
@@ -403,7 +431,7 @@ func (k *kernel) drainSamples() ([]rawSample, uint64, error) {
 			}
 			addrs = append(addrs, a)
 		}
-		cache[id] = addrs
+		cache[ref] = addrs
 		return addrs, true
 	}
 	var out []rawSample
@@ -412,10 +440,24 @@ func (k *kernel) drainSamples() ([]rawSample, uint64, error) {
 		if err := k.objs.Samples.LookupAndDelete(&key, &cnt); err != nil {
 			continue // taken by nobody else: only we delete
 		}
-		us, ok1 := readStack(key.Ustack)
-		ks, ok2 := readStack(key.Kstack)
-		if !ok1 || !ok2 {
-			lost += cnt
+		us, ok1 := readStack(key.Slot, key.Ustack)
+		ks, ok2 := readStack(key.Slot, key.Kstack)
+		if key.Gstack != 0 {
+			// The goroutine's frames continue the thread's user stack,
+			// outermost last (see go_locked_stack).
+			var gs bpf.CacheheatGoStack
+			if err := k.objs.Gostacks.Lookup(key.Gstack, &gs); err == nil {
+				us = append([]uint64(nil), us...) // us may be shared by the cache
+				for _, pc := range gs.Pc {
+					if pc == 0 {
+						break
+					}
+					us = append(us, pc)
+				}
+			}
+		}
+		if (!ok1 || !ok2) && key.Slot != slotOffCPU {
+			lost += cnt // a count of samples; off-CPU values are nanoseconds
 		}
 		out = append(out, rawSample{
 			pid: int(key.Pid), tid: int(key.Tid), cpu: int(key.Cpu), slot: int(key.Slot),

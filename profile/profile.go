@@ -171,6 +171,46 @@ type Window struct {
 	SampleRate []SampleRate       `json:"sample_rate,omitempty"`
 	Drops      Drops              `json:"drops"`
 	AppMetrics map[string]float64 `json:"app_metrics,omitempty"`
+	// AppMetricsPartial is set when AppMetrics was read before the target
+	// had finished (the recording ended first, or the grace ran out):
+	// it is the value so far, not the run's own final value.
+	AppMetricsPartial bool `json:"app_metrics_partial,omitempty"`
+	// OffCPU is the target's blocked time by stack; nil when the recorder
+	// took no off-CPU stacks (older recordings).
+	OffCPU *OffCPU `json:"offcpu,omitempty"`
+}
+
+// OffCPU is where the target's threads were blocked in a window: every
+// voluntary switch-out's blocked time (switch-out to switch-in) in
+// BlockedNS, and stacks for a sample of the switch-outs (at most one per
+// CPU per stack gap), whose time is SampledNS. A stack's share of the
+// blocked time is its NS times Scale().
+type OffCPU struct {
+	BlockedNS uint64        `json:"blocked_ns"`
+	SampledNS uint64        `json:"sampled_ns"`
+	Stacks    []OffCPUStack `json:"stacks,omitempty"`
+}
+
+// OffCPUStack is the blocked time of one thread at one stack pair.
+type OffCPUStack struct {
+	PID         int    `json:"pid"`
+	TID         int    `json:"tid"`
+	UserStack   uint64 `json:"user_stack,omitempty"`   // StackID, 0: none
+	KernelStack uint64 `json:"kernel_stack,omitempty"` // StackID, 0: none
+	// NS is the measured blocked time with this stack (not scaled).
+	NS uint64 `json:"ns"`
+	// Reason is why the thread was blocked (OffCPU* reasons), classified
+	// from the frames at record time.
+	Reason string `json:"reason"`
+}
+
+// Scale is the factor from sampled to all blocked time: 1 when every
+// switch-out had stacks.
+func (o *OffCPU) Scale() float64 {
+	if o == nil || o.SampledNS == 0 {
+		return 1
+	}
+	return float64(o.BlockedNS) / float64(o.SampledNS)
 }
 
 // Counter is one event's delta in a window.
@@ -284,5 +324,8 @@ type Trailer struct {
 	Windows    int                `json:"windows"`
 	Drops      Drops              `json:"drops"`
 	AppMetrics map[string]float64 `json:"app_metrics,omitempty"` // final values
-	Warnings   []string           `json:"warnings,omitempty"`
+	// AppMetricsPartial: AppMetrics was read before the target finished
+	// (see Window.AppMetricsPartial).
+	AppMetricsPartial bool     `json:"app_metrics_partial,omitempty"`
+	Warnings          []string `json:"warnings,omitempty"`
 }

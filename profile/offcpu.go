@@ -1,0 +1,81 @@
+package profile
+
+import "strings"
+
+// Off-CPU reasons: why a thread was blocked, from its stacks at switch-out.
+const (
+	OffCPULock      = "lock"       // futex or lock wait: mutexes, semaphores, Go's sync
+	OffCPUIO        = "io"         // waiting for a disk, pipe or socket read or write
+	OffCPUSleep     = "sleep"      // sleeping on purpose: nanosleep, time.Sleep
+	OffCPUPageFault = "page-fault" // blocked inside a page fault
+	OffCPUIdle      = "idle"       // an idle runtime or pool thread waiting for work
+	OffCPUOther     = "other"
+)
+
+// OffCPUReasons lists the reasons in the order reports show them.
+var OffCPUReasons = []string{OffCPULock, OffCPUIO, OffCPUSleep, OffCPUPageFault, OffCPUIdle, OffCPUOther}
+
+// offCPUPattern is one classification rule: a frame whose function
+// contains any of the substrings gives the reason. Rules are tried in
+// order; the first that matches any frame wins. The order matters:
+//
+//   - page faults first: a fault may wait for I/O, but the fault is what
+//     the code did;
+//   - then the user side's locks: a Go goroutine blocked on a sync.RWMutex
+//     on a locked thread parks its thread through the runtime's scheduler
+//     (park_m, stoplockedm, notesleep), so the lock frames must win over
+//     the scheduler's idle frames below them;
+//   - then purposeful sleeps, then the runtimes' idle paths (an idle Go M in
+//     findRunnable/stopm, the netpoller, JVM and pthread pools parked on a
+//     condition), then the kernel's view: futex is a lock, poll/epoll is an
+//     event loop waiting for work, and block, pipe and socket waits are I/O.
+type offCPUPattern struct {
+	reason string
+	user   bool // match user frames (else kernel frames)
+	subs   []string
+}
+
+var offCPUPatterns = []offCPUPattern{
+	{OffCPUPageFault, false, []string{"exc_page_fault", "do_user_addr_fault", "handle_mm_fault", "asm_exc_page_fault"}},
+	{OffCPULock, true, []string{
+		"sync.(*Mutex)", "sync.(*RWMutex)", "sync.runtime_Semacquire", "sync.runtime_SemacquireMutex",
+		"sync.runtime_SemacquireRWMutex", "runtime.semacquire", "internal/sync.(*Mutex)",
+		"pthread_mutex_lock", "pthread_rwlock_rdlock", "pthread_rwlock_wrlock", "__lll_lock_wait",
+		"sem_wait", "sem_timedwait",
+	}},
+	{OffCPUSleep, true, []string{"runtime.timeSleep", "time.Sleep", "usleep", "nanosleep", "clock_nanosleep"}},
+	{OffCPUIdle, true, []string{
+		"runtime.findRunnable", "runtime.findrunnable", "runtime.stopm", "runtime.netpoll",
+		"runtime.sysmon", "runtime.gcBgMarkWorker", "runtime.bgsweep", "runtime.bgscavenge",
+		"runtime.templateThread", "runtime.stoplockedm", "runtime.park_m", "runtime.notesleep",
+		"runtime.mPark", "runtime.futexsleep",
+		"Parker::park", "Unsafe_Park", "pthread_cond_wait", "pthread_cond_timedwait",
+	}},
+	{OffCPUSleep, false, []string{"do_nanosleep", "hrtimer_nanosleep", "common_nsleep"}},
+	{OffCPULock, false, []string{"futex_wait", "futex_do_wait", "__futex_wait", "rwsem_down", "mutex_lock", "__mutex_lock"}},
+	{OffCPUIdle, false, []string{"ep_poll", "do_epoll_wait", "do_sys_poll", "do_select", "core_sys_select", "worker_thread", "kthread", "smpboot_thread_fn", "rcu_gp_kthread"}},
+	{OffCPUIO, false, []string{
+		"io_schedule", "blk_", "folio_wait", "wait_on_page", "__wait_on_buffer", "jbd2",
+		"pipe_read", "pipe_write", "wait_woken", "sk_wait_data", "unix_stream_read", "tcp_recvmsg",
+		"vfs_read", "vfs_write", "do_fsync", "io_uring",
+	}},
+}
+
+// ClassifyOffCPU names why a thread was blocked from its user and kernel
+// frames (innermost first), as the first matching rule of offCPUPatterns.
+func ClassifyOffCPU(user, kernel []Frame) string {
+	for _, p := range offCPUPatterns {
+		frames := kernel
+		if p.user {
+			frames = user
+		}
+		for _, f := range frames {
+			for _, sub := range p.subs {
+				if strings.Contains(f.Function, sub) {
+					return p.reason
+				}
+			}
+		}
+	}
+	return OffCPUOther
+}

@@ -393,6 +393,35 @@ struct {
 	__type(value, struct offcpu_stat);
 } offcpu_stats SEC(".maps");
 
+// cpu-clock samples of tasks that are not targets, by process: who else
+// used the CPUs (a noisy neighbour). User space drains it each window.
+struct other_key {
+	u32 tgid;
+	char comm[TASK_COMM_LEN];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct other_key);
+	__type(value, u64);
+} others SEC(".maps");
+
+static __always_inline void other_sample(struct task_struct *t)
+{
+	struct other_key k = {.tgid = t->tgid};
+	if (t->pid == 0)
+		return; // idle
+	bpf_probe_read_kernel_str(k.comm, sizeof(k.comm), t->group_leader->comm);
+	u64 *n = bpf_map_lookup_elem(&others, &k);
+	if (n) {
+		__sync_fetch_and_add(n, 1);
+		return;
+	}
+	u64 one = 1;
+	bpf_map_update_elem(&others, &k, &one, BPF_NOEXIST); // full: not counted
+}
+
 static __always_inline struct stats_val *get_stats(void)
 {
 	u32 zero = 0;
@@ -681,8 +710,11 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 	// Attribute counters here too, so a thread that runs for a long time
 	// without a context switch shows up in the window it ran in.
 	account(t, false);
-	if (!is_target(t))
+	if (!is_target(t)) {
+		if (slot == 0)
+			other_sample(t);
 		return 0;
+	}
 	s->samples[slot & 1]++;
 
 	u32 *bufp = bpf_map_lookup_elem(&ctrl, &zero);

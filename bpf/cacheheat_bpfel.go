@@ -60,6 +60,12 @@ type CacheheatOffcpuStat struct {
 	MapErrors   uint64
 }
 
+type CacheheatOtherKey struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Comm [16]int8
+}
+
 type CacheheatSampleKey struct {
 	_      structs.HostLayout
 	Pid    uint32
@@ -129,6 +135,7 @@ const (
 	CacheheatMapOffcpuStart       = "offcpu_start"
 	CacheheatMapOffcpuStats       = "offcpu_stats"
 	CacheheatMapOffcpuTs          = "offcpu_ts"
+	CacheheatMapOthers            = "others"
 	CacheheatMapSamples           = "samples"
 	CacheheatMapStacks0           = "stacks0"
 	CacheheatMapStacks1           = "stacks1"
@@ -235,6 +242,7 @@ type CacheheatMapSpecs struct {
 	OffcpuStart    *ebpf.MapSpec `ebpf:"offcpu_start"`
 	OffcpuStats    *ebpf.MapSpec `ebpf:"offcpu_stats"`
 	OffcpuTs       *ebpf.MapSpec `ebpf:"offcpu_ts"`
+	Others         *ebpf.MapSpec `ebpf:"others"`
 	Samples        *ebpf.MapSpec `ebpf:"samples"`
 	Stacks0        *ebpf.MapSpec `ebpf:"stacks0"`
 	Stacks1        *ebpf.MapSpec `ebpf:"stacks1"`
@@ -303,6 +311,7 @@ type CacheheatMaps struct {
 	OffcpuStart    *ebpf.Map `ebpf:"offcpu_start"`
 	OffcpuStats    *ebpf.Map `ebpf:"offcpu_stats"`
 	OffcpuTs       *ebpf.Map `ebpf:"offcpu_ts"`
+	Others         *ebpf.Map `ebpf:"others"`
 	Samples        *ebpf.Map `ebpf:"samples"`
 	Stacks0        *ebpf.Map `ebpf:"stacks0"`
 	Stacks1        *ebpf.Map `ebpf:"stacks1"`
@@ -341,6 +350,7 @@ func (m *CacheheatMaps) Close() error {
 		m.OffcpuStart,
 		m.OffcpuStats,
 		m.OffcpuTs,
+		m.Others,
 		m.Samples,
 		m.Stacks0,
 		m.Stacks1,

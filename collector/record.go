@@ -445,6 +445,9 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 	m := rc.meta
 	m.startNS, m.endNS = rc.lastNS, endNS
 	win := buildWindow(rc.prev, cur, samples, lost, m)
+	if rc.kern != nil {
+		win.Others = rc.kern.drainOthers()
+	}
 	if rc.am != nil {
 		win.AppMetrics = rc.am.poll(last)
 	}

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -11,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cacheheat/cacheheat/bpf"
+	"github.com/cacheheat/cacheheat/profile"
 )
 
 // maxEvents is the BPF side's fixed number of counter slots (MAX_EVENTS in
@@ -371,8 +375,83 @@ func (k *kernel) snapshot() (*snapshot, error) {
 	for cpu, v := range oc {
 		s.offStats[cpu] = offcpuVal{blockedNS: v.BlockedNs, sampledNS: v.SampledNs, stackErrors: v.StackErrors, mapErrors: v.MapErrors}
 	}
+	s.idleNS = readIdle("/proc/stat")
 	return s, nil
 }
+
+// readIdle reads each CPU's cumulative idle time (idle + iowait) from
+// /proc/stat, in nanoseconds; nil when it cannot.
+func readIdle(path string) []uint64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var out []uint64
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
+			continue
+		}
+		cpu, err := strconv.Atoi(f[0][3:])
+		if err != nil || cpu < 0 || cpu > 1<<16 {
+			continue
+		}
+		idle, err1 := strconv.ParseUint(f[4], 10, 64)
+		iowait, err2 := strconv.ParseUint(f[5], 10, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		for len(out) <= cpu {
+			out = append(out, 0)
+		}
+		// USER_HZ is 100 on every Linux architecture's user ABI.
+		out[cpu] = (idle + iowait) * 1e7
+	}
+	return out
+}
+
+// drainOthers takes the samples of processes that are not targets since
+// the last drain, most first.
+func (k *kernel) drainOthers() []profile.OtherProcess {
+	var key bpf.CacheheatOtherKey
+	var n uint64
+	var keys []bpf.CacheheatOtherKey
+	byPID := map[int]*profile.OtherProcess{}
+	it := k.objs.Others.Iterate()
+	for it.Next(&key, &n) {
+		keys = append(keys, key)
+	}
+	for _, key := range keys {
+		if err := k.objs.Others.LookupAndDelete(&key, &n); err != nil {
+			continue
+		}
+		p := byPID[int(key.Tgid)]
+		if p == nil {
+			p = &profile.OtherProcess{PID: int(key.Tgid), Comm: cString(key.Comm[:])}
+			byPID[p.PID] = p
+		}
+		p.Samples += n
+	}
+	out := make([]profile.OtherProcess, 0, len(byPID))
+	for _, p := range byPID {
+		out = append(out, *p)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Samples != out[j].Samples {
+			return out[i].Samples > out[j].Samples
+		}
+		return out[i].PID < out[j].PID
+	})
+	// The top of the list says who; the long tail of one-sample
+	// processes says nothing and would grow every window.
+	if len(out) > maxOthers {
+		out = out[:maxOthers]
+	}
+	return out
+}
+
+// maxOthers is how many other processes a window lists.
+const maxOthers = 10
 
 // drainSamples flips the active stack buffer, then takes every sample
 // count of the previous buffer with its stacks' addresses and clears that

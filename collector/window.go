@@ -34,6 +34,7 @@ type snapshot struct {
 	offcpu   [][]uint64
 	stats    []statsVal  // [cpu]
 	offStats []offcpuVal // [cpu]
+	idleNS   []uint64    // [cpu] cumulative idle time, /proc/stat; nil: unknown
 }
 
 // offcpuVal is one CPU's cumulative off-CPU totals (offcpu_stat in
@@ -150,6 +151,13 @@ func buildWindow(prev, cur *snapshot, samples []rawSample, lostStacks uint64, m 
 		d.ProcMapFull += delta(c.procMapFull, p.procMapFull)
 		d.MapErrors += delta(c.mapErrors, p.mapErrors)
 	}
+	if cur.idleNS != nil && prev.idleNS != nil {
+		w.IdleNS = make(profile.Counts, m.ncpu)
+		for cpu := range w.IdleNS {
+			w.IdleNS[cpu] = delta(at(cur.idleNS, cpu), at(prev.idleNS, cpu))
+		}
+	}
+
 	var off profile.OffCPU
 	for cpu := range cur.offStats {
 		c, p := cur.offStats[cpu], at(prev.offStats, cpu)

@@ -133,6 +133,10 @@ type Target struct {
 	PIDs    []int    `json:"pids"`
 	Cgroup  string   `json:"cgroup,omitempty"`
 	Command []string `json:"command,omitempty"`
+	// AllowedCPUs are the CPUs the target's processes may run on (their
+	// affinity, which a cpuset also bounds) when recording started; empty
+	// when unknown (-a, -G): the recorded CPUs then.
+	AllowedCPUs []int `json:"allowed_cpus,omitempty"`
 }
 
 // Settings are the recorder's parameters.
@@ -175,6 +179,14 @@ type Window struct {
 	// had finished (the recording ended first, or the grace ran out):
 	// it is the value so far, not the run's own final value.
 	AppMetricsPartial bool `json:"app_metrics_partial,omitempty"`
+	// IdleNS is each CPU's idle time in the window (index = CPU id), all
+	// tasks, from /proc/stat's idle and iowait (10 ms resolution); nil when
+	// not recorded.
+	IdleNS Counts `json:"idle_ns,omitempty"`
+	// Others are the processes that are not targets with cpu-clock
+	// samples on the recorded CPUs in the window, most samples first: who
+	// else used the CPUs.
+	Others []OtherProcess `json:"others,omitempty"`
 	// OffCPU is the target's blocked time by stack; nil when the recorder
 	// took no off-CPU stacks (older recordings).
 	OffCPU *OffCPU `json:"offcpu,omitempty"`
@@ -211,6 +223,14 @@ func (o *OffCPU) Scale() float64 {
 		return 1
 	}
 	return float64(o.BlockedNS) / float64(o.SampledNS)
+}
+
+// OtherProcess is a process that is not a target, by its cpu-clock
+// samples.
+type OtherProcess struct {
+	PID     int    `json:"pid"`
+	Comm    string `json:"comm"`
+	Samples uint64 `json:"samples"`
 }
 
 // Counter is one event's delta in a window.

@@ -64,18 +64,52 @@ var offCPUPatterns = []offCPUPattern{
 // ClassifyOffCPU names why a thread was blocked from its user and kernel
 // frames (innermost first), as the first matching rule of offCPUPatterns.
 func ClassifyOffCPU(user, kernel []Frame) string {
+	reason, _ := ExplainOffCPU(user, kernel)
+	return reason
+}
+
+// ExplainOffCPU is ClassifyOffCPU that also names the function to blame:
+// for a rule on user frames, the outermost frame it matched (the lock's
+// own API, say sync.(*RWMutex).Lock, not the futex under it); for a rule on
+// kernel frames, the innermost user frame, where the program called into
+// the kernel (or the kernel frame when there is no user stack).
+func ExplainOffCPU(user, kernel []Frame) (reason, blamed string) {
 	for _, p := range offCPUPatterns {
 		frames := kernel
 		if p.user {
 			frames = user
 		}
-		for _, f := range frames {
-			for _, sub := range p.subs {
-				if strings.Contains(f.Function, sub) {
-					return p.reason
+		hit := -1
+		for i, f := range frames {
+			if matchesAny(f.Function, p.subs) {
+				hit = i
+				if !p.user {
+					break
 				}
 			}
 		}
+		if hit < 0 {
+			continue
+		}
+		if p.user || len(user) == 0 {
+			return p.reason, frames[hit].String()
+		}
+		return p.reason, user[0].String()
 	}
-	return OffCPUOther
+	if len(user) > 0 {
+		return OffCPUOther, user[0].String()
+	}
+	if len(kernel) > 0 {
+		return OffCPUOther, kernel[0].String()
+	}
+	return OffCPUOther, "[unknown]"
+}
+
+func matchesAny(fn string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(fn, sub) {
+			return true
+		}
+	}
+	return false
 }

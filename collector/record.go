@@ -26,6 +26,9 @@ const (
 	// in a storm of 10^6 faults/s, and enough samples to name the code
 	// that faults.
 	FaultPeriod = 997
+	// AppMetricsGrace is how long a command that reports app metrics may
+	// run past -d to write its final values before it is stopped.
+	AppMetricsGrace = 1500 * time.Millisecond
 )
 
 // missEvents are the primary miss events sampled with stacks where the PMU
@@ -364,6 +367,17 @@ loop:
 	}
 
 	trailer := profile.Trailer{EndReason: end, EndTime: time.Now(), Drops: rec.drops, Windows: rec.windows}
+	finished := end == profile.EndTargetExit
+	if cm != nil && am != nil && end == profile.EndDuration {
+		// A command that reports metrics writes its final values as it
+		// ends, usually just after -d (it started a little later): give
+		// it a moment, so the recording keeps the run's own values.
+		select {
+		case <-cm.done:
+			finished = true
+		case <-time.After(AppMetricsGrace):
+		}
+	}
 	if cm != nil {
 		if end != profile.EndTargetExit {
 			// The recording is over; so is the command, as with perf
@@ -378,7 +392,9 @@ loop:
 		}
 	}
 	if am != nil {
+		am.poll(true) // what the command wrote up to its end
 		trailer.AppMetrics = am.final
+		trailer.AppMetricsPartial = !finished && len(am.final) > 0
 		if msg := am.warning(); msg != "" {
 			trailer.Warnings = append(trailer.Warnings, msg)
 			o.Warn(msg)

@@ -1,6 +1,9 @@
 package profile
 
-import "strings"
+import (
+	"sort"
+	"strings"
+)
 
 // Off-CPU reasons: why a thread was blocked, from its stacks at switch-out.
 const (
@@ -112,4 +115,82 @@ func matchesAny(fn string, subs []string) bool {
 		}
 	}
 	return false
+}
+
+// OffCPUSummary is the off-CPU block of inspect --json: the target's
+// blocked time by reason and its top stacks, scaled to all blocked time.
+type OffCPUSummary struct {
+	BlockedNS uint64             `json:"blocked_ns"`
+	SampledNS uint64             `json:"sampled_ns"`
+	ByReason  map[string]float64 `json:"by_reason_ns"`
+	Top       []OffCPUStackStat  `json:"top_stacks"`
+}
+
+// OffCPUStackStat is one stack pair's blocked time over the recording.
+type OffCPUStackStat struct {
+	NS     float64 `json:"ns"`
+	Reason string  `json:"reason"`
+	// Frames are the function names, innermost first: kernel, then user
+	// (a locked goroutine's frames continue its thread's).
+	Frames []string `json:"frames"`
+}
+
+// OffCPUStacks aggregates the recording's off-CPU time by stack pair
+// (any thread), scaled per window, largest first.
+func (r *Recording) OffCPUStacks() []OffCPUStackStat {
+	type key struct{ user, kernel uint64 }
+	by := map[key]*OffCPUStackStat{}
+	var keys []key
+	for _, w := range r.Windows {
+		if w.OffCPU == nil {
+			continue
+		}
+		scale := w.OffCPU.Scale()
+		for _, s := range w.OffCPU.Stacks {
+			k := key{s.UserStack, s.KernelStack}
+			st := by[k]
+			if st == nil {
+				st = &OffCPUStackStat{Reason: s.Reason, Frames: []string{}}
+				for _, id := range []uint64{s.KernelStack, s.UserStack} {
+					if id != 0 {
+						for _, f := range r.Stacks[id].Frames {
+							st.Frames = append(st.Frames, f.String())
+						}
+					}
+				}
+				by[k] = st
+				keys = append(keys, k)
+			}
+			st.NS += float64(s.NS) * scale
+		}
+	}
+	out := make([]OffCPUStackStat, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, *by[k])
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].NS > out[j].NS })
+	return out
+}
+
+func (r *Recording) offCPUSummary(top int) *OffCPUSummary {
+	var s *OffCPUSummary
+	for _, w := range r.Windows {
+		if w.OffCPU == nil {
+			continue
+		}
+		if s == nil {
+			s = &OffCPUSummary{ByReason: map[string]float64{}, Top: []OffCPUStackStat{}}
+		}
+		s.BlockedNS += w.OffCPU.BlockedNS
+		s.SampledNS += w.OffCPU.SampledNS
+	}
+	if s == nil {
+		return nil
+	}
+	all := r.OffCPUStacks()
+	for _, st := range all {
+		s.ByReason[st.Reason] += st.NS
+	}
+	s.Top = all[:min(top, len(all))]
+	return s
 }

@@ -175,10 +175,6 @@ type Window struct {
 	SampleRate []SampleRate       `json:"sample_rate,omitempty"`
 	Drops      Drops              `json:"drops"`
 	AppMetrics map[string]float64 `json:"app_metrics,omitempty"`
-	// AppMetricsPartial is set when AppMetrics was read before the target
-	// had finished (the recording ended first, or the grace ran out):
-	// it is the value so far, not the run's own final value.
-	AppMetricsPartial bool `json:"app_metrics_partial,omitempty"`
 	// IdleNS is each CPU's idle time in the window (index = CPU id), all
 	// tasks, from /proc/stat's idle and iowait (10 ms resolution); nil when
 	// not recorded.
@@ -344,8 +340,10 @@ type Trailer struct {
 	Windows    int                `json:"windows"`
 	Drops      Drops              `json:"drops"`
 	AppMetrics map[string]float64 `json:"app_metrics,omitempty"` // final values
-	// AppMetricsPartial: AppMetrics was read before the target finished
-	// (see Window.AppMetricsPartial).
+	// AppMetricsPartial is set when the command had not finished when
+	// AppMetrics was last read (the recording ended first and the command
+	// did not exit within the grace): the values so far, not the run's
+	// own final values.
 	AppMetricsPartial bool     `json:"app_metrics_partial,omitempty"`
 	Warnings          []string `json:"warnings,omitempty"`
 }

@@ -247,18 +247,21 @@ struct {
 // switch-out its user and kernel stacks are taken, and at its switch-in the
 // time it was blocked is added to that stack pair under sample slot
 // OFFCPU_SLOT of the samples map (the value is nanoseconds, not a count).
-// Taking two stacks costs a few microseconds, so at most one switch-out per
-// CPU every offcpu_stack_gap_ns gets stacks; the blocked time of every
-// voluntary switch-out is counted in offcpu_stats either way, and user
-// space scales the stacks' time by blocked_ns / sampled_ns.
+// Taking stacks costs a few microseconds, so each CPU takes them for one
+// switch-out in k, chosen at random (never by timing, which would lock
+// onto a periodic program), with k set every OFFCPU_PERIOD_NS so that a
+// CPU takes about offcpu_stacks_per_sec stacks. A sampled switch-out's
+// time counts k times, so stack times are unbiased estimates; the exact
+// blocked time of every voluntary switch-out is counted in offcpu_stats.
 #define OFFCPU_SLOT 2
-const volatile u64 offcpu_stack_gap_ns = 1000000;
+#define OFFCPU_PERIOD_NS 100000000ULL
+const volatile u64 offcpu_stacks_per_sec = 1000;
 
 struct offcpu_start {
 	u64 ts;
-	s32 ustack; // -1: no stack taken (not sampled)
+	s32 ustack;
 	s32 kstack;
-	u32 sampled;
+	u32 weight; // k of the switch-out's CPU, 0: no stacks taken
 	u32 gstack;
 };
 
@@ -379,11 +382,13 @@ struct {
 } offcpu_stacks SEC(".maps");
 
 struct offcpu_stat {
-	u64 last_stack_ns; // when this CPU last took off-CPU stacks
-	u64 blocked_ns;    // blocked time of every voluntary switch-out
-	u64 sampled_ns;    // the part of it that has stacks
+	u64 blocked_ns; // blocked time of every voluntary switch-out
+	u64 sampled_ns; // the weighted time of those with stacks
 	u64 stack_errors;
 	u64 map_errors;
+	u64 period_start; // this CPU's sampling period
+	u64 period_outs;  // voluntary switch-outs in it
+	u64 k;            // one in k switch-outs gets stacks (0: not set yet)
 };
 
 struct {
@@ -544,14 +549,24 @@ static __always_inline void offcpu_out(void *ctx, u32 tid, u64 now)
 	struct offcpu_stat *st = bpf_map_lookup_elem(&offcpu_stats, &zero);
 	struct offcpu_start v = {.ts = now, .ustack = -1, .kstack = -1};
 
-	if (st && now - st->last_stack_ns >= offcpu_stack_gap_ns) {
-		st->last_stack_ns = now;
-		v.sampled = 1;
+	if (!st)
+		return;
+	if (now - st->period_start >= OFFCPU_PERIOD_NS) {
+		// k for the next period from this one's rate.
+		u64 want = offcpu_stacks_per_sec * OFFCPU_PERIOD_NS / 1000000000ULL;
+		st->k = want ? st->period_outs / want + 1 : 1;
+		st->period_start = now;
+		st->period_outs = 0;
+	}
+	st->period_outs++;
+	u64 k = st->k ? st->k : 1;
+	if (k == 1 || bpf_get_prandom_u32() % k == 0) {
+		v.weight = k;
 		v.ustack = bpf_get_stackid(ctx, &offcpu_stacks, BPF_F_USER_STACK);
 		v.kstack = bpf_get_stackid(ctx, &offcpu_stacks, 0);
 		v.gstack = go_locked_stack(bpf_get_current_task_btf());
 	}
-	if (bpf_map_update_elem(&offcpu_start, &tid, &v, BPF_ANY) && st)
+	if (bpf_map_update_elem(&offcpu_start, &tid, &v, BPF_ANY))
 		st->map_errors++;
 }
 
@@ -567,7 +582,9 @@ static __always_inline void offcpu_in(struct task_struct *next, u64 now)
 	u64 dt = now > v->ts ? now - v->ts : 0;
 	if (st)
 		st->blocked_ns += dt;
-	if (v->sampled) {
+	if (v->weight) {
+		// The sampled switch-out stands for weight of them.
+		dt *= v->weight;
 		// -EFAULT: no user stack (a kernel thread), not a loss.
 		if (st && ((v->ustack < 0 && v->ustack != -14) || (v->kstack < 0 && v->kstack != -14)))
 			st->stack_errors++;

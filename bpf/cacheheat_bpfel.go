@@ -43,21 +43,23 @@ type CacheheatLastVal struct {
 }
 
 type CacheheatOffcpuStart struct {
-	_       structs.HostLayout
-	Ts      uint64
-	Ustack  int32
-	Kstack  int32
-	Sampled uint32
-	Gstack  uint32
+	_      structs.HostLayout
+	Ts     uint64
+	Ustack int32
+	Kstack int32
+	Weight uint32
+	Gstack uint32
 }
 
 type CacheheatOffcpuStat struct {
 	_           structs.HostLayout
-	LastStackNs uint64
 	BlockedNs   uint64
 	SampledNs   uint64
 	StackErrors uint64
 	MapErrors   uint64
+	PeriodStart uint64
+	PeriodOuts  uint64
+	K           uint64
 }
 
 type CacheheatOtherKey struct {
@@ -109,55 +111,55 @@ type CacheheatTotalsVal struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	CacheheatMapCounters0         = "counters0"
-	CacheheatMapCounters1         = "counters1"
-	CacheheatMapCounters10        = "counters10"
-	CacheheatMapCounters11        = "counters11"
-	CacheheatMapCounters12        = "counters12"
-	CacheheatMapCounters13        = "counters13"
-	CacheheatMapCounters14        = "counters14"
-	CacheheatMapCounters15        = "counters15"
-	CacheheatMapCounters2         = "counters2"
-	CacheheatMapCounters3         = "counters3"
-	CacheheatMapCounters4         = "counters4"
-	CacheheatMapCounters5         = "counters5"
-	CacheheatMapCounters6         = "counters6"
-	CacheheatMapCounters7         = "counters7"
-	CacheheatMapCounters8         = "counters8"
-	CacheheatMapCounters9         = "counters9"
-	CacheheatMapCtrl              = "ctrl"
-	CacheheatMapGoProcs           = "go_procs"
-	CacheheatMapGostackScratch    = "gostack_scratch"
-	CacheheatMapGostacks          = "gostacks"
-	CacheheatMapHists             = "hists"
-	CacheheatMapLast              = "last"
-	CacheheatMapOffcpuStacks      = "offcpu_stacks"
-	CacheheatMapOffcpuStart       = "offcpu_start"
-	CacheheatMapOffcpuStats       = "offcpu_stats"
-	CacheheatMapOffcpuTs          = "offcpu_ts"
-	CacheheatMapOthers            = "others"
-	CacheheatMapSamples           = "samples"
-	CacheheatMapStacks0           = "stacks0"
-	CacheheatMapStacks1           = "stacks1"
-	CacheheatMapStats             = "stats"
-	CacheheatMapTargetTotals      = "target_totals"
-	CacheheatMapTargets           = "targets"
-	CacheheatMapTasks             = "tasks"
-	CacheheatMapWakeupTs          = "wakeup_ts"
-	CacheheatProgOnExec           = "on_exec"
-	CacheheatProgOnExit           = "on_exit"
-	CacheheatProgOnFork           = "on_fork"
-	CacheheatProgOnSwitch         = "on_switch"
-	CacheheatProgOnWakeup         = "on_wakeup"
-	CacheheatProgOnWakeupNew      = "on_wakeup_new"
-	CacheheatProgSampleClock      = "sample_clock"
-	CacheheatProgSampleMiss       = "sample_miss"
-	CacheheatVarNrEvents          = "nr_events"
-	CacheheatVarOffcpuStackGapNs  = "offcpu_stack_gap_ns"
-	CacheheatVarSwitchSlot        = "switch_slot"
-	CacheheatVarTargetCgroup      = "target_cgroup"
-	CacheheatVarTargetCgroupLevel = "target_cgroup_level"
-	CacheheatVarTargetMode        = "target_mode"
+	CacheheatMapCounters0          = "counters0"
+	CacheheatMapCounters1          = "counters1"
+	CacheheatMapCounters10         = "counters10"
+	CacheheatMapCounters11         = "counters11"
+	CacheheatMapCounters12         = "counters12"
+	CacheheatMapCounters13         = "counters13"
+	CacheheatMapCounters14         = "counters14"
+	CacheheatMapCounters15         = "counters15"
+	CacheheatMapCounters2          = "counters2"
+	CacheheatMapCounters3          = "counters3"
+	CacheheatMapCounters4          = "counters4"
+	CacheheatMapCounters5          = "counters5"
+	CacheheatMapCounters6          = "counters6"
+	CacheheatMapCounters7          = "counters7"
+	CacheheatMapCounters8          = "counters8"
+	CacheheatMapCounters9          = "counters9"
+	CacheheatMapCtrl               = "ctrl"
+	CacheheatMapGoProcs            = "go_procs"
+	CacheheatMapGostackScratch     = "gostack_scratch"
+	CacheheatMapGostacks           = "gostacks"
+	CacheheatMapHists              = "hists"
+	CacheheatMapLast               = "last"
+	CacheheatMapOffcpuStacks       = "offcpu_stacks"
+	CacheheatMapOffcpuStart        = "offcpu_start"
+	CacheheatMapOffcpuStats        = "offcpu_stats"
+	CacheheatMapOffcpuTs           = "offcpu_ts"
+	CacheheatMapOthers             = "others"
+	CacheheatMapSamples            = "samples"
+	CacheheatMapStacks0            = "stacks0"
+	CacheheatMapStacks1            = "stacks1"
+	CacheheatMapStats              = "stats"
+	CacheheatMapTargetTotals       = "target_totals"
+	CacheheatMapTargets            = "targets"
+	CacheheatMapTasks              = "tasks"
+	CacheheatMapWakeupTs           = "wakeup_ts"
+	CacheheatProgOnExec            = "on_exec"
+	CacheheatProgOnExit            = "on_exit"
+	CacheheatProgOnFork            = "on_fork"
+	CacheheatProgOnSwitch          = "on_switch"
+	CacheheatProgOnWakeup          = "on_wakeup"
+	CacheheatProgOnWakeupNew       = "on_wakeup_new"
+	CacheheatProgSampleClock       = "sample_clock"
+	CacheheatProgSampleMiss        = "sample_miss"
+	CacheheatVarNrEvents           = "nr_events"
+	CacheheatVarOffcpuStacksPerSec = "offcpu_stacks_per_sec"
+	CacheheatVarSwitchSlot         = "switch_slot"
+	CacheheatVarTargetCgroup       = "target_cgroup"
+	CacheheatVarTargetCgroupLevel  = "target_cgroup_level"
+	CacheheatVarTargetMode         = "target_mode"
 )
 
 // LoadCacheheat returns the embedded CollectionSpec for Cacheheat.
@@ -257,12 +259,12 @@ type CacheheatMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type CacheheatVariableSpecs struct {
-	NrEvents          *ebpf.VariableSpec `ebpf:"nr_events"`
-	OffcpuStackGapNs  *ebpf.VariableSpec `ebpf:"offcpu_stack_gap_ns"`
-	SwitchSlot        *ebpf.VariableSpec `ebpf:"switch_slot"`
-	TargetCgroup      *ebpf.VariableSpec `ebpf:"target_cgroup"`
-	TargetCgroupLevel *ebpf.VariableSpec `ebpf:"target_cgroup_level"`
-	TargetMode        *ebpf.VariableSpec `ebpf:"target_mode"`
+	NrEvents           *ebpf.VariableSpec `ebpf:"nr_events"`
+	OffcpuStacksPerSec *ebpf.VariableSpec `ebpf:"offcpu_stacks_per_sec"`
+	SwitchSlot         *ebpf.VariableSpec `ebpf:"switch_slot"`
+	TargetCgroup       *ebpf.VariableSpec `ebpf:"target_cgroup"`
+	TargetCgroupLevel  *ebpf.VariableSpec `ebpf:"target_cgroup_level"`
+	TargetMode         *ebpf.VariableSpec `ebpf:"target_mode"`
 }
 
 // CacheheatObjects contains all objects after they have been loaded into the kernel.
@@ -366,12 +368,12 @@ func (m *CacheheatMaps) Close() error {
 //
 // It can be passed to LoadCacheheatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type CacheheatVariables struct {
-	NrEvents          *ebpf.Variable `ebpf:"nr_events"`
-	OffcpuStackGapNs  *ebpf.Variable `ebpf:"offcpu_stack_gap_ns"`
-	SwitchSlot        *ebpf.Variable `ebpf:"switch_slot"`
-	TargetCgroup      *ebpf.Variable `ebpf:"target_cgroup"`
-	TargetCgroupLevel *ebpf.Variable `ebpf:"target_cgroup_level"`
-	TargetMode        *ebpf.Variable `ebpf:"target_mode"`
+	NrEvents           *ebpf.Variable `ebpf:"nr_events"`
+	OffcpuStacksPerSec *ebpf.Variable `ebpf:"offcpu_stacks_per_sec"`
+	SwitchSlot         *ebpf.Variable `ebpf:"switch_slot"`
+	TargetCgroup       *ebpf.Variable `ebpf:"target_cgroup"`
+	TargetCgroupLevel  *ebpf.Variable `ebpf:"target_cgroup_level"`
+	TargetMode         *ebpf.Variable `ebpf:"target_mode"`
 }
 
 // CacheheatPrograms contains all programs after they have been loaded into the kernel.

@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -30,10 +29,11 @@ const (
 	slotOffCPU = 2
 )
 
-// offCPUStackGap is the least time between two off-CPU stack captures on
-// one CPU (offcpu_stack_gap_ns): it bounds their cost to 1000 a second per
-// CPU, while the blocked time of every switch-out is still counted.
-const offCPUStackGap = time.Millisecond
+// offCPUStacksPerSec is about how many off-CPU stack pairs a CPU takes a
+// second (offcpu_stacks_per_sec): one voluntary switch-out in k, at
+// random, k set every 100 ms from the rate. It bounds their cost while
+// the blocked time of every switch-out is still counted.
+const offCPUStacksPerSec = 1000
 
 // Target modes of the BPF side (MODE_* in bpf/cacheheat.c).
 const (
@@ -126,12 +126,12 @@ func openKernel(cfg kernelConfig) (_ *kernel, err error) {
 		return nil, fmt.Errorf("loading bpf spec: %w", err)
 	}
 	for name, v := range map[string]any{
-		"target_mode":         cfg.mode,
-		"target_cgroup":       cfg.cgroupID,
-		"target_cgroup_level": cfg.cgroupLevel,
-		"nr_events":           uint32(len(cfg.counted)),
-		"switch_slot":         switchSlot(cfg.counted),
-		"offcpu_stack_gap_ns": uint64(offCPUStackGap),
+		"target_mode":           cfg.mode,
+		"target_cgroup":         cfg.cgroupID,
+		"target_cgroup_level":   cfg.cgroupLevel,
+		"nr_events":             uint32(len(cfg.counted)),
+		"switch_slot":           switchSlot(cfg.counted),
+		"offcpu_stacks_per_sec": uint64(offCPUStacksPerSec),
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("setting bpf variable %s: %w", name, err)

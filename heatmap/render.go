@@ -55,7 +55,9 @@ type pageData struct {
 	Node      Grid        `json:"node"`
 	Latency   []Latency   `json:"latency"`
 	Flames    []FlameNode `json:"flames"`
-	Findings  *Findings   `json:"findings,omitempty"`
+	// OffCPUFlame is the off-CPU flame graph (microseconds).
+	OffCPUFlame *FlameNode `json:"offcpu_flame,omitempty"`
+	Findings    *Findings  `json:"findings,omitempty"`
 }
 
 // Render writes rec's HTML report to w.
@@ -88,6 +90,9 @@ func RenderReport(w io.Writer, r Report) error {
 	data := pageData{Skeletons: sk, CPU: r.CPU, Node: r.Node, Latency: r.Latency, Flames: []FlameNode{}, Findings: r.Findings}
 	for _, s := range r.Samples {
 		data.Flames = append(data.Flames, s.Flame)
+	}
+	if r.OffCPU != nil {
+		data.OffCPUFlame = &r.OffCPU.Flame
 	}
 	return WritePage(w, Page{
 		Title:  r.Summary.Title,

@@ -168,7 +168,8 @@
   }
   // drawFlame draws a flame graph of div boxes: the outermost frame at the
   // bottom, width proportional to samples. Names go in with textContent.
-  function drawFlame(el, root) {
+  function drawFlame(el, root, unit) {
+    unit = unit || 'samples';
     var rowH = 18, top = root, path = [];
     function render() {
       while (el.firstChild) { el.removeChild(el.firstChild); }
@@ -194,7 +195,7 @@
         b.style.bottom = (d * rowH) + 'px';
         b.style.background = ancestor ? '#ddd' : hue(n.n);
         b.textContent = n.n;
-        b.title = n.n + '\n' + n.v + ' samples (' + (100 * n.v / (root.v || 1)).toFixed(2) + '% of all)';
+        b.title = n.n + '\n' + n.v + ' ' + unit + ' (' + (100 * n.v / (root.v || 1)).toFixed(2) + '% of all)';
         b.addEventListener('click', function () {
           if (ancestor || n === top) {
             var i = path.indexOf(n);
@@ -227,6 +228,10 @@
     var el = document.getElementById('flame-' + i);
     if (el) { drawFlame(el, f); }
   });
+  if (D.offcpu_flame) {
+    var offEl = document.getElementById('flame-offcpu');
+    if (offEl) { drawFlame(offEl, D.offcpu_flame, 'us blocked'); }
+  }
 
   // Findings link to the per-core heatmap: select the metric the finding
   // is about and mark its CPUs and time range.

@@ -28,6 +28,8 @@ var OffCPUReasons = []string{OffCPULock, OffCPUIO, OffCPUSleep, OffCPUPageFault,
 //     on a locked thread parks its thread through the runtime's scheduler
 //     (park_m, stoplockedm, notesleep), so the lock frames must win over
 //     the scheduler's idle frames below them;
+//   - then the Go runtime's background threads (sysmon, the signal
+//     receiver, GC workers): idle whatever they wait in;
 //   - then purposeful sleeps, then the runtimes' idle paths (an idle Go M in
 //     findRunnable/stopm, the netpoller, JVM and pthread pools parked on a
 //     condition), then the kernel's view: futex is a lock, poll/epoll is an
@@ -46,11 +48,16 @@ var offCPUPatterns = []offCPUPattern{
 		"pthread_mutex_lock", "pthread_rwlock_rdlock", "pthread_rwlock_wrlock", "__lll_lock_wait",
 		"sem_wait", "sem_timedwait",
 	}},
+	// The Go runtime's own background threads and goroutines: their
+	// sleeps and waits are the runtime idling, not the program's.
+	{OffCPUIdle, true, []string{
+		"runtime.sysmon", "runtime.templateThread", "os/signal.signal_recv", "runtime.bgsweep",
+		"runtime.bgscavenge", "runtime.gcBgMarkWorker", "runtime.forcegchelper", "runtime.runfinq",
+	}},
 	{OffCPUSleep, true, []string{"runtime.timeSleep", "time.Sleep", "usleep", "nanosleep", "clock_nanosleep"}},
 	{OffCPUIdle, true, []string{
 		"runtime.findRunnable", "runtime.findrunnable", "runtime.stopm", "runtime.netpoll",
-		"runtime.sysmon", "runtime.gcBgMarkWorker", "runtime.bgsweep", "runtime.bgscavenge",
-		"runtime.templateThread", "runtime.stoplockedm", "runtime.park_m", "runtime.notesleep",
+		"runtime.stoplockedm", "runtime.park_m", "runtime.notesleep",
 		"runtime.mPark", "runtime.futexsleep",
 		"Parker::park", "Unsafe_Park", "pthread_cond_wait", "pthread_cond_timedwait",
 	}},
@@ -123,7 +130,8 @@ type OffCPUSummary struct {
 	BlockedNS uint64             `json:"blocked_ns"`
 	SampledNS uint64             `json:"sampled_ns"`
 	ByReason  map[string]float64 `json:"by_reason_ns"`
-	Top       []OffCPUStackStat  `json:"top_stacks"`
+	// Top are the largest stacks that are not idle.
+	Top []OffCPUStackStat `json:"top_stacks"`
 }
 
 // OffCPUStackStat is one stack pair's blocked time over the recording.
@@ -187,10 +195,13 @@ func (r *Recording) offCPUSummary(top int) *OffCPUSummary {
 	if s == nil {
 		return nil
 	}
-	all := r.OffCPUStacks()
-	for _, st := range all {
+	for _, st := range r.OffCPUStacks() {
 		s.ByReason[st.Reason] += st.NS
+		// Idle threads waiting for work are in ByReason, not in the top:
+		// they would fill it and they are not where the program waits.
+		if st.Reason != OffCPUIdle && len(s.Top) < top {
+			s.Top = append(s.Top, st)
+		}
 	}
-	s.Top = all[:min(top, len(all))]
 	return s
 }

@@ -190,9 +190,11 @@ type Window struct {
 
 // OffCPU is where the target's threads were blocked in a window: every
 // voluntary switch-out's blocked time (switch-out to switch-in) in
-// BlockedNS, and stacks for a sample of the switch-outs (at most one per
-// CPU per stack gap), whose time is SampledNS. A stack's share of the
-// blocked time is its NS times Scale().
+// BlockedNS, and stacks for a random sample of the switch-outs (one in k
+// per CPU, k adapted to take about 1000 a second per CPU), each counted k
+// times: SampledNS is their weighted time, an estimate of BlockedNS. A
+// stack's share of the blocked time is its NS times Scale(), which
+// corrects the estimate to the exact total.
 type OffCPU struct {
 	BlockedNS uint64        `json:"blocked_ns"`
 	SampledNS uint64        `json:"sampled_ns"`
@@ -205,7 +207,8 @@ type OffCPUStack struct {
 	TID         int    `json:"tid"`
 	UserStack   uint64 `json:"user_stack,omitempty"`   // StackID, 0: none
 	KernelStack uint64 `json:"kernel_stack,omitempty"` // StackID, 0: none
-	// NS is the measured blocked time with this stack (not scaled).
+	// NS is the weighted blocked time with this stack (each sampled
+	// switch-out counted k times), before Scale.
 	NS uint64 `json:"ns"`
 	// Reason is why the thread was blocked (OffCPU* reasons), classified
 	// from the frames at record time.

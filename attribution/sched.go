@@ -191,12 +191,22 @@ func (m *Metrics) HasOffCPU() bool {
 	return false
 }
 
+// blockingShare: a thread whose on-CPU time is at least this share of
+// the whole target's did work; idle runtime threads run far less. Relative
+// to the target, not to the clock, so that a target starved by other load
+// still has working threads.
+const blockingShare = 0.01
+
 // offCPUOf sums the target's scaled off-CPU time of one reason, over the
-// threads that did work (at least workingShare of a window on average),
-// and splits it by the function to blame.
+// threads that did work (blockingShare), and splits it by the function to
+// blame.
 func (m *Metrics) offCPUOf(reason string) (ns float64, by map[string]float64) {
 	cpu := m.threadCPU()
-	floor := workingShare * m.DurationS * 1e9 / float64(max(len(m.Windows), 1))
+	var all float64
+	for _, v := range cpu {
+		all += v
+	}
+	floor := blockingShare * all
 	by = map[string]float64{}
 	for _, w := range m.rec.Windows {
 		if w.OffCPU == nil {

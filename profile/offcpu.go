@@ -33,7 +33,9 @@ var OffCPUReasons = []string{OffCPULock, OffCPUIO, OffCPUSleep, OffCPUPageFault,
 //   - then purposeful sleeps, then the runtimes' idle paths (an idle Go M in
 //     findRunnable/stopm, the netpoller, JVM and pthread pools parked on a
 //     condition), then the kernel's view: futex is a lock, poll/epoll is an
-//     event loop waiting for work, and block, pipe and socket waits are I/O.
+//     event loop waiting for work, and block, pipe and socket waits are I/O;
+//     a Go stop-the-world waits on a futex too, but it is the collector's
+//     pause, other.
 type offCPUPattern struct {
 	reason string
 	user   bool // match user frames (else kernel frames)
@@ -62,6 +64,10 @@ var offCPUPatterns = []offCPUPattern{
 		"Parker::park", "Unsafe_Park", "pthread_cond_wait", "pthread_cond_timedwait",
 	}},
 	{OffCPUSleep, false, []string{"do_nanosleep", "hrtimer_nanosleep", "common_nsleep"}},
+	// The Go runtime stopping the world for the GC waits on a futex for
+	// the other threads: a pause of the collector, not a lock of the
+	// program.
+	{OffCPUOther, true, []string{"runtime.stopTheWorldWithSema", "runtime.forEachP", "runtime.gcStart", "runtime.gcMarkDone", "runtime.gcMarkTermination"}},
 	{OffCPULock, false, []string{"futex_wait", "futex_do_wait", "__futex_wait", "rwsem_down", "mutex_lock", "__mutex_lock"}},
 	{OffCPUIdle, false, []string{"ep_poll", "do_epoll_wait", "do_sys_poll", "do_select", "core_sys_select", "worker_thread", "kthread", "smpboot_thread_fn", "rcu_gp_kthread"}},
 	{OffCPUIO, false, []string{

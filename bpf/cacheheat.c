@@ -255,7 +255,7 @@ struct {
 // blocked time of every voluntary switch-out is counted in offcpu_stats.
 #define OFFCPU_SLOT 2
 #define OFFCPU_PERIOD_NS 100000000ULL
-const volatile u64 offcpu_stacks_per_sec = 1000;
+const volatile u64 offcpu_stacks_per_sec = 250;
 
 struct offcpu_start {
 	u64 ts;
@@ -575,6 +575,8 @@ static __always_inline void offcpu_in(struct task_struct *next, u64 now)
 {
 	u32 zero = 0;
 	u32 tid = next->pid;
+	if (!tid)
+		return; // the idle task
 	struct offcpu_start *v = bpf_map_lookup_elem(&offcpu_start, &tid);
 	if (!v)
 		return;

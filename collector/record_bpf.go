@@ -33,7 +33,7 @@ const (
 // second (offcpu_stacks_per_sec): one voluntary switch-out in k, at
 // random, k set every 100 ms from the rate. It bounds their cost while
 // the blocked time of every switch-out is still counted.
-const offCPUStacksPerSec = 1000
+const offCPUStacksPerSec = 250
 
 // Target modes of the BPF side (MODE_* in bpf/cacheheat.c).
 const (

@@ -20,7 +20,7 @@ type OffCPUView struct {
 	// Stacks are the top stacks (innermost frame first) in microseconds.
 	Stacks []OffCPUStack `json:"stacks"`
 	// Flame's values are microseconds; its first level is the reason.
-	// Like Stacks it leaves out idle threads.
+	// Like Stacks it leaves out idle threads and sleeps.
 	Flame FlameNode `json:"flame"`
 }
 
@@ -62,9 +62,10 @@ func OffCPU(rec *profile.Recording) *OffCPUView {
 	for _, s := range stacks {
 		byReason[s.Reason] += s.NS
 		total += s.NS
-		// Idle threads waiting for work are counted in Reasons but not
-		// drawn: they would dwarf where the program really waits.
-		if s.Reason == profile.OffCPUIdle {
+		// Idle threads waiting for work and deliberate sleeps are counted
+		// in Reasons but not drawn: they would dwarf where the program
+		// really waits.
+		if profile.Waiting(s.Reason) {
 			continue
 		}
 		if len(v.Stacks) < topStacks {
@@ -92,9 +93,9 @@ func OffCPU(rec *profile.Recording) *OffCPUView {
 		v.Reasons = append(v.Reasons, OffCPUReason{Reason: r, NS: ns, Share: ns / total})
 	}
 	sort.Slice(v.Reasons, func(i, j int) bool {
-		// Idle last: it is not drawn, and it is not where the program
-		// waits.
-		if ii, ij := v.Reasons[i].Reason == profile.OffCPUIdle, v.Reasons[j].Reason == profile.OffCPUIdle; ii != ij {
+		// Idle and sleep last: they are not drawn, and they are not
+		// where the program waits.
+		if ii, ij := profile.Waiting(v.Reasons[i].Reason), profile.Waiting(v.Reasons[j].Reason); ii != ij {
 			return ij
 		}
 		if v.Reasons[i].NS != v.Reasons[j].NS {

@@ -15,6 +15,11 @@ const (
 	OffCPUOther     = "other"
 )
 
+// Waiting reports whether a reason is a wait the program chose (an idle
+// thread waiting for work, a deliberate sleep) rather than one it suffers:
+// rules never count these, and the views list them apart.
+func Waiting(reason string) bool { return reason == OffCPUIdle || reason == OffCPUSleep }
+
 // OffCPUReasons lists the reasons in the order reports show them.
 var OffCPUReasons = []string{OffCPULock, OffCPUIO, OffCPUSleep, OffCPUPageFault, OffCPUIdle, OffCPUOther}
 
@@ -136,7 +141,7 @@ type OffCPUSummary struct {
 	BlockedNS uint64             `json:"blocked_ns"`
 	SampledNS uint64             `json:"sampled_ns"`
 	ByReason  map[string]float64 `json:"by_reason_ns"`
-	// Top are the largest stacks that are not idle.
+	// Top are the largest stacks that are neither idle nor sleep.
 	Top []OffCPUStackStat `json:"top_stacks"`
 }
 
@@ -203,9 +208,10 @@ func (r *Recording) offCPUSummary(top int) *OffCPUSummary {
 	}
 	for _, st := range r.OffCPUStacks() {
 		s.ByReason[st.Reason] += st.NS
-		// Idle threads waiting for work are in ByReason, not in the top:
-		// they would fill it and they are not where the program waits.
-		if st.Reason != OffCPUIdle && len(s.Top) < top {
+		// Idle threads waiting for work and deliberate sleeps are in
+		// ByReason, not in the top: they would fill it, and they are not
+		// waits the program suffers.
+		if !Waiting(st.Reason) && len(s.Top) < top {
 			s.Top = append(s.Top, st)
 		}
 	}

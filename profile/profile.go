@@ -191,7 +191,7 @@ type Window struct {
 // OffCPU is where the target's threads were blocked in a window: every
 // voluntary switch-out's blocked time (switch-out to switch-in) in
 // BlockedNS, and stacks for a random sample of the switch-outs (one in k
-// per CPU, k adapted to take about 1000 a second per CPU), each counted k
+// per CPU, k adapted to take about 250 a second per CPU), each counted k
 // times: SampledNS is their weighted time, an estimate of BlockedNS. A
 // stack's share of the blocked time is its NS times Scale(), which
 // corrects the estimate to the exact total.

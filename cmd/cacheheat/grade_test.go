@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cacheheat/cacheheat/attribution"
+	"github.com/cacheheat/cacheheat/heatmap"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -102,6 +103,21 @@ func TestGradeO3(t *testing.T) {
 				t.Errorf("rcu bad: no lock-contention")
 			case !namesRWMutex(f.Scope.Functions):
 				t.Errorf("rcu bad: lock-contention names %v, want sync.(*RWMutex) or the runtime's semacquire path under it", f.Scope.Functions)
+			}
+			// The report's off-CPU flame graph: lock is its largest
+			// reason, and its top stack is the RWMutex wait.
+			r, err := profile.ReadFile(filepath.Join(dir, "rcu-bad.rec"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := heatmap.OffCPU(r)
+			switch {
+			case v == nil || len(v.Flame.Children) == 0:
+				t.Errorf("rcu bad: no off-CPU flame graph")
+			case v.Flame.Children[0].Name != profile.OffCPULock:
+				t.Errorf("rcu bad: the off-CPU flame graph's largest reason is %s, want lock", v.Flame.Children[0].Name)
+			case len(v.Stacks) == 0 || !strings.Contains(strings.Join(v.Stacks[0].Frames, ";"), "RWMutex"):
+				t.Errorf("rcu bad: top off-CPU stack %v lacks RWMutex", v.Stacks)
 			}
 			if f, ok := findingOf(good, "lock-contention"); ok {
 				t.Errorf("rcu good: lock-contention %v", f.Scope.Functions)

@@ -44,12 +44,15 @@ var OffCPUReasons = []string{OffCPULock, OffCPUIO, OffCPUSleep, OffCPUPageFault,
 type offCPUPattern struct {
 	reason string
 	user   bool // match user frames (else kernel frames)
-	subs   []string
+	// only: the rule matches when every user frame starts with one of
+	// subs (and there is at least one), not when one frame contains one.
+	only bool
+	subs []string
 }
 
 var offCPUPatterns = []offCPUPattern{
-	{OffCPUPageFault, false, []string{"exc_page_fault", "do_user_addr_fault", "handle_mm_fault", "asm_exc_page_fault"}},
-	{OffCPULock, true, []string{
+	{OffCPUPageFault, false, false, []string{"exc_page_fault", "do_user_addr_fault", "handle_mm_fault", "asm_exc_page_fault"}},
+	{OffCPULock, true, false, []string{
 		"sync.(*Mutex)", "sync.(*RWMutex)", "sync.runtime_Semacquire", "sync.runtime_SemacquireMutex",
 		"sync.runtime_SemacquireRWMutex", "runtime.semacquire", "internal/sync.(*Mutex)",
 		"pthread_mutex_lock", "pthread_rwlock_rdlock", "pthread_rwlock_wrlock", "__lll_lock_wait",
@@ -57,25 +60,30 @@ var offCPUPatterns = []offCPUPattern{
 	}},
 	// The Go runtime's own background threads and goroutines: their
 	// sleeps and waits are the runtime idling, not the program's.
-	{OffCPUIdle, true, []string{
+	{OffCPUIdle, true, false, []string{
 		"runtime.sysmon", "runtime.templateThread", "os/signal.signal_recv", "runtime.bgsweep",
 		"runtime.bgscavenge", "runtime.gcBgMarkWorker", "runtime.forcegchelper", "runtime.runfinq",
 	}},
-	{OffCPUSleep, true, []string{"runtime.timeSleep", "time.Sleep", "usleep", "nanosleep", "clock_nanosleep"}},
-	{OffCPUIdle, true, []string{
+	{OffCPUSleep, true, false, []string{"runtime.timeSleep", "time.Sleep", "usleep", "nanosleep", "clock_nanosleep"}},
+	{OffCPUIdle, true, false, []string{
 		"runtime.findRunnable", "runtime.findrunnable", "runtime.stopm", "runtime.netpoll",
 		"runtime.stoplockedm", "runtime.park_m", "runtime.notesleep",
 		"runtime.mPark", "runtime.futexsleep",
 		"Parker::park", "Unsafe_Park", "pthread_cond_wait", "pthread_cond_timedwait",
 	}},
-	{OffCPUSleep, false, []string{"do_nanosleep", "hrtimer_nanosleep", "common_nsleep"}},
+	{OffCPUSleep, false, false, []string{"do_nanosleep", "hrtimer_nanosleep", "common_nsleep"}},
 	// The Go runtime stopping the world for the GC waits on a futex for
 	// the other threads: a pause of the collector, not a lock of the
 	// program.
-	{OffCPUOther, true, []string{"runtime.stopTheWorldWithSema", "runtime.forEachP", "runtime.gcStart", "runtime.gcMarkDone", "runtime.gcMarkTermination"}},
-	{OffCPULock, false, []string{"futex_wait", "futex_do_wait", "__futex_wait", "rwsem_down", "mutex_lock", "__mutex_lock"}},
-	{OffCPUIdle, false, []string{"ep_poll", "do_epoll_wait", "do_sys_poll", "do_select", "core_sys_select", "worker_thread", "kthread", "smpboot_thread_fn", "rcu_gp_kthread"}},
-	{OffCPUIO, false, []string{
+	{OffCPUOther, true, false, []string{"runtime.stopTheWorldWithSema", "runtime.forEachP", "runtime.gcStart", "runtime.gcMarkDone", "runtime.gcMarkTermination"}},
+	// A futex wait whose user stack is all Go runtime (its notes and
+	// internal locks, or a stack cut short in its assembly) is the
+	// runtime's own business: the program's locks go through sync, which
+	// the user rules above name.
+	{reason: OffCPUOther, user: true, only: true, subs: []string{"runtime.", "internal/runtime/"}},
+	{OffCPULock, false, false, []string{"futex_wait", "futex_do_wait", "__futex_wait", "rwsem_down", "mutex_lock", "__mutex_lock"}},
+	{OffCPUIdle, false, false, []string{"ep_poll", "do_epoll_wait", "do_sys_poll", "do_select", "core_sys_select", "worker_thread", "kthread", "smpboot_thread_fn", "rcu_gp_kthread"}},
+	{OffCPUIO, false, false, []string{
 		"io_schedule", "blk_", "folio_wait", "wait_on_page", "__wait_on_buffer", "jbd2",
 		"pipe_read", "pipe_write", "wait_woken", "sk_wait_data", "unix_stream_read", "tcp_recvmsg",
 		"vfs_read", "vfs_write", "do_fsync", "io_uring",
@@ -99,6 +107,12 @@ func ExplainOffCPU(user, kernel []Frame) (reason, blamed string) {
 		frames := kernel
 		if p.user {
 			frames = user
+		}
+		if p.only {
+			if len(frames) > 0 && allPrefixed(frames, p.subs) {
+				return p.reason, frames[0].String()
+			}
+			continue
 		}
 		hit := -1
 		for i, f := range frames {
@@ -216,4 +230,17 @@ func (r *Recording) offCPUSummary(top int) *OffCPUSummary {
 		}
 	}
 	return s
+}
+
+func allPrefixed(frames []Frame, prefixes []string) bool {
+	for _, f := range frames {
+		ok := false
+		for _, p := range prefixes {
+			ok = ok || strings.HasPrefix(f.Function, p)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
 }

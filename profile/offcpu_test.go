@@ -29,6 +29,8 @@ func TestClassifyOffCPU(t *testing.T) {
 		{"GC stop-the-world", frames("runtime.futex", "runtime.notetsleep", "runtime.stopTheWorldWithSema", "runtime.gcStart", "runtime.mallocgc", "main.alloc"), futexK, OffCPUOther, "runtime.gcStart"},
 		{"pthread mutex", frames("__lll_lock_wait", "pthread_mutex_lock", "worker"), futexK, OffCPULock, "pthread_mutex_lock"},
 		{"bare futex", frames("syscall", "my_lock", "worker"), futexK, OffCPULock, "syscall"},
+		{"Go runtime futex, stack cut short", frames("runtime.futex"), futexK, OffCPUOther, "runtime.futex"},
+		{"Go runtime note", frames("runtime.futex", "runtime.notetsleep_internal", "internal/runtime/x.f"), futexK, OffCPUOther, "runtime.futex"},
 		{"fault", frames("memcpy"), frames("schedule", "io_schedule", "folio_wait_bit", "filemap_fault", "handle_mm_fault", "exc_page_fault"), OffCPUPageFault, "memcpy"},
 		{"read from a pipe", frames("read", "main"), frames("schedule", "pipe_read", "vfs_read", "ksys_read"), OffCPUIO, "read"},
 		{"epoll loop", frames("epoll_wait", "loop"), frames("schedule", "schedule_hrtimeout_range", "ep_poll", "do_epoll_wait"), OffCPUIdle, "epoll_wait"},

@@ -95,6 +95,7 @@ func RenderReport(w io.Writer, r Report) error {
 		data.OffCPUFlame = &r.OffCPU.Flame
 	}
 	return WritePage(w, Page{
+		Banner: r.Banner,
 		Title:  r.Summary.Title,
 		Body:   template.HTML(body.String()),
 		Data:   data,

@@ -29,10 +29,16 @@ const minFunctionShare = 0.05
 // maxFunctions is how many functions a finding names.
 const maxFunctions = 3
 
-// workingShare: a thread that ran at least this share of a window did
-// work in it. Idle runtime threads (a Go program's sysmon and spare Ms, a
-// pool's parked workers) run far less.
+// workingShare: a thread that ran at least this share of the window's
+// busiest target thread did work in it. Idle runtime threads (a Go
+// program's sysmon and spare Ms, a pool's parked workers) run far less.
+// Relative to the busiest thread, not to the clock, so that threads
+// starved by other load still count as the work they are.
 const workingShare = 0.10
+
+// workingFloorNS: a thread must also have run this long in the window
+// (1 ms, a scheduler slice) to count as working at all.
+const workingFloorNS = 1e6
 
 // threadCPU sums each target thread's cpu-clock (ns) over the recording.
 func (m *Metrics) threadCPU() map[int]float64 {
@@ -48,11 +54,17 @@ func (m *Metrics) threadCPU() map[int]float64 {
 }
 
 // workingThreads is, per window, the number of target threads that ran at
-// least workingShare of the window.
+// least workingShare of the window's busiest thread (and workingFloorNS).
 func (m *Metrics) workingThreads() []float64 {
 	var out []float64
-	for i, w := range m.rec.Windows {
-		floor := workingShare * m.Windows[i].DurationS * 1e9
+	for _, w := range m.rec.Windows {
+		var busiest float64
+		for _, p := range w.Processes {
+			for _, t := range p.Threads {
+				busiest = max(busiest, float64(t.Counts[evCPUClock]))
+			}
+		}
+		floor := max(workingShare*busiest, workingFloorNS)
 		n := 0
 		for _, p := range w.Processes {
 			for _, t := range p.Threads {

@@ -98,16 +98,19 @@ type goProcs struct {
 	// done maps a pid to the binary it was checked with: a command's
 	// pid is checked again once it has exec'd its own binary.
 	done map[int]string
+	// byExe caches each binary's offsets (nil: not a Go binary we can
+	// walk), so that a binary's DWARF is read once, not once a process.
+	byExe map[string]*bpf.CacheheatGoOffsets
 }
 
 func newGoProcs() *goProcs {
-	return &goProcs{done: map[int]string{}}
+	return &goProcs{done: map[int]string{}, byExe: map[string]*bpf.CacheheatGoOffsets{}}
 }
 
 // add registers pid's offsets when it is a Go program, or removes them when
 // it no longer is. A process that is gone or unreadable is not walked.
 func (g *goProcs) add(k *kernel, pid int) {
-	if runtime.GOARCH != "amd64" {
+	if g == nil || runtime.GOARCH != "amd64" {
 		return
 	}
 	exe := "/proc/" + strconv.Itoa(pid) + "/exe"
@@ -121,10 +124,16 @@ func (g *goProcs) add(k *kernel, pid int) {
 		return
 	}
 	g.done[pid] = target
-	o, err := goOffsets(exe)
-	if err != nil {
+	o, seen := g.byExe[target]
+	if !seen {
+		if off, err := goOffsets(exe); err == nil {
+			o = &off
+		}
+		g.byExe[target] = o
+	}
+	if o == nil {
 		_ = k.objs.GoProcs.Delete(uint32(pid))
 		return
 	}
-	_ = k.objs.GoProcs.Put(uint32(pid), o) // full: that process is not walked
+	_ = k.objs.GoProcs.Put(uint32(pid), *o) // full: that process is not walked
 }

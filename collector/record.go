@@ -273,7 +273,14 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 	// Indexing the targets' binaries can take a while: done before the
 	// clock starts. A command's mappings are read once it has exec'd.
 	sym := symbolize.New()
-	gp := newGoProcs()
+	// Goroutine stacks are walked for the processes named as targets
+	// (-p, a command, and their children), not for every process of -a
+	// or -G: each Go binary's DWARF is read once, and a whole host has
+	// many.
+	var gp *goProcs
+	if tgt.Kind == profile.TargetPID || tgt.Kind == profile.TargetCommand {
+		gp = newGoProcs()
+	}
 	if cm == nil {
 		for _, pid := range tgt.PIDs {
 			_ = sym.Snapshot(pid) // a process may exit at any time: resolved as [unknown]
@@ -466,7 +473,7 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 		if !seen[s.pid] {
 			seen[s.pid] = true
 			_ = rc.sym.Snapshot(s.pid)
-			if rc.kern != nil {
+			if rc.kern != nil && rc.goProcs != nil {
 				rc.goProcs.add(rc.kern, s.pid)
 			}
 		}

@@ -436,7 +436,7 @@ var table = []Rule{
 		ID:      "cpu-saturation",
 		Title:   "CPU saturation (the target's own threads queue for its CPUs)",
 		Needs:   []Need{hist(profile.HistRunqLatency), event(evCPUClock)},
-		Formula: "per window (warm-up left out): p99 of the runq-latency histogram (wakeup or preemption to running, summed over CPUs); saturated windows = windows with p99 over the threshold / all windows; working threads = target threads that ran at least 10% as long as the window's busiest target thread and at least 1 ms (cpu-clock), median over windows; allowed CPUs = the target's affinity at the start (or the recorded CPUs)",
+		Formula: "per window (warm-up left out): p99 of the runq-latency histogram (wakeup or preemption to running, summed over CPUs); saturated windows = windows with p99 over the threshold / all windows; working threads = target threads that ran at least half as long as the window's busiest target thread and at least 1 ms (cpu-clock), median over windows; allowed CPUs = the target's affinity at the start (or the recorded CPUs)",
 		Thresholds: []Threshold{
 			{Metric: "run-queue events per window", Op: ">=", Value: 20, Unit: UnitEvents, Why: "floor: a p99 of fewer events is the maximum of a handful"},
 			{Metric: "runq-latency p99", Op: ">", Value: 1e6, Unit: UnitNS, Why: "the scheduler's base slice is 0.75-3 ms: a p99 wait over 1 ms means runnable threads queue behind full slices of others"},

@@ -34,7 +34,7 @@ const maxFunctions = 3
 // program's sysmon and spare Ms, a pool's parked workers) run far less.
 // Relative to the busiest thread, not to the clock, so that threads
 // starved by other load still count as the work they are.
-const workingShare = 0.10
+const workingShare = 0.5
 
 // workingFloorNS: a thread must also have run this long in the window
 // (1 ms, a scheduler slice) to count as working at all.

@@ -75,6 +75,8 @@ type Header struct {
 	// Synthetic is set on a recording that no recorder made (bench/genrec):
 	// it says what made it. Its counts are invented to show an effect.
 	Synthetic string `json:"synthetic,omitempty"`
+	// Functions lists the --func functions whose calls are timed.
+	Functions []FunctionSpec `json:"functions,omitempty"`
 }
 
 // SimulatedWarning is the sentence every output of a recording made on a
@@ -219,6 +221,9 @@ type Window struct {
 	// OffCPU is the target's blocked time by stack; nil when the recorder
 	// took no off-CPU stacks (older recordings).
 	OffCPU *OffCPU `json:"offcpu,omitempty"`
+	// Functions holds the calls of --func functions that returned in the
+	// window.
+	Functions []FunctionWindow `json:"functions,omitempty"`
 }
 
 // OffCPU is where the target's threads were blocked in a window: every

@@ -151,9 +151,74 @@ func (b *builder) windows(list []int) []int {
 	return all
 }
 
+// idle sets the CPUs' idle time (ns) in every window (or the listed
+// ones). Windows without it get, in done, what the target left idle.
+func (b *builder) idle(perCPU []uint64, windows ...int) *builder {
+	for _, i := range b.windows(windows) {
+		b.rec.Windows[i].IdleNS = perCPU
+	}
+	return b
+}
+
+// others adds n cpu-clock samples of a process that is not a target in
+// every window.
+func (b *builder) others(pid int, comm string, n uint64) *builder {
+	for i := range b.rec.Windows {
+		b.rec.Windows[i].Others = append(b.rec.Windows[i].Others, profile.OtherProcess{PID: pid, Comm: comm, Samples: n})
+	}
+	return b
+}
+
+// offcpu adds ns of blocked time of thread tid, in function fn (a user
+// frame above a futex kernel frame), classified as reason, to every
+// window (or the listed ones). All blocked time has stacks (scale 1).
+func (b *builder) offcpu(tid int, reason string, ns uint64, fn string, windows ...int) *builder {
+	uid := b.stack(profile.Stack{Frames: []profile.Frame{{Function: fn, Module: "/bin/target"}}})
+	kid := b.stack(profile.Stack{Kernel: true, Frames: []profile.Frame{{Function: "schedule"}, {Function: "futex_wait"}}})
+	for _, i := range b.windows(windows) {
+		w := &b.rec.Windows[i]
+		if w.OffCPU == nil {
+			w.OffCPU = &profile.OffCPU{}
+		}
+		w.OffCPU.BlockedNS += ns
+		w.OffCPU.SampledNS += ns
+		w.OffCPU.Stacks = append(w.OffCPU.Stacks, profile.OffCPUStack{PID: 100, TID: tid, UserStack: uid, KernelStack: kid, NS: ns, Reason: reason})
+	}
+	return b
+}
+
+// stack adds a stack (or finds the same one) and returns its id.
+func (b *builder) stack(st profile.Stack) uint64 {
+	for id, s := range b.rec.Stacks {
+		if s.Kernel == st.Kernel && len(s.Frames) == len(st.Frames) && s.Frames[0] == st.Frames[0] {
+			return id
+		}
+	}
+	st.ID = uint64(len(b.rec.Stacks) + 1)
+	b.rec.Stacks[st.ID] = st
+	return st.ID
+}
+
 // done checks the recording's invariants, as the reader would.
 func (b *builder) done() *profile.Recording {
 	b.t.Helper()
+	ncpu := len(b.rec.Header.Host.Topology.CPUs)
+	for i := range b.rec.Windows {
+		w := &b.rec.Windows[i]
+		if w.IdleNS != nil {
+			continue
+		}
+		w.IdleNS = make(profile.Counts, ncpu)
+		span := uint64(w.EndNS - w.StartNS)
+		for cpu := range w.IdleNS {
+			w.IdleNS[cpu] = span
+			for _, c := range w.Counters {
+				if c.Event == evCPUClock && cpu < len(c.PerCPU) {
+					w.IdleNS[cpu] = span - min(span, c.PerCPU[cpu])
+				}
+			}
+		}
+	}
 	if err := b.rec.CheckValid(); err != nil {
 		b.t.Fatalf("test recording is invalid: %v", err)
 	}

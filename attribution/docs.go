@@ -26,6 +26,7 @@ func RulesMarkdown() string {
 		if r.Approximation != "" {
 			fmt.Fprintf(&b, "- **Approximation:** %s\n", r.Approximation)
 		}
+		fmt.Fprintf(&b, "- **Functions:** %s\n", functionsSource(r.Functions))
 		fmt.Fprintf(&b, "- **Source:** %s\n", r.Source)
 		fmt.Fprintf(&b, "- **Base confidence:** %.2f\n", r.Confidence)
 		fmt.Fprintf(&b, "- **Advice:** %s\n\n", r.Advice)
@@ -50,4 +51,17 @@ func upperFirst(s string) string {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// functionsSource says where a rule's findings get their functions.
+func functionsSource(f string) string {
+	switch f {
+	case FuncsNone:
+		return "none (the finding is about other processes, named in its advice and scope)"
+	case FuncsOffCPU:
+		return "the blamed function of each off-CPU stack (the lock's API, or where the code called into the kernel), with its share of the wait; under 5% not listed"
+	case "":
+		f = evCPUClock
+	}
+	return "self functions of the " + f + " samples in the finding's CPUs and time range, with their share; under 5% not listed"
 }

@@ -19,7 +19,16 @@ type Result struct {
 	Warning      string         `json:"warning,omitempty"`
 	Findings     []Finding      `json:"findings"`
 	NotEvaluated []NotEvaluated `json:"not_evaluated"`
+	// Note says what the result cannot show and how to see it instead:
+	// on a host without hardware cache events, cache effects are
+	// measured by their effect, with diff against a good build.
+	Note string `json:"note,omitempty"`
 }
+
+// softwareNote is Result.Note when the rules that name cache effects
+// could not be evaluated on this host.
+const softwareNote = "This host exposes no hardware cache events, so no rule here can name a cache effect (false sharing, cache or TLB misses, split loads): the findings are about scheduling, faults and blocking only. " +
+	"To see a cache effect on this host, record a good build the same way and compare: cacheheat diff GOOD.rec THIS.rec (exit 1 when this one is significantly slower)."
 
 // Finding is one rule that fired, with the numbers behind it.
 type Finding struct {
@@ -32,6 +41,10 @@ type Finding struct {
 	Scope      Scope      `json:"scope"`
 	Evidence   []Evidence `json:"evidence"`
 	Advice     string     `json:"advice"`
+	// Shares are the finding's functions (Scope.Functions) with their
+	// share of the samples of the event the finding is about; functions
+	// under 5% are not named.
+	Shares []FunctionShare `json:"function_shares,omitempty"`
 	// Approximation says how a metric was approximated from generic events
 	// when no exact formula was available; empty when exact.
 	Approximation string `json:"approximation,omitempty"`
@@ -94,6 +107,11 @@ func Analyze(rec *profile.Recording) Result {
 			res.Findings = append(res.Findings, r.complete(m, f))
 		}
 	}
+	for _, ne := range res.NotEvaluated {
+		if ne.Rule == "false-sharing" && strings.Contains(ne.Reason, "unsupported on this host") {
+			res.Note = softwareNote
+		}
+	}
 	sort.SliceStable(res.Findings, func(i, j int) bool {
 		a, b := res.Findings[i], res.Findings[j]
 		if a.Severity != b.Severity {
@@ -145,7 +163,17 @@ func (r *Rule) complete(m *Metrics, f Finding) Finding {
 		f.Scope.PIDs = []int{}
 	}
 	if f.Scope.Functions == nil {
-		f.Scope.Functions = m.TopFunctions(f.Scope.CPUs, f.Scope.StartNS, f.Scope.EndNS, 3)
+		switch r.Functions {
+		case FuncsNone, FuncsOffCPU:
+			// The rule names them itself, or there are none.
+		default:
+			ev := r.Functions
+			if ev == "" {
+				ev = evCPUClock
+			}
+			f.Shares = m.functionShares(ev, f.Scope.CPUs, f.Scope.StartNS, f.Scope.EndNS)
+			f.Scope.Functions = shareNames(f.Shares)
+		}
 		if f.Scope.Functions == nil {
 			f.Scope.Functions = []string{}
 		}
@@ -204,6 +232,13 @@ func (res Result) WriteText(w io.Writer) error {
 			}
 			fmt.Fprintf(&b, "    %-9s %s = %s (threshold %s %s)\n", label, e.Metric, FormatValue(e.Value, e.Unit), e.Op, FormatValue(e.Threshold, e.Unit))
 		}
+		if len(f.Shares) > 0 {
+			var parts []string
+			for _, fs := range f.Shares {
+				parts = append(parts, fmt.Sprintf("%s %.0f%%", fs.Function, 100*fs.Share))
+			}
+			fmt.Fprintf(&b, "    %-9s %s (share of %s)\n", "functions", strings.Join(parts, ", "), f.Shares[0].Source)
+		}
 		fmt.Fprintf(&b, "    advice    %s\n", f.Advice)
 		if f.Approximation != "" {
 			fmt.Fprintf(&b, "    note      %s\n", f.Approximation)
@@ -214,6 +249,9 @@ func (res Result) WriteText(w io.Writer) error {
 		for _, n := range res.NotEvaluated {
 			fmt.Fprintf(&b, "  %-24s needs %s (%s)\n", n.Rule, strings.Join(n.Needs, ", "), n.Reason)
 		}
+	}
+	if res.Note != "" {
+		fmt.Fprintf(&b, "\nnote: %s\n", res.Note)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

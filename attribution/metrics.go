@@ -354,32 +354,6 @@ func HistogramCount(b []uint64) uint64 {
 	return n
 }
 
-// TopFunctions lists the target's hottest self functions in the samples of
-// the given CPUs (all when cpus is empty) and time range.
-func (m *Metrics) TopFunctions(cpus []int, startNS, endNS int64, n int) []string {
-	want := map[int]bool{}
-	for _, c := range cpus {
-		want[c] = true
-	}
-	counts := map[string]uint64{}
-	for _, w := range m.rec.Windows {
-		if w.EndNS <= startNS || (endNS > 0 && w.StartNS >= endNS) {
-			continue
-		}
-		for _, s := range w.Samples {
-			if s.Event != m.SampleEvent || (len(want) > 0 && !want[s.CPU]) {
-				continue
-			}
-			counts[m.selfName(s)] += s.Count
-		}
-	}
-	var out []string
-	for _, f := range profile.TopN(counts, n) {
-		out = append(out, f.Name)
-	}
-	return out
-}
-
 // selfName names the code a sample hit: the innermost user frame names the
 // target's code; a kernel frame (a syscall or fault handler) says less
 // about where to look, so the innermost kernel frame is used only when the

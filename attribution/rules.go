@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/cacheheat/cacheheat/profile"
@@ -39,6 +38,24 @@ type Need struct {
 	Label string `json:"label,omitempty"`
 }
 
+// Sources of a finding's functions besides a sample event.
+const (
+	FuncsOffCPU = "off-CPU stacks"
+	FuncsNone   = "none"
+)
+
+// NeedOffCPU is off-CPU stacks; NeedIdle is the CPUs' idle time. Both are
+// recorded by every recorder that has them; older recordings lack them.
+const (
+	NeedOffCPU = "offcpu-stacks"
+	NeedIdle   = "cpu-idle"
+)
+
+var (
+	offCPUStacks = Need{Kind: NeedOffCPU}
+	cpuIdle      = Need{Kind: NeedIdle}
+)
+
 func event(names ...string) Need { return Need{Kind: NeedEvent, AnyOf: names} }
 func hist(names ...string) Need  { return Need{Kind: NeedHistogram, AnyOf: names} }
 
@@ -52,6 +69,10 @@ func (n Need) String() string {
 	switch n.Kind {
 	case NeedSamples:
 		return "stack samples"
+	case NeedOffCPU:
+		return "off-CPU stacks"
+	case NeedIdle:
+		return "CPU idle time"
 	case NeedFunctions:
 		return "--func functions"
 	case NeedHistogram:
@@ -110,6 +131,10 @@ type Rule struct {
 	Approximation string `json:"approximation,omitempty"`
 	// Confidence is the base confidence of a finding.
 	Confidence float64 `json:"confidence"`
+	// Functions says where a finding's functions come from: the samples
+	// of the event it is about. "" is cpu-clock samples; FuncsOffCPU and
+	// FuncsNone are set by the rule itself.
+	Functions string `json:"functions,omitempty"`
 
 	eval func(m *Metrics, r *Rule) []Finding
 }
@@ -212,6 +237,16 @@ func (m *Metrics) satisfies(n Need) (name, reason string, ok bool) {
 			return "", "", true
 		}
 		return n.String(), "not recorded (add -F HZ)", false
+	case NeedOffCPU:
+		if m.HasOffCPU() {
+			return "", "", true
+		}
+		return n.String(), "not in this recording (recorded by cacheheat versions with off-CPU stacks)", false
+	case NeedIdle:
+		if m.HasIdle() {
+			return "", "", true
+		}
+		return n.String(), "not in this recording (recorded by cacheheat versions that read /proc/stat)", false
 	case NeedHistogram:
 		for _, h := range n.AnyOf {
 			if m.HasHistogram(h) {
@@ -391,13 +426,13 @@ var table = []Rule{
 	{
 		ID:      "core-hotspot",
 		Title:   "load concentrated on one core",
-		Needs:   []Need{samples},
-		Formula: "top core share = target samples on the busiest core / all target samples; demand = (target on-CPU time on a core + its run-queue wait there) / recorded time, on-CPU time from cpu-clock (or samples / sample rate without it), run-queue wait from the runq-latency histogram when recorded",
+		Formula: "top core share = target samples on the busiest core / all target samples; demand = (target on-CPU time on a core + its run-queue wait there) / recorded time, on-CPU time from cpu-clock (or samples / sample rate without it), run-queue wait from the runq-latency histogram when recorded; busy = 1 - the core's idle time (all tasks, /proc/stat) / recorded time",
+		Needs:   []Need{samples, cpuIdle},
 		Thresholds: []Threshold{
 			{Metric: "samples", Op: ">=", Value: 50, Unit: UnitSamples, Why: whySampleMin},
 			{Metric: "top core share of samples", Op: ">", Value: 0.90, Unit: UnitRatio, Why: "the O3 performance guide's bottleneck table: a hotspot is one core with more than 90% of the load"},
 			{Metric: "top core demand", Op: ">=", Value: 0.5, Unit: UnitRatio, Why: "floor: the target runs or waits to run on that core at least half the time, so the concentration costs throughput (an idle target never fires); demand, not on-CPU time, so that competing load on a shared host does not hide it"},
-			{Metric: "least demanded other core", Op: "<", Value: 0.5, Unit: UnitRatio, Why: "the target leaves at least one other recorded core half unused"},
+			{Metric: "least busy other core", Op: "<", Value: 0.5, Unit: UnitRatio, Why: "another recorded core is idle at least half the time (all tasks counted): there is room to spread to; a core busy with other processes' work is no room"},
 		},
 		Source:     "the O3 performance guide's bottleneck patterns (one core over 90%)",
 		Advice:     "The target runs on one core while others have spare time: it is single-threaded or pinned (taskset, cpuset, IRQ affinity). Parallelize the hot loop or widen the affinity mask.",
@@ -406,46 +441,79 @@ var table = []Rule{
 	},
 	{
 		ID:      "cpu-saturation",
-		Title:   "CPU saturation (threads wait in the run queue)",
-		Needs:   []Need{hist(profile.HistRunqLatency)},
-		Formula: "per window: p99 of the runq-latency histogram (wakeup or preemption to running, summed over CPUs); saturated windows = windows with p99 over the threshold / all windows",
+		Title:   "CPU saturation (the target's own threads queue for its CPUs)",
+		Needs:   []Need{hist(profile.HistRunqLatency), event(evCPUClock)},
+		Formula: "per window (warm-up left out): p99 of the runq-latency histogram (wakeup or preemption to running, summed over CPUs); saturated windows = windows with p99 over the threshold / all windows; working threads = target threads that ran at least half as long as the window's busiest target thread and at least 1 ms (cpu-clock), median over windows; allowed CPUs = the target's affinity at the start (or the recorded CPUs)",
 		Thresholds: []Threshold{
 			{Metric: "run-queue events per window", Op: ">=", Value: 20, Unit: UnitEvents, Why: "floor: a p99 of fewer events is the maximum of a handful"},
 			{Metric: "runq-latency p99", Op: ">", Value: 1e6, Unit: UnitNS, Why: "the scheduler's base slice is 0.75-3 ms: a p99 wait over 1 ms means runnable threads queue behind full slices of others"},
 			{Metric: "share of windows saturated", Op: ">=", Value: 0.5, Unit: UnitRatio, Why: "saturation in most of the recording, not a burst (bursts are latency-tail's job)"},
+			{Metric: "working threads per allowed CPU", Op: ">", Value: 1, Unit: UnitTimes, Why: "only more working threads than CPUs make the target queue behind itself; idle runtime threads (a Go program's sysmon and spare Ms) wake briefly and do not count, and queueing behind other processes is noisy-neighbour"},
 		},
 		Source:     "Brendan Gregg's USE method (CPU saturation = run-queue latency); runqlat (bcc); threshold: scheduler slice length",
-		Advice:     "Use fewer threads (a pool sized to the CPUs), give the target more CPUs, or move competing load away. (A finding says whether the target's own demand or other load fills the CPUs.)",
+		Advice:     "Use fewer threads (a pool sized to the CPUs) or give the target more CPUs.",
 		Confidence: 0.9,
 		eval:       evalCPUSaturation,
 	},
 	{
-		ID:      "off-cpu-blocking",
-		Title:   "threads blocked off-CPU",
-		Needs:   []Need{hist(profile.HistOffCPU), hist(profile.HistRunqLatency), event(evContextSwitch), event(evCPUClock)},
-		Formula: "blocked share = (off-CPU time - run-queue wait) / (off-CPU time + on-CPU time): off-CPU time (switch-out to switch-in) from the offcpu histogram, minus the part spent runnable (runq-latency histogram), over all thread time; on-CPU time from cpu-clock; switch rate = context-switches / thread-seconds and / second",
+		ID:      "noisy-neighbour",
+		Title:   "other processes take the target's CPUs",
+		Needs:   []Need{hist(profile.HistRunqLatency), event(evCPUClock), cpuIdle, samples},
+		Formula: "as cpu-saturation for the run-queue p99 and working threads; other processes' share = (recorded time - idle time - target on-CPU time) / recorded time, over the CPUs the target may run on; who = the other processes' cpu-clock samples (the sampler records them by process, without stacks)",
 		Thresholds: []Threshold{
-			{Metric: "blocked share", Op: ">", Value: 0.5, Unit: UnitRatio, Why: "threads spend more time blocked (not runnable) than running or waiting to run"},
-			{Metric: "context-switches per thread", Op: ">", Value: 100, Unit: UnitPerThread, Why: "a block every 10 ms or more often is lock or I/O churn, not a thread that simply sleeps (an idle sleep switches once)"},
-			{Metric: "context-switches/s", Op: ">=", Value: 1000, Unit: UnitPerSecond, Why: "floor: at a few microseconds each plus the cache refill after it, 1000 switches/s is about 1% of a core; an idle Go runtime (sysmon's 10 ms tick) stays below it"},
+			{Metric: "run-queue events per window", Op: ">=", Value: 20, Unit: UnitEvents, Why: "floor: a p99 of fewer events is the maximum of a handful"},
+			{Metric: "runq-latency p99", Op: ">", Value: 1e6, Unit: UnitNS, Why: "the scheduler's base slice is 0.75-3 ms: a p99 wait over 1 ms means runnable threads queue behind full slices of others"},
+			{Metric: "share of windows saturated", Op: ">=", Value: 0.5, Unit: UnitRatio, Why: "queueing in most of the recording, not a burst"},
+			{Metric: "other processes' share of the allowed CPUs", Op: ">=", Value: 0.1, Unit: UnitRatio, Why: "other processes ran at least a tenth of the time on the CPUs the target may use; fires only when the target's own working threads fit its CPUs (otherwise it is cpu-saturation)"},
 		},
-		Source:        "Brendan Gregg, off-CPU analysis; thresholds: this project (see Why)",
-		Advice:        "Threads block more than they run, often: lock contention, synchronous I/O or a too-small pool. Look at the off-CPU stacks (where they block); shorten critical sections, use read-mostly structures (RCU) or batch the I/O.",
-		Approximation: "off-CPU time and run-queue wait are estimated from their log2 histograms as each bucket's count times its midpoint (within -33%..+50% per value; a preemption lands in the same bucket of both, so it cancels).",
-		Confidence:    0.8,
-		eval:          evalOffCPU,
+		Source:     "Brendan Gregg's USE method (saturation), split by who runs; this project",
+		Advice:     "Move the competing load away or reserve CPUs for the target (cpuset, isolcpus).",
+		Confidence: 0.8,
+		Functions:  FuncsNone,
+		eval:       evalNoisyNeighbour,
+	},
+	{
+		ID:      "lock-contention",
+		Title:   "threads wait for locks",
+		Needs:   []Need{offCPUStacks, event(evCPUClock)},
+		Formula: "lock wait = off-CPU time of the target's working threads (with at least 1% of the target's on-CPU time) whose stacks show a lock or futex wait (futex, pthread mutexes and rwlocks, semaphores, Go's sync.Mutex/RWMutex and the runtime's semacquire), stacks sampled at most once per CPU per millisecond and scaled to all blocked time; share = lock wait / (lock wait + target on-CPU time)",
+		Thresholds: []Threshold{
+			{Metric: "lock wait share", Op: ">", Value: 0.02, Unit: UnitRatio, Why: "the working threads lose more than 2% of their time waiting for locks: more than run-to-run noise of a throughput benchmark on a quiet host"},
+			{Metric: "lock wait per second", Op: ">=", Value: 10e6, Unit: UnitNS, Why: "floor: 10 ms of waiting per second of recording; a process that starts and stops its threads waits a few ms in total"},
+		},
+		Source:     "Brendan Gregg, off-CPU analysis (offcputime); thresholds: this project (see Why)",
+		Advice:     "Working threads block on a lock, named with their share of the wait. Shorten the critical sections, split the lock, or use read-mostly structures (an atomically swapped copy) for data that is mostly read.",
+		Confidence: 0.8,
+		Functions:  FuncsOffCPU,
+		eval:       evalBlocked(profile.OffCPULock),
+	},
+	{
+		ID:      "io-wait",
+		Title:   "threads wait for I/O",
+		Needs:   []Need{offCPUStacks, event(evCPUClock)},
+		Formula: "I/O wait = off-CPU time of the target's working threads whose stacks show a block device, page cache, pipe or socket wait; share = I/O wait / (I/O wait + target on-CPU time); stacks sampled and scaled as for lock-contention",
+		Thresholds: []Threshold{
+			{Metric: "I/O wait share", Op: ">", Value: 0.1, Unit: UnitRatio, Why: "the working threads spend more than a tenth of their time waiting for reads and writes"},
+			{Metric: "I/O wait per second", Op: ">=", Value: 50e6, Unit: UnitNS, Why: "floor: 50 ms of waiting per second of recording"},
+		},
+		Source:     "Brendan Gregg, off-CPU analysis; thresholds: this project (see Why)",
+		Advice:     "Working threads wait for reads or writes, in the functions named. Batch or overlap the I/O (async I/O, io_uring, more requests in flight), cache what is read again, or move it off the hot path.",
+		Confidence: 0.8,
+		Functions:  FuncsOffCPU,
+		eval:       evalBlocked(profile.OffCPUIO),
 	},
 	{
 		ID:      "page-fault-storm",
 		Title:   "page-fault storm",
 		Needs:   []Need{event(evPageFaults)},
-		Formula: "page-faults / recorded seconds, over the recording and per window",
+		Formula: "page-faults / recorded seconds, over the recording and per window, leaving out the warm-up window of a command the recorder started (its setup faults); functions from page-faults samples (every 997th fault, with stacks)",
 		Thresholds: []Threshold{
 			{Metric: "page-faults/s", Op: ">", Value: 10000, Unit: UnitPerSecond, Why: "a minor fault of a fresh page costs ~1-2 us (trap, zeroing 4 KiB, page-table update): 10,000/s is 1-2% of a core plus 40 MiB/s of cache-polluting zeroing; a steady-state process faults well under 100/s, so this is over 100x that baseline"},
 		},
 		Source:     "kernel page-faults software event; cost from the fault path (clear_page, ~1 us)",
 		Advice:     "The target keeps touching fresh memory: it maps and frees buffers in a loop (malloc/free of large blocks goes to mmap/munmap) or its heap is returned to the OS between bursts. Reuse buffers, raise M_MMAP_THRESHOLD / M_TRIM_THRESHOLD, pre-fault (MAP_POPULATE) or use huge pages.",
 		Confidence: 0.9,
+		Functions:  evPageFaults,
 		eval:       evalPageFaults,
 	},
 	{
@@ -667,101 +735,19 @@ func evalCoreHotspot(m *Metrics, r *Rule) []Finding {
 	least := math.Inf(1)
 	for _, c := range m.CPUs {
 		if c != top {
-			least = min(least, m.Demand(c))
+			least = min(least, m.CPUBusy(c))
 		}
 	}
 	ev, ok := allPass(
 		r.T("samples"), total,
 		r.T("top core share of samples"), share,
 		r.T("top core demand"), m.Demand(top),
-		r.T("least demanded other core"), least,
+		r.T("least busy other core"), least,
 	)
 	if !ok {
 		return nil
 	}
 	return []Finding{{Severity: severity(r.T("top core demand"), ev[2].Value), Scope: Scope{CPUs: []int{top}}, Evidence: ev}}
-}
-
-func evalCPUSaturation(m *Metrics, r *Rule) []Finding {
-	floor, p99t, sharet := r.T("run-queue events per window"), r.T("runq-latency p99"), r.T("share of windows saturated")
-	var saturated []int
-	var p99s []float64
-	for i, w := range m.Windows {
-		b := w.Hist[profile.HistRunqLatency]
-		if !floor.pass(float64(HistogramCount(b))) {
-			continue
-		}
-		p := profile.Percentile(b, 0.99)
-		if p99t.pass(p) {
-			saturated = append(saturated, i)
-			p99s = append(p99s, p)
-		}
-	}
-	if len(m.Windows) == 0 {
-		return nil
-	}
-	share := float64(len(saturated)) / float64(len(m.Windows))
-	if !sharet.pass(share) {
-		return nil
-	}
-	// The CPUs to look at are those whose own p99 over the saturated
-	// windows is over the threshold.
-	var cpus []int
-	perCPU := map[int][]uint64{}
-	for _, i := range saturated {
-		for cpu, b := range m.Windows[i].HistPerCPU[profile.HistRunqLatency] {
-			if perCPU[cpu] == nil {
-				perCPU[cpu] = make([]uint64, profile.HistBuckets)
-			}
-			for j, c := range b {
-				perCPU[cpu][j] += c
-			}
-		}
-	}
-	for cpu, b := range perCPU {
-		if floor.pass(float64(HistogramCount(b))) && p99t.pass(profile.Percentile(b, 0.99)) {
-			cpus = append(cpus, cpu)
-		}
-	}
-	sort.Ints(cpus)
-	med := median(p99s)
-	first, last := m.Windows[saturated[0]], m.Windows[saturated[len(saturated)-1]]
-	// Who oversubscribes the CPUs decides the fix: the target's own
-	// demand (running or runnable) against the CPUs it was recorded on.
-	var demand float64
-	for _, c := range m.CPUs {
-		demand += m.Demand(c)
-	}
-	advice := fmt.Sprintf("The target's threads wanted %.1f CPUs (running or runnable) of the %d recorded: it has more runnable threads than CPUs. Use fewer threads (a pool sized to the CPUs) or give the target more CPUs.", demand, len(m.CPUs))
-	if demand <= float64(len(m.CPUs)) {
-		advice = fmt.Sprintf("The target's threads wanted only %.1f CPUs (running or runnable) of the %d recorded: the queueing comes from other load on these CPUs. Move that load away or reserve CPUs for the target (cpuset, isolcpus).", demand, len(m.CPUs))
-	}
-	return []Finding{{
-		Advice:   advice,
-		Severity: severity(p99t, med),
-		Scope:    Scope{CPUs: cpus, StartNS: first.StartNS, EndNS: last.EndNS},
-		Evidence: []Evidence{
-			{Metric: "runq-latency p99 (median of saturated windows)", Value: med, Threshold: p99t.Value, Op: p99t.Op, Unit: p99t.Unit},
-			sharet.evidence(share),
-		},
-	}}
-}
-
-func evalOffCPU(m *Metrics, r *Rule) []Finding {
-	off := HistogramSum(m.rec.HistogramTotal(profile.HistOffCPU))
-	runq := HistogramSum(m.rec.HistogramTotal(profile.HistRunqLatency))
-	on := m.Total(evCPUClock)
-	share := ratio(max(off-runq, 0), off+on)
-	perThread := ratio(m.Total(evContextSwitch), m.ThreadSeconds)
-	ev, ok := allPass(
-		r.T("blocked share"), share,
-		r.T("context-switches per thread"), perThread,
-		r.T("context-switches/s"), m.Rate(evContextSwitch),
-	)
-	if !ok {
-		return nil
-	}
-	return []Finding{{Severity: severity(r.T("context-switches per thread"), perThread), Scope: Scope{CPUs: m.busyCPUs(evContextSwitch)}, Evidence: ev}}
 }
 
 // busyCPUs lists the CPUs on which the target counted at least a tenth of
@@ -779,14 +765,21 @@ func (m *Metrics) busyCPUs(event string) []int {
 
 func evalPageFaults(m *Metrics, r *Rule) []Finding {
 	t := r.T("page-faults/s")
-	rate := m.Rate(evPageFaults)
+	var faults, secs float64
+	for i, w := range m.Windows {
+		if !m.warmup(i) {
+			faults += float64(w.Counts[evPageFaults])
+			secs += w.DurationS
+		}
+	}
+	rate := ratio(faults, secs)
 	if !t.pass(rate) {
 		return nil
 	}
 	// The time range is the windows that are themselves over the floor.
 	var start, end int64 = -1, 0
-	for _, w := range m.Windows {
-		if t.pass(w.Rate(evPageFaults)) {
+	for i, w := range m.Windows {
+		if !m.warmup(i) && t.pass(w.Rate(evPageFaults)) {
 			if start < 0 {
 				start = w.StartNS
 			}
@@ -829,7 +822,7 @@ func evalLatencyTail(m *Metrics, r *Rule) []Finding {
 			// A partial window (the last one, cut short by the target's
 			// exit) holds the exit of every thread and a rate over a
 			// fraction of a window: it is no sample of the steady state.
-			if w.DurationS < full {
+			if w.DurationS < full || m.warmup(i) {
 				continue
 			}
 			if b := w.Hist[h]; minEvents.pass(float64(HistogramCount(b))) {

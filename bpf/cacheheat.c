@@ -284,6 +284,7 @@ struct sample_key {
 	s32 kstack;
 	u16 slot;
 	u16 buf;
+	u32 gstack; // off-CPU only: key of the goroutine's stack in gostacks, 0: none
 };
 
 struct {
@@ -292,6 +293,190 @@ struct {
 	__type(key, struct sample_key);
 	__type(value, u64);
 } samples SEC(".maps");
+
+// Off-CPU stacks, as BCC's offcputime: at a target thread's voluntary
+// switch-out its user and kernel stacks are taken, and at its switch-in the
+// time it was blocked is added to that stack pair under sample slot
+// OFFCPU_SLOT of the samples map (the value is nanoseconds, not a count).
+// Taking stacks costs a few microseconds, so each CPU takes them for one
+// switch-out in k, chosen at random (never by timing, which would lock
+// onto a periodic program), with k set every OFFCPU_PERIOD_NS so that a
+// CPU takes about offcpu_stacks_per_sec stacks. A sampled switch-out's
+// time counts k times, so stack times are unbiased estimates; the exact
+// blocked time of every voluntary switch-out is counted in offcpu_stats.
+#define OFFCPU_SLOT 2
+#define OFFCPU_PERIOD_NS 100000000ULL
+const volatile u64 offcpu_stacks_per_sec = 250;
+
+struct offcpu_start {
+	u64 ts;
+	s32 ustack;
+	s32 kstack;
+	u32 weight; // k of the switch-out's CPU, 0: no stacks taken
+	u32 gstack;
+};
+
+// Go: a goroutine blocked on a lock, a channel or a sleep parks in the Go
+// scheduler, and its thread's stack at switch-out is the scheduler's own
+// (park_m, schedule, stoplockedm, notesleep, futex) from a fresh frame
+// chain on the g0 stack: where the goroutine blocked is not on it. When
+// the goroutine is locked to its thread (runtime.LockOSThread), the
+// thread's blocked time is that goroutine's, so its stack is walked here
+// from the registers the scheduler saved for it (g.sched), by frame
+// pointers. User space fills go_procs with the runtime's struct offsets
+// read from the binary's DWARF, for processes that are Go programs.
+struct go_offsets {
+	u32 g_m;       // runtime.g.m
+	u32 g_sched;   // runtime.g.sched (a gobuf)
+	u32 m_g0;      // runtime.m.g0
+	u32 m_lockedg; // runtime.m.lockedg
+	u32 gobuf_pc;
+	u32 gobuf_bp;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, u32); // tgid
+	__type(value, struct go_offsets);
+} go_procs SEC(".maps");
+
+#define GO_STACK_DEPTH 32
+
+struct go_stack {
+	u64 pc[GO_STACK_DEPTH];
+};
+
+// Goroutine stacks by a hash of their PCs (never 0).
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, u32);
+	__type(value, struct go_stack);
+} gostacks SEC(".maps");
+
+// Scratch space for one goroutine stack (too big for the BPF stack).
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct go_stack);
+} gostack_scratch SEC(".maps");
+
+// go_locked_stack walks the stack of the goroutine locked to task t's
+// thread and returns its key in gostacks, or 0. g is read from the
+// thread's TLS (fs:-8 on linux/amd64) and checked to be its M's g0, the
+// goroutine the scheduler runs on while the thread sleeps.
+static __always_inline u32 go_locked_stack(struct task_struct *t)
+{
+	u32 tgid = t->tgid;
+	struct go_offsets *o = bpf_map_lookup_elem(&go_procs, &tgid);
+	if (!o)
+		return 0;
+	u64 fs = BPF_CORE_READ(t, thread.fsbase);
+	u64 g = 0, m = 0, g0 = 0, lg = 0, pc = 0, bp = 0;
+	if (!fs || bpf_probe_read_user(&g, sizeof(g), (void *)(fs - 8)) || !g)
+		return 0;
+	if (bpf_probe_read_user(&m, sizeof(m), (void *)(g + o->g_m)) || !m)
+		return 0;
+	if (bpf_probe_read_user(&g0, sizeof(g0), (void *)(m + o->m_g0)) || g0 != g)
+		return 0;
+	if (bpf_probe_read_user(&lg, sizeof(lg), (void *)(m + o->m_lockedg)) || !lg)
+		return 0;
+	u64 sched = lg + o->g_sched;
+	if (bpf_probe_read_user(&pc, sizeof(pc), (void *)(sched + o->gobuf_pc)) ||
+	    bpf_probe_read_user(&bp, sizeof(bp), (void *)(sched + o->gobuf_bp)) || !pc)
+		return 0;
+	u32 zero = 0;
+	struct go_stack *st = bpf_map_lookup_elem(&gostack_scratch, &zero);
+	if (!st)
+		return 0;
+	u32 h = 2166136261u; // FNV-1a over the PCs
+	st->pc[0] = pc;
+	h = (h ^ (u32)pc) * 16777619u;
+	h = (h ^ (u32)(pc >> 32)) * 16777619u;
+	for (int i = 1; i < GO_STACK_DEPTH; i++) {
+		u64 frame[2] = {};
+		if (!bp || bpf_probe_read_user(frame, sizeof(frame), (void *)bp) || !frame[1]) {
+			st->pc[i] = 0;
+			break;
+		}
+		st->pc[i] = frame[1];
+		h = (h ^ (u32)frame[1]) * 16777619u;
+		h = (h ^ (u32)(frame[1] >> 32)) * 16777619u;
+		bp = frame[0];
+	}
+	if (!h)
+		h = 1;
+	bpf_map_update_elem(&gostacks, &h, st, BPF_NOEXIST);
+	return h;
+}
+
+
+// A blocked target thread's switch-out time and stacks, by thread id.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 32768);
+	__type(key, u32);
+	__type(value, struct offcpu_start);
+} offcpu_start SEC(".maps");
+
+// Off-CPU stacks have their own stack map, never cleared while recording:
+// a thread may stay blocked across many windows, and its stack id must
+// still name its stack when it wakes. A full or colliding map shows as
+// stack errors.
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 8192);
+	__uint(key_size, sizeof(u32));
+	__uint(value_size, MAX_STACK_DEPTH * sizeof(u64));
+} offcpu_stacks SEC(".maps");
+
+struct offcpu_stat {
+	u64 blocked_ns; // blocked time of every voluntary switch-out
+	u64 sampled_ns; // the weighted time of those with stacks
+	u64 stack_errors;
+	u64 map_errors;
+	u64 period_start; // this CPU's sampling period
+	u64 period_outs;  // voluntary switch-outs in it
+	u64 k;            // one in k switch-outs gets stacks (0: not set yet)
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct offcpu_stat);
+} offcpu_stats SEC(".maps");
+
+// cpu-clock samples of tasks that are not targets, by process: who else
+// used the CPUs (a noisy neighbour). User space drains it each window.
+struct other_key {
+	u32 tgid;
+	char comm[TASK_COMM_LEN];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct other_key);
+	__type(value, u64);
+} others SEC(".maps");
+
+static __always_inline void other_sample(struct task_struct *t)
+{
+	struct other_key k = {.tgid = t->tgid};
+	if (t->pid == 0)
+		return; // idle
+	bpf_probe_read_kernel_str(k.comm, sizeof(k.comm), t->group_leader->comm);
+	u64 *n = bpf_map_lookup_elem(&others, &k);
+	if (n) {
+		__sync_fetch_and_add(n, 1);
+		return;
+	}
+	u64 one = 1;
+	bpf_map_update_elem(&others, &k, &one, BPF_NOEXIST); // full: not counted
+}
 
 // The task state field was renamed from state to __state in Linux 5.14.
 // These two views of task_struct let CO-RE read whichever this kernel has
@@ -570,6 +755,82 @@ static __always_inline void record_wakeup(struct task_struct *p)
 	set_ts(&wakeup_ts, p->pid, bpf_ktime_get_ns());
 }
 
+// offcpu_out notes a target thread's voluntary switch-out (prev is the
+// current task here, so its stacks are the current stacks).
+static __noinline void offcpu_out(void *ctx, u32 tid, u64 now)
+{
+	u32 zero = 0;
+	struct offcpu_stat *st = bpf_map_lookup_elem(&offcpu_stats, &zero);
+	struct offcpu_start v = {.ts = now, .ustack = -1, .kstack = -1};
+
+	if (!st)
+		return;
+	if (now - st->period_start >= OFFCPU_PERIOD_NS) {
+		// k for the next period from this one's rate.
+		u64 want = offcpu_stacks_per_sec * OFFCPU_PERIOD_NS / 1000000000ULL;
+		st->k = want ? st->period_outs / want + 1 : 1;
+		st->period_start = now;
+		st->period_outs = 0;
+	}
+	st->period_outs++;
+	u64 k = st->k ? st->k : 1;
+	if (k == 1 || bpf_get_prandom_u32() % k == 0) {
+		v.weight = k;
+		v.ustack = bpf_get_stackid(ctx, &offcpu_stacks, BPF_F_USER_STACK);
+		v.kstack = bpf_get_stackid(ctx, &offcpu_stacks, 0);
+		v.gstack = go_locked_stack(bpf_get_current_task_btf());
+	}
+	if (bpf_map_update_elem(&offcpu_start, &tid, &v, BPF_ANY))
+		st->map_errors++;
+}
+
+// offcpu_in adds the blocked time of a thread switching in to its stacks.
+static __noinline void offcpu_in(struct task_struct *next, u64 now)
+{
+	u32 zero = 0;
+	u32 tid = next->pid;
+	if (!tid)
+		return; // the idle task
+	struct offcpu_start *v = bpf_map_lookup_elem(&offcpu_start, &tid);
+	if (!v)
+		return;
+	struct offcpu_stat *st = bpf_map_lookup_elem(&offcpu_stats, &zero);
+	u64 dt = now > v->ts ? now - v->ts : 0;
+	if (st)
+		st->blocked_ns += dt;
+	if (v->weight) {
+		// The sampled switch-out stands for weight of them.
+		dt *= v->weight;
+		// -EFAULT: no user stack (a kernel thread), not a loss.
+		if (st && ((v->ustack < 0 && v->ustack != -14) || (v->kstack < 0 && v->kstack != -14)))
+			st->stack_errors++;
+		if (st)
+			st->sampled_ns += dt;
+		u32 *bufp = bpf_map_lookup_elem(&ctrl, &zero);
+		struct sample_key k = {
+			.pid = next->tgid,
+			.tid = tid,
+			.cpu = bpf_get_smp_processor_id(),
+			.ustack = v->ustack,
+			.kstack = v->kstack,
+			.slot = OFFCPU_SLOT,
+			.buf = bufp ? (*bufp & 1) : 0,
+			.gstack = v->gstack,
+		};
+		u64 *ns = bpf_map_lookup_elem(&samples, &k);
+		if (ns) {
+			__sync_fetch_and_add(ns, dt);
+		} else if (bpf_map_update_elem(&samples, &k, &dt, BPF_NOEXIST)) {
+			ns = bpf_map_lookup_elem(&samples, &k);
+			if (ns)
+				__sync_fetch_and_add(ns, dt);
+			else if (st)
+				st->map_errors++;
+		}
+	}
+	bpf_map_delete_elem(&offcpu_start, &tid);
+}
+
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(on_wakeup, struct task_struct *p)
 {
@@ -607,6 +868,9 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		if (state == TASK_RUNNING)
 			set_ts(&wakeup_ts, tid, now);
 		set_ts(&offcpu_ts, tid, now);
+		// Voluntary: the thread blocked (not preempted, not exiting).
+		if (!preempt && state != TASK_RUNNING && !(state & TASK_DEAD))
+			offcpu_out(ctx, tid, now);
 	} else {
 		leave(l, prev);
 	}
@@ -617,6 +881,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	l->busy = 0;
 	if (!next_target)
 		return 0;
+	offcpu_in(next, now);
 
 	u32 zero = 0;
 	u32 ntid = next->pid;
@@ -711,6 +976,7 @@ int BPF_PROG(on_exit, struct task_struct *t)
 	u32 tid = t->pid;
 	bpf_map_delete_elem(&wakeup_ts, &tid);
 	bpf_map_delete_elem(&offcpu_ts, &tid);
+	bpf_map_delete_elem(&offcpu_start, &tid);
 	// The thread's last switch is still to come: mark its record for
 	// user space to delete after the next snapshot, not now.
 	struct task_key k = {.tgid = t->tgid, .pid = t->pid};
@@ -739,8 +1005,11 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 		return 0;
 	s->fires[slot & 1]++;
 	struct task_struct *t = (struct task_struct *)bpf_get_current_task_btf();
-	if (!is_target(t))
+	if (!is_target(t)) {
+		if (slot == 0)
+			other_sample(t);
 		return 0;
+	}
 	// Attribute counts here too, so a thread that runs for a long time
 	// without a context switch shows up in the window it ran in; a thread
 	// that was already running when the programs were attached is taken

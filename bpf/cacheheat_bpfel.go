@@ -13,6 +13,21 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type CacheheatGoOffsets struct {
+	_         structs.HostLayout
+	G_m       uint32
+	G_sched   uint32
+	M_g0      uint32
+	M_lockedg uint32
+	GobufPc   uint32
+	GobufBp   uint32
+}
+
+type CacheheatGoStack struct {
+	_  structs.HostLayout
+	Pc [32]uint64
+}
+
 type CacheheatHistVal struct {
 	_      structs.HostLayout
 	Runq   [40]uint64
@@ -35,6 +50,32 @@ type CacheheatLastVal struct {
 	_           [4]byte
 }
 
+type CacheheatOffcpuStart struct {
+	_      structs.HostLayout
+	Ts     uint64
+	Ustack int32
+	Kstack int32
+	Weight uint32
+	Gstack uint32
+}
+
+type CacheheatOffcpuStat struct {
+	_           structs.HostLayout
+	BlockedNs   uint64
+	SampledNs   uint64
+	StackErrors uint64
+	MapErrors   uint64
+	PeriodStart uint64
+	PeriodOuts  uint64
+	K           uint64
+}
+
+type CacheheatOtherKey struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Comm [16]int8
+}
+
 type CacheheatSampleKey struct {
 	_      structs.HostLayout
 	Pid    uint32
@@ -44,6 +85,7 @@ type CacheheatSampleKey struct {
 	Kstack int32
 	Slot   uint16
 	Buf    uint16
+	Gstack uint32
 }
 
 type CacheheatStatsVal struct {
@@ -79,77 +121,85 @@ type CacheheatTotalsVal struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	CacheheatMapCounters0         = "counters0"
-	CacheheatMapCounters1         = "counters1"
-	CacheheatMapCounters10        = "counters10"
-	CacheheatMapCounters11        = "counters11"
-	CacheheatMapCounters12        = "counters12"
-	CacheheatMapCounters13        = "counters13"
-	CacheheatMapCounters14        = "counters14"
-	CacheheatMapCounters15        = "counters15"
-	CacheheatMapCounters16        = "counters16"
-	CacheheatMapCounters17        = "counters17"
-	CacheheatMapCounters18        = "counters18"
-	CacheheatMapCounters19        = "counters19"
-	CacheheatMapCounters2         = "counters2"
-	CacheheatMapCounters20        = "counters20"
-	CacheheatMapCounters21        = "counters21"
-	CacheheatMapCounters22        = "counters22"
-	CacheheatMapCounters23        = "counters23"
-	CacheheatMapCounters24        = "counters24"
-	CacheheatMapCounters25        = "counters25"
-	CacheheatMapCounters26        = "counters26"
-	CacheheatMapCounters27        = "counters27"
-	CacheheatMapCounters28        = "counters28"
-	CacheheatMapCounters29        = "counters29"
-	CacheheatMapCounters3         = "counters3"
-	CacheheatMapCounters30        = "counters30"
-	CacheheatMapCounters31        = "counters31"
-	CacheheatMapCounters32        = "counters32"
-	CacheheatMapCounters33        = "counters33"
-	CacheheatMapCounters34        = "counters34"
-	CacheheatMapCounters35        = "counters35"
-	CacheheatMapCounters36        = "counters36"
-	CacheheatMapCounters37        = "counters37"
-	CacheheatMapCounters38        = "counters38"
-	CacheheatMapCounters39        = "counters39"
-	CacheheatMapCounters4         = "counters4"
-	CacheheatMapCounters5         = "counters5"
-	CacheheatMapCounters6         = "counters6"
-	CacheheatMapCounters7         = "counters7"
-	CacheheatMapCounters8         = "counters8"
-	CacheheatMapCounters9         = "counters9"
-	CacheheatMapCtrl              = "ctrl"
-	CacheheatMapHists             = "hists"
-	CacheheatMapLast              = "last"
-	CacheheatMapOffcpuTs          = "offcpu_ts"
-	CacheheatMapSamples           = "samples"
-	CacheheatMapStacks0           = "stacks0"
-	CacheheatMapStacks1           = "stacks1"
-	CacheheatMapStats             = "stats"
-	CacheheatMapTargetTotals      = "target_totals"
-	CacheheatMapTargets           = "targets"
-	CacheheatMapTaskScratch       = "task_scratch"
-	CacheheatMapTasks             = "tasks"
-	CacheheatMapWakeupTs          = "wakeup_ts"
-	CacheheatProgOnExec           = "on_exec"
-	CacheheatProgOnExit           = "on_exit"
-	CacheheatProgOnFork           = "on_fork"
-	CacheheatProgOnRename         = "on_rename"
-	CacheheatProgOnSwitch         = "on_switch"
-	CacheheatProgOnWakeup         = "on_wakeup"
-	CacheheatProgOnWakeupNew      = "on_wakeup_new"
-	CacheheatProgSampleClock      = "sample_clock"
-	CacheheatProgSampleMiss       = "sample_miss"
-	CacheheatVarEnabledRefSlot    = "enabled_ref_slot"
-	CacheheatVarFaultSlots        = "fault_slots"
-	CacheheatVarNrCounters        = "nr_counters"
-	CacheheatVarNrEvents          = "nr_events"
-	CacheheatVarSlotSrc           = "slot_src"
-	CacheheatVarStartNs           = "start_ns"
-	CacheheatVarTargetCgroup      = "target_cgroup"
-	CacheheatVarTargetCgroupLevel = "target_cgroup_level"
-	CacheheatVarTargetMode        = "target_mode"
+	CacheheatMapCounters0          = "counters0"
+	CacheheatMapCounters1          = "counters1"
+	CacheheatMapCounters10         = "counters10"
+	CacheheatMapCounters11         = "counters11"
+	CacheheatMapCounters12         = "counters12"
+	CacheheatMapCounters13         = "counters13"
+	CacheheatMapCounters14         = "counters14"
+	CacheheatMapCounters15         = "counters15"
+	CacheheatMapCounters16         = "counters16"
+	CacheheatMapCounters17         = "counters17"
+	CacheheatMapCounters18         = "counters18"
+	CacheheatMapCounters19         = "counters19"
+	CacheheatMapCounters2          = "counters2"
+	CacheheatMapCounters20         = "counters20"
+	CacheheatMapCounters21         = "counters21"
+	CacheheatMapCounters22         = "counters22"
+	CacheheatMapCounters23         = "counters23"
+	CacheheatMapCounters24         = "counters24"
+	CacheheatMapCounters25         = "counters25"
+	CacheheatMapCounters26         = "counters26"
+	CacheheatMapCounters27         = "counters27"
+	CacheheatMapCounters28         = "counters28"
+	CacheheatMapCounters29         = "counters29"
+	CacheheatMapCounters3          = "counters3"
+	CacheheatMapCounters30         = "counters30"
+	CacheheatMapCounters31         = "counters31"
+	CacheheatMapCounters32         = "counters32"
+	CacheheatMapCounters33         = "counters33"
+	CacheheatMapCounters34         = "counters34"
+	CacheheatMapCounters35         = "counters35"
+	CacheheatMapCounters36         = "counters36"
+	CacheheatMapCounters37         = "counters37"
+	CacheheatMapCounters38         = "counters38"
+	CacheheatMapCounters39         = "counters39"
+	CacheheatMapCounters4          = "counters4"
+	CacheheatMapCounters5          = "counters5"
+	CacheheatMapCounters6          = "counters6"
+	CacheheatMapCounters7          = "counters7"
+	CacheheatMapCounters8          = "counters8"
+	CacheheatMapCounters9          = "counters9"
+	CacheheatMapCtrl               = "ctrl"
+	CacheheatMapGoProcs            = "go_procs"
+	CacheheatMapGostackScratch     = "gostack_scratch"
+	CacheheatMapGostacks           = "gostacks"
+	CacheheatMapHists              = "hists"
+	CacheheatMapLast               = "last"
+	CacheheatMapOffcpuStacks       = "offcpu_stacks"
+	CacheheatMapOffcpuStart        = "offcpu_start"
+	CacheheatMapOffcpuStats        = "offcpu_stats"
+	CacheheatMapOffcpuTs           = "offcpu_ts"
+	CacheheatMapOthers             = "others"
+	CacheheatMapSamples            = "samples"
+	CacheheatMapStacks0            = "stacks0"
+	CacheheatMapStacks1            = "stacks1"
+	CacheheatMapStats              = "stats"
+	CacheheatMapTargetTotals       = "target_totals"
+	CacheheatMapTargets            = "targets"
+	CacheheatMapTaskScratch        = "task_scratch"
+	CacheheatMapTasks              = "tasks"
+	CacheheatMapWakeupTs           = "wakeup_ts"
+	CacheheatProgOnExec            = "on_exec"
+	CacheheatProgOnExit            = "on_exit"
+	CacheheatProgOnFork            = "on_fork"
+	CacheheatProgOnRename          = "on_rename"
+	CacheheatProgOnSwitch          = "on_switch"
+	CacheheatProgOnWakeup          = "on_wakeup"
+	CacheheatProgOnWakeupNew       = "on_wakeup_new"
+	CacheheatProgSampleClock       = "sample_clock"
+	CacheheatProgSampleMiss        = "sample_miss"
+	CacheheatVarEnabledRefSlot     = "enabled_ref_slot"
+	CacheheatVarFaultSlots         = "fault_slots"
+	CacheheatVarNrCounters         = "nr_counters"
+	CacheheatVarNrEvents           = "nr_events"
+	CacheheatVarOffcpuStacksPerSec = "offcpu_stacks_per_sec"
+	CacheheatVarSlotSrc            = "slot_src"
+	CacheheatVarStartNs            = "start_ns"
+	CacheheatVarTargetCgroup       = "target_cgroup"
+	CacheheatVarTargetCgroupLevel  = "target_cgroup_level"
+	CacheheatVarTargetMode         = "target_mode"
 )
 
 // LoadCacheheat returns the embedded CollectionSpec for Cacheheat.
@@ -209,74 +259,82 @@ type CacheheatProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type CacheheatMapSpecs struct {
-	Counters0    *ebpf.MapSpec `ebpf:"counters0"`
-	Counters1    *ebpf.MapSpec `ebpf:"counters1"`
-	Counters10   *ebpf.MapSpec `ebpf:"counters10"`
-	Counters11   *ebpf.MapSpec `ebpf:"counters11"`
-	Counters12   *ebpf.MapSpec `ebpf:"counters12"`
-	Counters13   *ebpf.MapSpec `ebpf:"counters13"`
-	Counters14   *ebpf.MapSpec `ebpf:"counters14"`
-	Counters15   *ebpf.MapSpec `ebpf:"counters15"`
-	Counters16   *ebpf.MapSpec `ebpf:"counters16"`
-	Counters17   *ebpf.MapSpec `ebpf:"counters17"`
-	Counters18   *ebpf.MapSpec `ebpf:"counters18"`
-	Counters19   *ebpf.MapSpec `ebpf:"counters19"`
-	Counters2    *ebpf.MapSpec `ebpf:"counters2"`
-	Counters20   *ebpf.MapSpec `ebpf:"counters20"`
-	Counters21   *ebpf.MapSpec `ebpf:"counters21"`
-	Counters22   *ebpf.MapSpec `ebpf:"counters22"`
-	Counters23   *ebpf.MapSpec `ebpf:"counters23"`
-	Counters24   *ebpf.MapSpec `ebpf:"counters24"`
-	Counters25   *ebpf.MapSpec `ebpf:"counters25"`
-	Counters26   *ebpf.MapSpec `ebpf:"counters26"`
-	Counters27   *ebpf.MapSpec `ebpf:"counters27"`
-	Counters28   *ebpf.MapSpec `ebpf:"counters28"`
-	Counters29   *ebpf.MapSpec `ebpf:"counters29"`
-	Counters3    *ebpf.MapSpec `ebpf:"counters3"`
-	Counters30   *ebpf.MapSpec `ebpf:"counters30"`
-	Counters31   *ebpf.MapSpec `ebpf:"counters31"`
-	Counters32   *ebpf.MapSpec `ebpf:"counters32"`
-	Counters33   *ebpf.MapSpec `ebpf:"counters33"`
-	Counters34   *ebpf.MapSpec `ebpf:"counters34"`
-	Counters35   *ebpf.MapSpec `ebpf:"counters35"`
-	Counters36   *ebpf.MapSpec `ebpf:"counters36"`
-	Counters37   *ebpf.MapSpec `ebpf:"counters37"`
-	Counters38   *ebpf.MapSpec `ebpf:"counters38"`
-	Counters39   *ebpf.MapSpec `ebpf:"counters39"`
-	Counters4    *ebpf.MapSpec `ebpf:"counters4"`
-	Counters5    *ebpf.MapSpec `ebpf:"counters5"`
-	Counters6    *ebpf.MapSpec `ebpf:"counters6"`
-	Counters7    *ebpf.MapSpec `ebpf:"counters7"`
-	Counters8    *ebpf.MapSpec `ebpf:"counters8"`
-	Counters9    *ebpf.MapSpec `ebpf:"counters9"`
-	Ctrl         *ebpf.MapSpec `ebpf:"ctrl"`
-	Hists        *ebpf.MapSpec `ebpf:"hists"`
-	Last         *ebpf.MapSpec `ebpf:"last"`
-	OffcpuTs     *ebpf.MapSpec `ebpf:"offcpu_ts"`
-	Samples      *ebpf.MapSpec `ebpf:"samples"`
-	Stacks0      *ebpf.MapSpec `ebpf:"stacks0"`
-	Stacks1      *ebpf.MapSpec `ebpf:"stacks1"`
-	Stats        *ebpf.MapSpec `ebpf:"stats"`
-	TargetTotals *ebpf.MapSpec `ebpf:"target_totals"`
-	Targets      *ebpf.MapSpec `ebpf:"targets"`
-	TaskScratch  *ebpf.MapSpec `ebpf:"task_scratch"`
-	Tasks        *ebpf.MapSpec `ebpf:"tasks"`
-	WakeupTs     *ebpf.MapSpec `ebpf:"wakeup_ts"`
+	Counters0      *ebpf.MapSpec `ebpf:"counters0"`
+	Counters1      *ebpf.MapSpec `ebpf:"counters1"`
+	Counters10     *ebpf.MapSpec `ebpf:"counters10"`
+	Counters11     *ebpf.MapSpec `ebpf:"counters11"`
+	Counters12     *ebpf.MapSpec `ebpf:"counters12"`
+	Counters13     *ebpf.MapSpec `ebpf:"counters13"`
+	Counters14     *ebpf.MapSpec `ebpf:"counters14"`
+	Counters15     *ebpf.MapSpec `ebpf:"counters15"`
+	Counters16     *ebpf.MapSpec `ebpf:"counters16"`
+	Counters17     *ebpf.MapSpec `ebpf:"counters17"`
+	Counters18     *ebpf.MapSpec `ebpf:"counters18"`
+	Counters19     *ebpf.MapSpec `ebpf:"counters19"`
+	Counters2      *ebpf.MapSpec `ebpf:"counters2"`
+	Counters20     *ebpf.MapSpec `ebpf:"counters20"`
+	Counters21     *ebpf.MapSpec `ebpf:"counters21"`
+	Counters22     *ebpf.MapSpec `ebpf:"counters22"`
+	Counters23     *ebpf.MapSpec `ebpf:"counters23"`
+	Counters24     *ebpf.MapSpec `ebpf:"counters24"`
+	Counters25     *ebpf.MapSpec `ebpf:"counters25"`
+	Counters26     *ebpf.MapSpec `ebpf:"counters26"`
+	Counters27     *ebpf.MapSpec `ebpf:"counters27"`
+	Counters28     *ebpf.MapSpec `ebpf:"counters28"`
+	Counters29     *ebpf.MapSpec `ebpf:"counters29"`
+	Counters3      *ebpf.MapSpec `ebpf:"counters3"`
+	Counters30     *ebpf.MapSpec `ebpf:"counters30"`
+	Counters31     *ebpf.MapSpec `ebpf:"counters31"`
+	Counters32     *ebpf.MapSpec `ebpf:"counters32"`
+	Counters33     *ebpf.MapSpec `ebpf:"counters33"`
+	Counters34     *ebpf.MapSpec `ebpf:"counters34"`
+	Counters35     *ebpf.MapSpec `ebpf:"counters35"`
+	Counters36     *ebpf.MapSpec `ebpf:"counters36"`
+	Counters37     *ebpf.MapSpec `ebpf:"counters37"`
+	Counters38     *ebpf.MapSpec `ebpf:"counters38"`
+	Counters39     *ebpf.MapSpec `ebpf:"counters39"`
+	Counters4      *ebpf.MapSpec `ebpf:"counters4"`
+	Counters5      *ebpf.MapSpec `ebpf:"counters5"`
+	Counters6      *ebpf.MapSpec `ebpf:"counters6"`
+	Counters7      *ebpf.MapSpec `ebpf:"counters7"`
+	Counters8      *ebpf.MapSpec `ebpf:"counters8"`
+	Counters9      *ebpf.MapSpec `ebpf:"counters9"`
+	Ctrl           *ebpf.MapSpec `ebpf:"ctrl"`
+	GoProcs        *ebpf.MapSpec `ebpf:"go_procs"`
+	GostackScratch *ebpf.MapSpec `ebpf:"gostack_scratch"`
+	Gostacks       *ebpf.MapSpec `ebpf:"gostacks"`
+	Hists          *ebpf.MapSpec `ebpf:"hists"`
+	Last           *ebpf.MapSpec `ebpf:"last"`
+	OffcpuStacks   *ebpf.MapSpec `ebpf:"offcpu_stacks"`
+	OffcpuStart    *ebpf.MapSpec `ebpf:"offcpu_start"`
+	OffcpuStats    *ebpf.MapSpec `ebpf:"offcpu_stats"`
+	OffcpuTs       *ebpf.MapSpec `ebpf:"offcpu_ts"`
+	Others         *ebpf.MapSpec `ebpf:"others"`
+	Samples        *ebpf.MapSpec `ebpf:"samples"`
+	Stacks0        *ebpf.MapSpec `ebpf:"stacks0"`
+	Stacks1        *ebpf.MapSpec `ebpf:"stacks1"`
+	Stats          *ebpf.MapSpec `ebpf:"stats"`
+	TargetTotals   *ebpf.MapSpec `ebpf:"target_totals"`
+	Targets        *ebpf.MapSpec `ebpf:"targets"`
+	TaskScratch    *ebpf.MapSpec `ebpf:"task_scratch"`
+	Tasks          *ebpf.MapSpec `ebpf:"tasks"`
+	WakeupTs       *ebpf.MapSpec `ebpf:"wakeup_ts"`
 }
 
 // CacheheatVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type CacheheatVariableSpecs struct {
-	EnabledRefSlot    *ebpf.VariableSpec `ebpf:"enabled_ref_slot"`
-	FaultSlots        *ebpf.VariableSpec `ebpf:"fault_slots"`
-	NrCounters        *ebpf.VariableSpec `ebpf:"nr_counters"`
-	NrEvents          *ebpf.VariableSpec `ebpf:"nr_events"`
-	SlotSrc           *ebpf.VariableSpec `ebpf:"slot_src"`
-	StartNs           *ebpf.VariableSpec `ebpf:"start_ns"`
-	TargetCgroup      *ebpf.VariableSpec `ebpf:"target_cgroup"`
-	TargetCgroupLevel *ebpf.VariableSpec `ebpf:"target_cgroup_level"`
-	TargetMode        *ebpf.VariableSpec `ebpf:"target_mode"`
+	EnabledRefSlot     *ebpf.VariableSpec `ebpf:"enabled_ref_slot"`
+	FaultSlots         *ebpf.VariableSpec `ebpf:"fault_slots"`
+	NrCounters         *ebpf.VariableSpec `ebpf:"nr_counters"`
+	NrEvents           *ebpf.VariableSpec `ebpf:"nr_events"`
+	OffcpuStacksPerSec *ebpf.VariableSpec `ebpf:"offcpu_stacks_per_sec"`
+	SlotSrc            *ebpf.VariableSpec `ebpf:"slot_src"`
+	StartNs            *ebpf.VariableSpec `ebpf:"start_ns"`
+	TargetCgroup       *ebpf.VariableSpec `ebpf:"target_cgroup"`
+	TargetCgroupLevel  *ebpf.VariableSpec `ebpf:"target_cgroup_level"`
+	TargetMode         *ebpf.VariableSpec `ebpf:"target_mode"`
 }
 
 // CacheheatObjects contains all objects after they have been loaded into the kernel.
@@ -299,59 +357,66 @@ func (o *CacheheatObjects) Close() error {
 //
 // It can be passed to LoadCacheheatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type CacheheatMaps struct {
-	Counters0    *ebpf.Map `ebpf:"counters0"`
-	Counters1    *ebpf.Map `ebpf:"counters1"`
-	Counters10   *ebpf.Map `ebpf:"counters10"`
-	Counters11   *ebpf.Map `ebpf:"counters11"`
-	Counters12   *ebpf.Map `ebpf:"counters12"`
-	Counters13   *ebpf.Map `ebpf:"counters13"`
-	Counters14   *ebpf.Map `ebpf:"counters14"`
-	Counters15   *ebpf.Map `ebpf:"counters15"`
-	Counters16   *ebpf.Map `ebpf:"counters16"`
-	Counters17   *ebpf.Map `ebpf:"counters17"`
-	Counters18   *ebpf.Map `ebpf:"counters18"`
-	Counters19   *ebpf.Map `ebpf:"counters19"`
-	Counters2    *ebpf.Map `ebpf:"counters2"`
-	Counters20   *ebpf.Map `ebpf:"counters20"`
-	Counters21   *ebpf.Map `ebpf:"counters21"`
-	Counters22   *ebpf.Map `ebpf:"counters22"`
-	Counters23   *ebpf.Map `ebpf:"counters23"`
-	Counters24   *ebpf.Map `ebpf:"counters24"`
-	Counters25   *ebpf.Map `ebpf:"counters25"`
-	Counters26   *ebpf.Map `ebpf:"counters26"`
-	Counters27   *ebpf.Map `ebpf:"counters27"`
-	Counters28   *ebpf.Map `ebpf:"counters28"`
-	Counters29   *ebpf.Map `ebpf:"counters29"`
-	Counters3    *ebpf.Map `ebpf:"counters3"`
-	Counters30   *ebpf.Map `ebpf:"counters30"`
-	Counters31   *ebpf.Map `ebpf:"counters31"`
-	Counters32   *ebpf.Map `ebpf:"counters32"`
-	Counters33   *ebpf.Map `ebpf:"counters33"`
-	Counters34   *ebpf.Map `ebpf:"counters34"`
-	Counters35   *ebpf.Map `ebpf:"counters35"`
-	Counters36   *ebpf.Map `ebpf:"counters36"`
-	Counters37   *ebpf.Map `ebpf:"counters37"`
-	Counters38   *ebpf.Map `ebpf:"counters38"`
-	Counters39   *ebpf.Map `ebpf:"counters39"`
-	Counters4    *ebpf.Map `ebpf:"counters4"`
-	Counters5    *ebpf.Map `ebpf:"counters5"`
-	Counters6    *ebpf.Map `ebpf:"counters6"`
-	Counters7    *ebpf.Map `ebpf:"counters7"`
-	Counters8    *ebpf.Map `ebpf:"counters8"`
-	Counters9    *ebpf.Map `ebpf:"counters9"`
-	Ctrl         *ebpf.Map `ebpf:"ctrl"`
-	Hists        *ebpf.Map `ebpf:"hists"`
-	Last         *ebpf.Map `ebpf:"last"`
-	OffcpuTs     *ebpf.Map `ebpf:"offcpu_ts"`
-	Samples      *ebpf.Map `ebpf:"samples"`
-	Stacks0      *ebpf.Map `ebpf:"stacks0"`
-	Stacks1      *ebpf.Map `ebpf:"stacks1"`
-	Stats        *ebpf.Map `ebpf:"stats"`
-	TargetTotals *ebpf.Map `ebpf:"target_totals"`
-	Targets      *ebpf.Map `ebpf:"targets"`
-	TaskScratch  *ebpf.Map `ebpf:"task_scratch"`
-	Tasks        *ebpf.Map `ebpf:"tasks"`
-	WakeupTs     *ebpf.Map `ebpf:"wakeup_ts"`
+	Counters0      *ebpf.Map `ebpf:"counters0"`
+	Counters1      *ebpf.Map `ebpf:"counters1"`
+	Counters10     *ebpf.Map `ebpf:"counters10"`
+	Counters11     *ebpf.Map `ebpf:"counters11"`
+	Counters12     *ebpf.Map `ebpf:"counters12"`
+	Counters13     *ebpf.Map `ebpf:"counters13"`
+	Counters14     *ebpf.Map `ebpf:"counters14"`
+	Counters15     *ebpf.Map `ebpf:"counters15"`
+	Counters16     *ebpf.Map `ebpf:"counters16"`
+	Counters17     *ebpf.Map `ebpf:"counters17"`
+	Counters18     *ebpf.Map `ebpf:"counters18"`
+	Counters19     *ebpf.Map `ebpf:"counters19"`
+	Counters2      *ebpf.Map `ebpf:"counters2"`
+	Counters20     *ebpf.Map `ebpf:"counters20"`
+	Counters21     *ebpf.Map `ebpf:"counters21"`
+	Counters22     *ebpf.Map `ebpf:"counters22"`
+	Counters23     *ebpf.Map `ebpf:"counters23"`
+	Counters24     *ebpf.Map `ebpf:"counters24"`
+	Counters25     *ebpf.Map `ebpf:"counters25"`
+	Counters26     *ebpf.Map `ebpf:"counters26"`
+	Counters27     *ebpf.Map `ebpf:"counters27"`
+	Counters28     *ebpf.Map `ebpf:"counters28"`
+	Counters29     *ebpf.Map `ebpf:"counters29"`
+	Counters3      *ebpf.Map `ebpf:"counters3"`
+	Counters30     *ebpf.Map `ebpf:"counters30"`
+	Counters31     *ebpf.Map `ebpf:"counters31"`
+	Counters32     *ebpf.Map `ebpf:"counters32"`
+	Counters33     *ebpf.Map `ebpf:"counters33"`
+	Counters34     *ebpf.Map `ebpf:"counters34"`
+	Counters35     *ebpf.Map `ebpf:"counters35"`
+	Counters36     *ebpf.Map `ebpf:"counters36"`
+	Counters37     *ebpf.Map `ebpf:"counters37"`
+	Counters38     *ebpf.Map `ebpf:"counters38"`
+	Counters39     *ebpf.Map `ebpf:"counters39"`
+	Counters4      *ebpf.Map `ebpf:"counters4"`
+	Counters5      *ebpf.Map `ebpf:"counters5"`
+	Counters6      *ebpf.Map `ebpf:"counters6"`
+	Counters7      *ebpf.Map `ebpf:"counters7"`
+	Counters8      *ebpf.Map `ebpf:"counters8"`
+	Counters9      *ebpf.Map `ebpf:"counters9"`
+	Ctrl           *ebpf.Map `ebpf:"ctrl"`
+	GoProcs        *ebpf.Map `ebpf:"go_procs"`
+	GostackScratch *ebpf.Map `ebpf:"gostack_scratch"`
+	Gostacks       *ebpf.Map `ebpf:"gostacks"`
+	Hists          *ebpf.Map `ebpf:"hists"`
+	Last           *ebpf.Map `ebpf:"last"`
+	OffcpuStacks   *ebpf.Map `ebpf:"offcpu_stacks"`
+	OffcpuStart    *ebpf.Map `ebpf:"offcpu_start"`
+	OffcpuStats    *ebpf.Map `ebpf:"offcpu_stats"`
+	OffcpuTs       *ebpf.Map `ebpf:"offcpu_ts"`
+	Others         *ebpf.Map `ebpf:"others"`
+	Samples        *ebpf.Map `ebpf:"samples"`
+	Stacks0        *ebpf.Map `ebpf:"stacks0"`
+	Stacks1        *ebpf.Map `ebpf:"stacks1"`
+	Stats          *ebpf.Map `ebpf:"stats"`
+	TargetTotals   *ebpf.Map `ebpf:"target_totals"`
+	Targets        *ebpf.Map `ebpf:"targets"`
+	TaskScratch    *ebpf.Map `ebpf:"task_scratch"`
+	Tasks          *ebpf.Map `ebpf:"tasks"`
+	WakeupTs       *ebpf.Map `ebpf:"wakeup_ts"`
 }
 
 func (m *CacheheatMaps) Close() error {
@@ -397,9 +462,16 @@ func (m *CacheheatMaps) Close() error {
 		m.Counters8,
 		m.Counters9,
 		m.Ctrl,
+		m.GoProcs,
+		m.GostackScratch,
+		m.Gostacks,
 		m.Hists,
 		m.Last,
+		m.OffcpuStacks,
+		m.OffcpuStart,
+		m.OffcpuStats,
 		m.OffcpuTs,
+		m.Others,
 		m.Samples,
 		m.Stacks0,
 		m.Stacks1,
@@ -416,15 +488,16 @@ func (m *CacheheatMaps) Close() error {
 //
 // It can be passed to LoadCacheheatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type CacheheatVariables struct {
-	EnabledRefSlot    *ebpf.Variable `ebpf:"enabled_ref_slot"`
-	FaultSlots        *ebpf.Variable `ebpf:"fault_slots"`
-	NrCounters        *ebpf.Variable `ebpf:"nr_counters"`
-	NrEvents          *ebpf.Variable `ebpf:"nr_events"`
-	SlotSrc           *ebpf.Variable `ebpf:"slot_src"`
-	StartNs           *ebpf.Variable `ebpf:"start_ns"`
-	TargetCgroup      *ebpf.Variable `ebpf:"target_cgroup"`
-	TargetCgroupLevel *ebpf.Variable `ebpf:"target_cgroup_level"`
-	TargetMode        *ebpf.Variable `ebpf:"target_mode"`
+	EnabledRefSlot     *ebpf.Variable `ebpf:"enabled_ref_slot"`
+	FaultSlots         *ebpf.Variable `ebpf:"fault_slots"`
+	NrCounters         *ebpf.Variable `ebpf:"nr_counters"`
+	NrEvents           *ebpf.Variable `ebpf:"nr_events"`
+	OffcpuStacksPerSec *ebpf.Variable `ebpf:"offcpu_stacks_per_sec"`
+	SlotSrc            *ebpf.Variable `ebpf:"slot_src"`
+	StartNs            *ebpf.Variable `ebpf:"start_ns"`
+	TargetCgroup       *ebpf.Variable `ebpf:"target_cgroup"`
+	TargetCgroupLevel  *ebpf.Variable `ebpf:"target_cgroup_level"`
+	TargetMode         *ebpf.Variable `ebpf:"target_mode"`
 }
 
 // CacheheatPrograms contains all programs after they have been loaded into the kernel.

@@ -21,6 +21,14 @@ const (
 	MinInterval       = 10 * time.Millisecond
 	DefaultSampleHz   = 99
 	DefaultMissPeriod = 10007 // prime, so sampling does not lock onto a loop
+	// FaultPeriod samples page-faults with stacks where no hardware miss
+	// event can be sampled: one fault in 997 (prime), a modest cost even
+	// in a storm of 10^6 faults/s, and enough samples to name the code
+	// that faults.
+	FaultPeriod = 997
+	// AppMetricsGrace is how long a command that reports app metrics may
+	// run past -d to write its final values before it is stopped.
+	AppMetricsGrace = 1500 * time.Millisecond
 )
 
 // missEvents are the primary miss events sampled with stacks where the PMU
@@ -210,6 +218,16 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 			sampleEvs[slotMiss] = name
 			break
 		}
+		// Without a hardware miss event the sampled slot takes page
+		// faults, so a page-fault finding names the code that faults.
+		if kc.missEvent == nil {
+			ev, err := LookupEvent("page-faults", cpu)
+			if err == nil && ProbeEvent(ev).Status == profile.StatusMeasured {
+				kc.missEvent = &ev
+				kc.missPeriod = FaultPeriod
+				sampleEvs[slotMiss] = ev.Name
+			}
+		}
 	}
 	host.Mode = HostMode(statuses)
 
@@ -281,15 +299,24 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 		SampleEvents: []string{sampleEvs[slotClock]},
 	}
 	if kc.missEvent != nil {
-		settings.SamplePeriod = o.SamplePeriod
+		settings.SamplePeriod = kc.missPeriod
 		settings.SampleEvents = append(settings.SampleEvents, sampleEvs[slotMiss])
 	}
 	// Indexing the targets' binaries can take a while: done before the
 	// clock starts. A command's mappings are read once it has exec'd.
 	sym := symbolize.New()
+	// Goroutine stacks are walked for the processes named as targets
+	// (-p, a command, and their children), not for every process of -a
+	// or -G: each Go binary's DWARF is read once, and a whole host has
+	// many.
+	var gp *goProcs
+	if tgt.Kind == profile.TargetPID || tgt.Kind == profile.TargetCommand {
+		gp = newGoProcs()
+	}
 	if cm == nil {
 		for _, pid := range tgt.PIDs {
 			_ = sym.Snapshot(pid) // a process may exit at any time: resolved as [unknown]
+			gp.add(k, pid)
 		}
 	}
 	start := time.Now()
@@ -315,7 +342,7 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 	r.mu.Unlock()
 
 	rec := &run{
-		k: k, sym: sym, am: am,
+		k: k, sym: sym, am: am, goProcs: gp, kern: k,
 		meta: windowMeta{
 			events: names, sampleEvs: sampleEvs, sampleHz: o.SampleHz,
 			ncpu: host.Topology.MaxCPU() + 1, sampled: len(cpus),
@@ -359,11 +386,12 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 					return
 				case <-t.C:
 					_ = sym.Snapshot(cm.cmd.Process.Pid)
+					gp.add(k, cm.cmd.Process.Pid)
 				}
 			}
 		}()
 	case tgt.Kind == profile.TargetPID:
-		go watchPIDs(k, sym, exited, stopWatch)
+		go watchPIDs(k, sym, gp, exited, stopWatch)
 	}
 
 	end := profile.EndSignal
@@ -407,6 +435,17 @@ loop:
 	}
 
 	trailer := profile.Trailer{EndReason: end, EndTime: time.Now(), Drops: rec.drops, Windows: rec.windows}
+	finished := end == profile.EndTargetExit
+	if cm != nil && am != nil && end == profile.EndDuration {
+		// A command that reports metrics writes its final values as it
+		// ends, usually just after -d (it started a little later): give
+		// it a moment, so the recording keeps the run's own values.
+		select {
+		case <-cm.done:
+			finished = true
+		case <-time.After(AppMetricsGrace):
+		}
+	}
 	if cm != nil {
 		if end != profile.EndTargetExit {
 			// The recording is over; so is the command, as with perf
@@ -421,7 +460,9 @@ loop:
 		}
 	}
 	if am != nil {
+		am.poll(true) // what the command wrote up to its end
 		trailer.AppMetrics = am.final
+		trailer.AppMetricsPartial = !finished && len(am.final) > 0
 		if msg := am.warning(); msg != "" {
 			trailer.Warnings = append(trailer.Warnings, msg)
 			o.Warn(msg)
@@ -452,6 +493,8 @@ type run struct {
 	k       source
 	sym     *symbolize.Symbolizer
 	am      *appMetrics
+	goProcs *goProcs
+	kern    *kernel // nil in tests that fabricate snapshots
 	meta    windowMeta
 	prev    *snapshot
 	start   time.Time
@@ -507,10 +550,16 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 		if rc.sym.NeedsSnapshot(pid, a) {
 			_ = rc.sym.Snapshot(pid)
 		}
+		if rc.kern != nil && rc.goProcs != nil {
+			rc.goProcs.add(rc.kern, pid)
+		}
 	}
 	m := rc.meta
 	m.startNS, m.endNS = rc.lastNS, endNS
 	win := buildWindow(rc.prev, cur, samples, lost, m)
+	if rc.kern != nil {
+		win.Others = rc.kern.drainOthers()
+	}
 	win.Functions = funcs
 	if fcur != nil {
 		rc.fprev = fcur
@@ -547,7 +596,7 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 
 // watchPIDs closes exited when every process in the target set has
 // exited, and keeps the symbolizer's view of their mappings fresh.
-func watchPIDs(k *kernel, sym *symbolize.Symbolizer, exited, stop chan struct{}) {
+func watchPIDs(k *kernel, sym *symbolize.Symbolizer, gp *goProcs, exited, stop chan struct{}) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -565,6 +614,7 @@ func watchPIDs(k *kernel, sym *symbolize.Symbolizer, exited, stop chan struct{})
 			if alive(pid) {
 				any = true
 				_ = sym.Snapshot(pid)
+				gp.add(k, pid)
 			}
 		}
 		if !any {

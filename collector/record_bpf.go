@@ -6,6 +6,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -14,13 +15,23 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cacheheat/cacheheat/bpf"
+	"github.com/cacheheat/cacheheat/profile"
 )
 
 // Sample slots of the BPF side: cpu-clock and the primary miss event.
 const (
 	slotClock = 0
 	slotMiss  = 1
+	// slotOffCPU marks off-CPU time in the samples map (OFFCPU_SLOT): its
+	// value is nanoseconds blocked, its stacks are in offcpu_stacks.
+	slotOffCPU = 2
 )
+
+// offCPUStacksPerSec is about how many off-CPU stack pairs a CPU takes a
+// second (offcpu_stacks_per_sec): one voluntary switch-out in k, at
+// random, k set every 100 ms from the rate. It bounds their cost while
+// the blocked time of every switch-out is still counted.
+const offCPUStacksPerSec = 250
 
 // Target modes of the BPF side (MODE_* in bpf/cacheheat.c).
 const (
@@ -138,15 +149,16 @@ func openKernel(cfg kernelConfig) (_ *kernel, err error) {
 		return nil, fmt.Errorf("reading the monotonic clock: %w", err)
 	}
 	for name, v := range map[string]any{
-		"target_mode":         cfg.mode,
-		"target_cgroup":       cfg.cgroupID,
-		"target_cgroup_level": cfg.cgroupLevel,
-		"nr_events":           uint32(len(cfg.counted)),
-		"slot_src":            src,
-		"nr_counters":         nrCounters,
-		"fault_slots":         faultSlots,
-		"start_ns":            uint64(now.Nano()),
-		"enabled_ref_slot":    ref,
+		"target_mode":           cfg.mode,
+		"target_cgroup":         cfg.cgroupID,
+		"target_cgroup_level":   cfg.cgroupLevel,
+		"nr_events":             uint32(len(cfg.counted)),
+		"slot_src":              src,
+		"nr_counters":           nrCounters,
+		"fault_slots":           faultSlots,
+		"start_ns":              uint64(now.Nano()),
+		"enabled_ref_slot":      ref,
+		"offcpu_stacks_per_sec": uint64(offCPUStacksPerSec),
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("setting bpf variable %s: %w", name, err)
@@ -437,7 +449,47 @@ func (k *kernel) snapshot() (*snapshot, error) {
 			procMapFull: v.ProcMapFull, mapErrors: v.MapErrors,
 		}
 	}
+	var oc []bpf.CacheheatOffcpuStat
+	if err := k.objs.OffcpuStats.Lookup(&zero, &oc); err != nil {
+		return nil, fmt.Errorf("reading off-cpu stats: %w", err)
+	}
+	s.offStats = make([]offcpuVal, len(oc))
+	for cpu, v := range oc {
+		s.offStats[cpu] = offcpuVal{blockedNS: v.BlockedNs, sampledNS: v.SampledNs, stackErrors: v.StackErrors, mapErrors: v.MapErrors}
+	}
+	s.idleNS = readIdle("/proc/stat")
 	return s, nil
+}
+
+// readIdle reads each CPU's cumulative idle time (idle + iowait) from
+// /proc/stat, in nanoseconds; nil when it cannot.
+func readIdle(path string) []uint64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var out []uint64
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
+			continue
+		}
+		cpu, err := strconv.Atoi(f[0][3:])
+		if err != nil || cpu < 0 || cpu > 1<<16 {
+			continue
+		}
+		idle, err1 := strconv.ParseUint(f[4], 10, 64)
+		iowait, err2 := strconv.ParseUint(f[5], 10, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		for len(out) <= cpu {
+			out = append(out, 0)
+		}
+		// USER_HZ is 100 on every Linux architecture's user ABI.
+		out[cpu] = (idle + iowait) * 1e7
+	}
+	return out
 }
 
 // prune deletes the task records marked exited at the previous snapshot
@@ -487,6 +539,49 @@ func counterMapsOf(m *bpf.CacheheatMaps) []*ebpf.Map {
 	return out
 }
 
+// drainOthers takes the samples of processes that are not targets since
+// the last drain, most first.
+func (k *kernel) drainOthers() []profile.OtherProcess {
+	var key bpf.CacheheatOtherKey
+	var n uint64
+	var keys []bpf.CacheheatOtherKey
+	byPID := map[int]*profile.OtherProcess{}
+	it := k.objs.Others.Iterate()
+	for it.Next(&key, &n) {
+		keys = append(keys, key)
+	}
+	for _, key := range keys {
+		if err := k.objs.Others.LookupAndDelete(&key, &n); err != nil {
+			continue
+		}
+		p := byPID[int(key.Tgid)]
+		if p == nil {
+			p = &profile.OtherProcess{PID: int(key.Tgid), Comm: cString(key.Comm[:])}
+			byPID[p.PID] = p
+		}
+		p.Samples += n
+	}
+	out := make([]profile.OtherProcess, 0, len(byPID))
+	for _, p := range byPID {
+		out = append(out, *p)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Samples != out[j].Samples {
+			return out[i].Samples > out[j].Samples
+		}
+		return out[i].PID < out[j].PID
+	})
+	// The top of the list says who; the long tail of one-sample
+	// processes says nothing and would grow every window.
+	if len(out) > maxOthers {
+		out = out[:maxOthers]
+	}
+	return out
+}
+
+// maxOthers is how many other processes a window lists.
+const maxOthers = 10
+
 // drainSamples flips the active stack buffer, then takes every sample
 // count of the previous buffer with its stacks' addresses and clears that
 // buffer's stack map. Samples whose stack cannot be read any more count as
@@ -521,17 +616,27 @@ func (k *kernel) drainSamples() ([]rawSample, uint64, error) {
 			return nil, 0, fmt.Errorf("clearing samples: %w", err)
 		}
 	}
-	cache := map[int32][]uint64{}
-	readStack := func(id int32) ([]uint64, bool) {
+	// Off-CPU samples name stacks of their own map (never cleared).
+	type stackRef struct {
+		offcpu bool
+		id     int32
+	}
+	cache := map[stackRef][]uint64{}
+	readStack := func(slot uint16, id int32) ([]uint64, bool) {
 		if id < 0 {
 			return nil, true
 		}
-		if a, ok := cache[id]; ok {
+		ref := stackRef{slot == slotOffCPU, id}
+		if a, ok := cache[ref]; ok {
 			return a, a != nil
 		}
+		m := stacks
+		if ref.offcpu {
+			m = k.objs.OffcpuStacks
+		}
 		var raw [127]uint64
-		if err := stacks.Lookup(uint32(id), &raw); err != nil {
-			cache[id] = nil
+		if err := m.Lookup(uint32(id), &raw); err != nil {
+			cache[ref] = nil
 			return nil, false
 		}
 		var addrs []uint64
@@ -541,17 +646,31 @@ func (k *kernel) drainSamples() ([]rawSample, uint64, error) {
 			}
 			addrs = append(addrs, a)
 		}
-		cache[id] = addrs
+		cache[ref] = addrs
 		return addrs, true
 	}
 	var out []rawSample
 	var lost uint64
 	for i, key := range keys {
 		cnt := cnts[i]
-		us, ok1 := readStack(key.Ustack)
-		ks, ok2 := readStack(key.Kstack)
-		if !ok1 || !ok2 {
-			lost += cnt
+		us, ok1 := readStack(key.Slot, key.Ustack)
+		ks, ok2 := readStack(key.Slot, key.Kstack)
+		if key.Gstack != 0 {
+			// The goroutine's frames continue the thread's user stack,
+			// outermost last (see go_locked_stack).
+			var gs bpf.CacheheatGoStack
+			if err := k.objs.Gostacks.Lookup(key.Gstack, &gs); err == nil {
+				us = append([]uint64(nil), us...) // us may be shared by the cache
+				for _, pc := range gs.Pc {
+					if pc == 0 {
+						break
+					}
+					us = append(us, pc)
+				}
+			}
+		}
+		if (!ok1 || !ok2) && key.Slot != slotOffCPU {
+			lost += cnt // a count of samples; off-CPU values are nanoseconds
 		}
 		out = append(out, rawSample{
 			pid: int(key.Pid), tid: int(key.Tid), cpu: int(key.Cpu), slot: int(key.Slot),
@@ -569,12 +688,13 @@ func (k *kernel) drainSamples() ([]rawSample, uint64, error) {
 		var raw [127]uint64
 		sit := stacks.Iterate()
 		for sit.Next(&id, &raw) {
-			cache[int32(id)] = nil
+			cache[stackRef{id: int32(id)}] = nil
 		}
 	}
-	for id := range cache {
-		if id >= 0 {
-			_ = stacks.Delete(uint32(id))
+	for ref := range cache {
+		// The off-CPU stack map is never cleared (see offcpu_stacks).
+		if ref.id >= 0 && !ref.offcpu {
+			_ = stacks.Delete(uint32(ref.id))
 		}
 	}
 	return out, lost, nil

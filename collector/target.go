@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -285,5 +286,35 @@ func sudoCredential() *syscall.Credential {
 
 // targetHeader is the Target as written in the recording's header.
 func (t Target) header() profile.Target {
-	return profile.Target{Kind: t.Kind, PIDs: t.PIDs, Cgroup: t.Cgroup, Command: t.Command}
+	h := profile.Target{Kind: t.Kind, PIDs: t.PIDs, Cgroup: t.Cgroup, Command: t.Command}
+	// A command's gate process has the affinity the command starts with.
+	seen := map[int]bool{}
+	for _, pid := range t.PIDs {
+		for _, c := range allowedCPUs(pid) {
+			if !seen[c] {
+				seen[c] = true
+				h.AllowedCPUs = append(h.AllowedCPUs, c)
+			}
+		}
+	}
+	sort.Ints(h.AllowedCPUs)
+	return h
+}
+
+// allowedCPUs reads a process's CPU affinity from /proc; nil when it cannot.
+func allowedCPUs(pid int) []int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return nil
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			cpus, err := ParseCPUList(v)
+			if err != nil {
+				return nil
+			}
+			return cpus
+		}
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/cacheheat/cacheheat/profile"
 )
@@ -26,12 +27,20 @@ type statsVal struct {
 // snapshot is every cumulative value at one instant. Windows are the
 // differences of two snapshots, so nothing in the kernel is ever reset.
 type snapshot struct {
-	tasks  map[taskKey]taskVal
-	target [][]uint64       // [slot][cpu] the target's counts
-	host   [][]counterValue // [slot][cpu] every task's counts
-	runq   [][]uint64       // [cpu][bucket]
-	offcpu [][]uint64
-	stats  []statsVal // [cpu]
+	tasks    map[taskKey]taskVal
+	target   [][]uint64       // [slot][cpu] the target's counts
+	host     [][]counterValue // [slot][cpu] every task's counts
+	runq     [][]uint64       // [cpu][bucket]
+	offcpu   [][]uint64
+	stats    []statsVal  // [cpu]
+	offStats []offcpuVal // [cpu]
+	idleNS   []uint64    // [cpu] cumulative idle time, /proc/stat; nil: unknown
+}
+
+// offcpuVal is one CPU's cumulative off-CPU totals (offcpu_stat in
+// bpf/cacheheat.c).
+type offcpuVal struct {
+	blockedNS, sampledNS, stackErrors, mapErrors uint64
 }
 
 // rawSample is one drained sample count with its stack addresses.
@@ -147,6 +156,21 @@ func buildWindow(prev, cur *snapshot, samples []rawSample, lostStacks uint64, m 
 		d.ProcMapFull += delta(c.procMapFull, p.procMapFull)
 		d.MapErrors += delta(c.mapErrors, p.mapErrors)
 	}
+	if cur.idleNS != nil && prev.idleNS != nil {
+		w.IdleNS = make(profile.Counts, m.ncpu)
+		for cpu := range w.IdleNS {
+			w.IdleNS[cpu] = delta(at(cur.idleNS, cpu), at(prev.idleNS, cpu))
+		}
+	}
+
+	var off profile.OffCPU
+	for cpu := range cur.offStats {
+		c, p := cur.offStats[cpu], at(prev.offStats, cpu)
+		off.BlockedNS += delta(c.blockedNS, p.blockedNS)
+		off.SampledNS += delta(c.sampledNS, p.sampledNS)
+		d.StackErrors += delta(c.stackErrors, p.stackErrors)
+		d.MapErrors += delta(c.mapErrors, p.mapErrors)
+	}
 	d.StackErrors += lostStacks
 	w.Drops = d
 
@@ -166,6 +190,10 @@ func buildWindow(prev, cur *snapshot, samples []rawSample, lostStacks uint64, m 
 	}
 
 	for _, s := range samples {
+		if s.slot == slotOffCPU {
+			off.Stacks = append(off.Stacks, offCPUStack(s, w, m))
+			continue
+		}
 		if s.slot < 0 || s.slot > 1 || m.sampleEvs[s.slot] == "" || s.cpu >= m.ncpu {
 			continue
 		}
@@ -186,7 +214,47 @@ func buildWindow(prev, cur *snapshot, samples []rawSample, lostStacks uint64, m 
 		}
 		return a.TID < b.TID
 	})
+	if cur.offStats != nil {
+		sort.Slice(off.Stacks, func(i, j int) bool {
+			a, b := off.Stacks[i], off.Stacks[j]
+			if a.NS != b.NS {
+				return a.NS > b.NS
+			}
+			return a.TID < b.TID
+		})
+		w.OffCPU = &off
+	}
 	return w
+}
+
+// offCPUStack turns a drained off-CPU sample (its count is nanoseconds)
+// into a stack entry, classified by its frames.
+func offCPUStack(s rawSample, w *profile.Window, m windowMeta) profile.OffCPUStack {
+	os := profile.OffCPUStack{PID: s.pid, TID: s.tid, NS: s.count, Reason: profile.OffCPUOther}
+	if m.stackTable == nil {
+		return os
+	}
+	var user []profile.Frame
+	os.UserStack, user = m.stackTable.userFrames(s.pid, s.user, w)
+	var kernel []profile.Frame
+	if len(s.kernel) > 0 {
+		kernel = trimTracing(m.stackTable.sym.Kernel(s.kernel))
+		os.KernelStack = m.stackTable.add(profile.Stack{Kernel: true, Frames: kernel}, w)
+	}
+	os.Reason = profile.ClassifyOffCPU(user, kernel)
+	return os
+}
+
+// tracingFrames prefix the kernel stack taken in the sched_switch program:
+// the program itself and the tracepoint's plumbing, not the task's path.
+var tracingFrames = []string{"bpf_prog_", "bpf_trace_run", "__traceiter_", "__bpf_trace_"}
+
+// trimTracing drops the leading tracing frames of an off-CPU kernel stack.
+func trimTracing(fs []profile.Frame) []profile.Frame {
+	for len(fs) > 0 && slices.ContainsFunc(tracingFrames, func(p string) bool { return strings.HasPrefix(fs[0].Function, p) }) {
+		fs = fs[1:]
+	}
+	return fs
 }
 
 // buildProcesses groups the per-thread deltas by process; threads and
@@ -307,6 +375,15 @@ func addrString(addrs []uint64) string {
 		binary.LittleEndian.PutUint64(b[8*i:], a)
 	}
 	return string(b)
+}
+
+// userFrames is user, also returning the frames.
+func (t *stackTable) userFrames(pid int, addrs []uint64, w *profile.Window) (uint64, []profile.Frame) {
+	if len(addrs) == 0 {
+		return 0, nil
+	}
+	f := t.sym.User(pid, addrs)
+	return t.add(profile.Stack{Frames: f}, w), f
 }
 
 func (t *stackTable) add(s profile.Stack, w *profile.Window) uint64 {

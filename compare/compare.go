@@ -23,6 +23,11 @@ const (
 	// VerdictTooFew marks a metric with fewer than MinWindows values on a
 	// side: not tested, and not counted in the Holm correction.
 	VerdictTooFew = "too few windows"
+	// VerdictUndecided marks a tested metric whose sides have too few
+	// windows for any result to be significant after Holm's correction:
+	// even completely separated sides would not reach alpha. It is never
+	// "no change": nothing was shown either way.
+	VerdictUndecided = "undecided"
 )
 
 // Options tune Compare. The zero value is not useful; start from
@@ -138,10 +143,36 @@ type Result struct {
 	Skipped    []Skipped      `json:"skipped"`
 	Warnings   []string       `json:"warnings"`
 	Counts     map[string]int `json:"counts"` // verdict -> metrics
+	// Need, when the comparison could not decide some metrics, says how
+	// many windows a side needs; nil when every metric was decidable.
+	Need *WindowsNeeded `json:"windows_needed,omitempty"`
+}
+
+// WindowsNeeded says how much data a comparison that could not decide
+// needs: MinWindows usable windows on each side (Record windows recorded,
+// with the warm-up), and the interval that gives that many in each side's
+// recorded time.
+type WindowsNeeded struct {
+	Metrics    []string `json:"metrics"` // the metrics not decided
+	MinWindows int      `json:"min_windows"`
+	Record     int      `json:"record_windows"`
+	// MaxIntervalS is the longest -i that gives Record windows in the
+	// shorter recording's duration; 0 when unknown.
+	MaxIntervalS float64 `json:"max_interval_s,omitempty"`
+	// SmallestP is the smallest two-sided Mann-Whitney p-value the sides
+	// as recorded can give, and Family the number of metrics it is
+	// corrected for.
+	SmallestP float64 `json:"smallest_p"`
+	Family    int     `json:"family"`
 }
 
 // Regressed reports whether any metric regressed.
 func (r *Result) Regressed() bool { return r.Counts[VerdictRegression] > 0 }
+
+// Undecided reports whether some metric could not be decided (too few
+// windows to test, or to reach alpha after correction): then the result
+// is no evidence of "no regression".
+func (r *Result) Undecided() bool { return r.Need != nil }
 
 // ByVerdict returns the metrics with one verdict, in table order.
 func (r *Result) ByVerdict(v string) []MetricResult {
@@ -163,7 +194,20 @@ func Compare(base, new *profile.Recording, opts Options) Result {
 	res := CompareSeries(bs, ns, opts)
 	res.Base, res.New = side(base, opts.Warmup), side(new, opts.Warmup)
 	res.Warnings = append(recordingWarnings(base, new, res.Base, res.New), res.Warnings...)
+	if res.Need != nil {
+		if d := min(duration(base), duration(new)); d > 0 {
+			res.Need.MaxIntervalS = d / float64(res.Need.Record)
+		}
+	}
 	return res
+}
+
+// duration is a recording's recorded time in seconds.
+func duration(r *profile.Recording) float64 {
+	if len(r.Windows) == 0 {
+		return 0
+	}
+	return float64(r.Windows[len(r.Windows)-1].EndNS-r.Windows[0].StartNS) / 1e9
 }
 
 func side(r *profile.Recording, warmup int) Side {
@@ -311,6 +355,7 @@ func CompareSeries(base, new []Series, opts Options) Result {
 		m.Verdict = verdict(m.Significant, m.Ratio, m.Direction, opts.Threshold)
 	}
 	res.Tested = len(tested)
+	markUndecided(&res, opts)
 	explainByCPUShare(&res)
 	explainByWork(&res)
 	for _, m := range res.Metrics {
@@ -329,7 +374,7 @@ func CompareSeries(base, new []Series, opts Options) Result {
 	return res
 }
 
-var verdictRank = map[string]int{VerdictRegression: 0, VerdictImprovement: 1, VerdictChanged: 2, VerdictNoChange: 3, VerdictTooFew: 4}
+var verdictRank = map[string]int{VerdictRegression: 0, VerdictImprovement: 1, VerdictChanged: 2, VerdictUndecided: 3, VerdictNoChange: 4, VerdictTooFew: 5}
 
 // verdict needs both significance and an effect beyond the threshold; the
 // direction then names it.
@@ -483,4 +528,59 @@ func explainByWork(res *Result) {
 				m.Name, m.Ratio, app.Name, app.Ratio, ev, unit))
 		}
 	}
+}
+
+// minP is the smallest two-sided p-value an exact Mann-Whitney test of n1
+// against n2 values can give: both tails' single most extreme
+// arrangement, 2 / C(n1+n2, n1).
+func minP(n1, n2 int) float64 {
+	if n1 <= 0 || n2 <= 0 {
+		return 1
+	}
+	// log C(n1+n2, n1), so large sides do not overflow.
+	lc, _ := math.Lgamma(float64(n1 + n2 + 1))
+	a, _ := math.Lgamma(float64(n1 + 1))
+	b, _ := math.Lgamma(float64(n2 + 1))
+	return math.Min(1, 2*math.Exp(-(lc-a-b)))
+}
+
+// markUndecided turns the metrics that could not be decided into
+// VerdictUndecided and says how many windows would decide them. Holm's
+// smallest adjusted p-value is the family size times the smallest p, so a
+// metric whose sides cannot give family*minP < alpha could never be
+// significant, whatever the data: calling it "no change" would be a claim
+// without evidence.
+func markUndecided(res *Result, opts Options) {
+	// The family: the metrics tested, or those that would be tested
+	// with enough windows when none could be.
+	family := res.Tested
+	if family == 0 {
+		family = max(len(res.Metrics), 1)
+	}
+	var undecided []string
+	smallest := 1.0
+	for i := range res.Metrics {
+		m := &res.Metrics[i]
+		p := minP(m.BaseN, m.NewN)
+		switch {
+		case m.Verdict == VerdictTooFew:
+		case !m.Significant && float64(family)*p >= opts.Alpha:
+			m.Verdict = VerdictUndecided
+		default:
+			continue
+		}
+		smallest = math.Min(smallest, p)
+		undecided = append(undecided, m.Name)
+	}
+	if len(undecided) == 0 {
+		return
+	}
+	// The windows that would let every metric of this comparison reach
+	// alpha, the whole list being the family.
+	all := max(len(res.Metrics), 1)
+	n := max(opts.MinWindows, 2)
+	for float64(all)*minP(n, n) >= opts.Alpha && n < 1000 {
+		n++
+	}
+	res.Need = &WindowsNeeded{Metrics: undecided, MinWindows: n, Record: n + opts.Warmup, SmallestP: smallest, Family: family}
 }

@@ -505,3 +505,70 @@ func TestEventRateExplainedByWork(t *testing.T) {
 		t.Error("3x the switches per op was not a regression")
 	}
 }
+
+// TestUndecidedNeverOK: sides too short for any result to reach alpha
+// after Holm's correction are undecided, never "no change", and the
+// result says how many windows would decide them; the same load shifted
+// with enough windows is decided.
+func TestUndecidedNeverOK(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	bad := baseLoad
+	bad.ops *= 0.5
+	for _, c := range []struct {
+		windows  int
+		verdict  string // of app.ops_per_sec
+		undecide bool
+	}{
+		{3, VerdictTooFew, true},       // 2 used a side: below MinWindows
+		{5, VerdictUndecided, true},    // 4 a side: min p 2/C(8,4) = 0.029, times the family > alpha
+		{12, VerdictRegression, false}, // 11 a side: decided
+	} {
+		res := Compare(synthRecording(rng, baseLoad, c.windows), synthRecording(rng, bad, c.windows), testOptions())
+		m := find(t, res, "app.ops_per_sec")
+		if m.Verdict != c.verdict || res.Undecided() != c.undecide {
+			t.Errorf("%d windows: ops verdict %q undecided %v, want %q %v", c.windows, m.Verdict, res.Undecided(), c.verdict, c.undecide)
+			continue
+		}
+		if !c.undecide {
+			continue
+		}
+		if strings.HasPrefix(res.Headline(), "OK") || res.Counts[VerdictNoChange] > 0 {
+			t.Errorf("%d windows: %s with %d 'no change' verdicts", c.windows, res.Headline(), res.Counts[VerdictNoChange])
+		}
+		n := res.Need
+		// The windows asked for must be enough: family * minP < alpha.
+		if float64(max(len(res.Metrics), 1))*minP(n.MinWindows, n.MinWindows) >= 0.01 || n.Record != n.MinWindows+1 {
+			t.Errorf("%d windows: need %+v does not reach alpha", c.windows, n)
+		}
+		if float64(len(res.Metrics))*minP(n.MinWindows-1, n.MinWindows-1) < 0.01 {
+			t.Errorf("%d windows: need %d windows, one fewer would do", c.windows, n.MinWindows)
+		}
+		if n.MaxIntervalS <= 0 || !strings.Contains(n.Explain(), "-i ") {
+			t.Errorf("%d windows: no interval suggested: %s", c.windows, n.Explain())
+		}
+	}
+}
+
+func TestMinP(t *testing.T) {
+	for _, c := range []struct {
+		n1, n2 int
+		want   float64
+	}{{2, 2, 2.0 / 6}, {3, 3, 0.1}, {4, 4, 2.0 / 70}, {1, 1, 1}, {0, 5, 1}} {
+		if got := minP(c.n1, c.n2); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("minP(%d, %d) = %g, want %g", c.n1, c.n2, got, c.want)
+		}
+		// The exact test agrees: completely separated sides give minP.
+		if c.n1 > 0 && c.n2 > 0 {
+			x, y := make([]float64, c.n1), make([]float64, c.n2)
+			for i := range x {
+				x[i] = float64(i)
+			}
+			for i := range y {
+				y[i] = float64(100 + i)
+			}
+			if p := MannWhitney(x, y).P; math.Abs(p-c.want) > 1e-9 {
+				t.Errorf("separated %d vs %d: Mann-Whitney p %g, minP %g", c.n1, c.n2, p, c.want)
+			}
+		}
+	}
+}

@@ -24,8 +24,11 @@ func WriteJSON(w io.Writer, r *Result) error {
 // 5%)".
 func (r *Result) Headline() string {
 	word := "OK"
-	if r.Regressed() {
+	switch {
+	case r.Regressed():
 		word = "REGRESSION"
+	case r.Undecided():
+		word = "UNDECIDED"
 	}
 	return fmt.Sprintf("%s: %s, %s, %s in %d tested metrics (alpha %g, threshold %g%%)", word,
 		plural(r.Counts[VerdictRegression], "regression"), plural(r.Counts[VerdictImprovement], "improvement"),
@@ -59,8 +62,37 @@ func WriteText(w io.Writer, r *Result) error {
 	if len(r.Skipped) > 0 {
 		fmt.Fprintf(w, "%d metrics not compared (only in one recording, or zero in both); --json lists them\n", len(r.Skipped))
 	}
+	if r.Need != nil {
+		fmt.Fprintln(w, r.Need.Explain())
+	}
 	_, err := fmt.Fprintln(w, r.Headline())
 	return err
+}
+
+// Explain says what could not be decided and what would decide it.
+func (n *WindowsNeeded) Explain() string {
+	names := n.Metrics
+	more := ""
+	if len(names) > 8 {
+		more = fmt.Sprintf(" and %d more", len(names)-8)
+		names = names[:8]
+	}
+	s := fmt.Sprintf("cannot decide %d metrics (%s%s): with these windows the smallest p-value the test can give is %.3g, over the %d-metric family that cannot reach alpha, so no result would be evidence either way. "+
+		"Record at least %d windows a side (%d used after the warm-up)", len(n.Metrics), strings.Join(names, ", "), more, n.SmallestP, n.Family, n.Record, n.MinWindows)
+	if n.MaxIntervalS > 0 {
+		s += fmt.Sprintf(": a longer -d, or -i %s or shorter for recordings this long", formatInterval(n.MaxIntervalS))
+	}
+	return s + "."
+}
+
+// formatInterval prints an interval as a -i flag value, rounded down to
+// whole milliseconds.
+func formatInterval(s float64) string {
+	ms := int(math.Floor(s * 1000))
+	if ms%1000 == 0 {
+		return fmt.Sprintf("%ds", ms/1000)
+	}
+	return fmt.Sprintf("%dms", ms)
 }
 
 // MaxMarkdownRows bounds the markdown summary's table: a pull-request
@@ -71,8 +103,11 @@ const MaxMarkdownRows = 15
 // headline, the significant changes and the warnings.
 func WriteMarkdown(w io.Writer, r *Result) error {
 	icon := ":white_check_mark:"
-	if r.Regressed() {
+	switch {
+	case r.Regressed():
 		icon = ":x:"
+	case r.Undecided():
+		icon = ":grey_question:"
 	}
 	fmt.Fprintf(w, "### %s cacheheat diff\n\n%s\n\n", icon, mdEscape(r.Headline()))
 	var rows []MetricResult
@@ -96,6 +131,9 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 	}
 	fmt.Fprintf(w, "%d metrics with no significant change beyond %g%%; %d not tested (too few windows).\n",
 		r.Counts[VerdictNoChange], r.Threshold*100, r.Counts[VerdictTooFew])
+	if r.Need != nil {
+		fmt.Fprintf(w, "\n> **undecided:** %s\n", mdEscape(r.Need.Explain()))
+	}
 	for _, s := range r.Warnings {
 		fmt.Fprintf(w, "\n> **warning:** %s\n", mdEscape(s))
 	}

@@ -28,6 +28,7 @@ type Report struct {
 	Latency   []Latency    `json:"latency"`
 	Processes ProcessTable `json:"processes"`
 	Samples   []SampleView `json:"samples"`
+	OffCPU    *OffCPUView  `json:"offcpu,omitempty"`
 	Host      HostView     `json:"host"`
 	Quality   Quality      `json:"quality"`
 	Findings  *Findings    `json:"findings,omitempty"`
@@ -49,6 +50,7 @@ func Build(rec *profile.Recording, maxCells int) Report {
 		Latency:   c.Latency,
 		Processes: Processes(rec, 300),
 		Samples:   SampleViews(rec),
+		OffCPU:    OffCPU(rec),
 		Host:      BuildHost(rec),
 		Quality:   BuildQuality(rec),
 	}

@@ -85,9 +85,11 @@ var reportTmpl = template.Must(template.Must(template.Must(template.New("report"
 type pageData struct {
 	Skeletons Skeletons `json:"skeletons"`
 	Charts
-	Flames   []FlameNode `json:"flames"`
-	Findings *Findings   `json:"findings,omitempty"`
-	Live     bool        `json:"live,omitempty"`
+	Flames []FlameNode `json:"flames"`
+	// OffCPUFlame is the off-CPU flame graph (microseconds).
+	OffCPUFlame *FlameNode `json:"offcpu_flame,omitempty"`
+	Findings    *Findings  `json:"findings,omitempty"`
+	Live        bool       `json:"live,omitempty"`
 }
 
 // Render writes rec's HTML report to w.
@@ -122,6 +124,9 @@ func RenderReport(w io.Writer, r Report) error {
 	}
 	for _, s := range r.Samples {
 		data.Flames = append(data.Flames, s.Flame)
+	}
+	if r.OffCPU != nil {
+		data.OffCPUFlame = &r.OffCPU.Flame
 	}
 	return WritePage(w, Page{
 		Banner: r.Banner,

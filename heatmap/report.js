@@ -245,6 +245,10 @@ var cacheheatReport = (function () {
       b.parentNode.hidden = true;
     });
   });
+  if (D.offcpu_flame) {
+    var offEl = document.getElementById('flame-offcpu');
+    if (offEl) { flames.push(cacheheatFlame.draw(offEl, D.offcpu_flame, offEl.closest('.flame-box'), 'us blocked')); }
+  }
 
   // Findings link to the per-core heatmap: select the metric the finding
   // is about and mark its CPUs and time range.

@@ -168,6 +168,10 @@ type Target struct {
 	PIDs    []int    `json:"pids"`
 	Cgroup  string   `json:"cgroup,omitempty"`
 	Command []string `json:"command,omitempty"`
+	// AllowedCPUs are the CPUs the target's processes may run on (their
+	// affinity, which a cpuset also bounds) when recording started; empty
+	// when unknown (-a, -G): the recorded CPUs then.
+	AllowedCPUs []int `json:"allowed_cpus,omitempty"`
 }
 
 // Settings are the recorder's parameters.
@@ -210,9 +214,64 @@ type Window struct {
 	SampleRate []SampleRate       `json:"sample_rate,omitempty"`
 	Drops      Drops              `json:"drops"`
 	AppMetrics map[string]float64 `json:"app_metrics,omitempty"`
+	// IdleNS is each CPU's idle time in the window (index = CPU id), all
+	// tasks, from /proc/stat's idle and iowait (10 ms resolution); nil when
+	// not recorded.
+	IdleNS Counts `json:"idle_ns,omitempty"`
+	// Others are the processes that are not targets with cpu-clock
+	// samples on the recorded CPUs in the window, most samples first: who
+	// else used the CPUs.
+	Others []OtherProcess `json:"others,omitempty"`
+	// OffCPU is the target's blocked time by stack; nil when the recorder
+	// took no off-CPU stacks (older recordings).
+	OffCPU *OffCPU `json:"offcpu,omitempty"`
 	// Functions holds the calls of --func functions that returned in the
 	// window.
 	Functions []FunctionWindow `json:"functions,omitempty"`
+}
+
+// OffCPU is where the target's threads were blocked in a window: every
+// voluntary switch-out's blocked time (switch-out to switch-in) in
+// BlockedNS, and stacks for a random sample of the switch-outs (one in k
+// per CPU, k adapted to take about 250 a second per CPU), each counted k
+// times: SampledNS is their weighted time, an estimate of BlockedNS. A
+// stack's share of the blocked time is its NS times Scale(), which
+// corrects the estimate to the exact total.
+type OffCPU struct {
+	BlockedNS uint64        `json:"blocked_ns"`
+	SampledNS uint64        `json:"sampled_ns"`
+	Stacks    []OffCPUStack `json:"stacks,omitempty"`
+}
+
+// OffCPUStack is the blocked time of one thread at one stack pair.
+type OffCPUStack struct {
+	PID         int    `json:"pid"`
+	TID         int    `json:"tid"`
+	UserStack   uint64 `json:"user_stack,omitempty"`   // StackID, 0: none
+	KernelStack uint64 `json:"kernel_stack,omitempty"` // StackID, 0: none
+	// NS is the weighted blocked time with this stack (each sampled
+	// switch-out counted k times), before Scale.
+	NS uint64 `json:"ns"`
+	// Reason is why the thread was blocked (OffCPU* reasons), classified
+	// from the frames at record time.
+	Reason string `json:"reason"`
+}
+
+// Scale is the factor from sampled to all blocked time: 1 when every
+// switch-out had stacks.
+func (o *OffCPU) Scale() float64 {
+	if o == nil || o.SampledNS == 0 {
+		return 1
+	}
+	return float64(o.BlockedNS) / float64(o.SampledNS)
+}
+
+// OtherProcess is a process that is not a target, by its cpu-clock
+// samples.
+type OtherProcess struct {
+	PID     int    `json:"pid"`
+	Comm    string `json:"comm"`
+	Samples uint64 `json:"samples"`
 }
 
 // Counter is one event's delta in a window.
@@ -329,5 +388,10 @@ type Trailer struct {
 	Windows    int                `json:"windows"`
 	Drops      Drops              `json:"drops"`
 	AppMetrics map[string]float64 `json:"app_metrics,omitempty"` // final values
-	Warnings   []string           `json:"warnings,omitempty"`
+	// AppMetricsPartial is set when the command had not finished when
+	// AppMetrics was last read (the recording ended first and the command
+	// did not exit within the grace): the values so far, not the run's
+	// own final values.
+	AppMetricsPartial bool     `json:"app_metrics_partial,omitempty"`
+	Warnings          []string `json:"warnings,omitempty"`
 }

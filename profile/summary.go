@@ -35,6 +35,12 @@ type Summary struct {
 	AppMetrics map[string]float64 `json:"app_metrics"`
 	// Functions are the --func functions' latency and per-call counters.
 	Functions []FunctionSummary `json:"functions"`
+	// AppMetricsPartial: the command had not finished when its metrics
+	// were last read (Trailer.AppMetricsPartial).
+	AppMetricsPartial bool `json:"app_metrics_partial,omitempty"`
+	// OffCPU is where the target was blocked; absent in recordings
+	// without off-CPU stacks.
+	OffCPU *OffCPUSummary `json:"offcpu,omitempty"`
 }
 
 // EventSummary is an event's status with its multiplexing over the whole
@@ -182,7 +188,9 @@ func Summarize(r *Recording) Summary {
 		for k, v := range r.Trailer.AppMetrics {
 			s.AppMetrics[k] = v
 		}
+		s.AppMetricsPartial = r.Trailer.AppMetricsPartial
 	}
+	s.OffCPU = r.offCPUSummary(10)
 	nodeOf := h.Host.Topology.NodeOf()
 	for name, per := range r.CounterTotals(false) {
 		s.Totals[name] = makeTotal(per, nodeOf)

@@ -89,6 +89,18 @@ func (r *Recording) CheckValid() error {
 				}
 			}
 		}
+		if len(w.IdleNS) > ncpu {
+			return fmt.Errorf("window %d: idle time of more CPUs than the topology's %d", i, ncpu)
+		}
+		if o := w.OffCPU; o != nil {
+			for _, s := range o.Stacks {
+				for _, id := range []uint64{s.UserStack, s.KernelStack} {
+					if _, ok := r.Stacks[id]; id != 0 && !ok {
+						return fmt.Errorf("window %d: off-cpu stack references undefined stack %d", i, id)
+					}
+				}
+			}
+		}
 	}
 	return nil
 }

@@ -26,7 +26,8 @@ func runDiff(name string, args []string, stdout io.Writer) error {
 Each metric both recordings share is tested per window with a Mann-Whitney
 U test, Holm-corrected; it regressed when significant at --alpha and its
 median moved beyond --threshold in its worse direction. Exit 0: no
-regression; 1: a regression; 2: usage; 4: unreadable recording.
+regression; 1: a regression; 2: usage, or too few windows to decide (the
+output says how many are needed); 4: unreadable recording.
 `, stdout)
 	html := fs.StringP("output", "o", "", "write the HTML diff report to this file")
 	markdown := fs.String("markdown", "", "write a short markdown summary (for a pull-request comment) to this file")
@@ -95,6 +96,10 @@ regression; 1: a regression; 2: usage; 4: unreadable recording.
 			names = append(names, m.Name)
 		}
 		return fmt.Errorf("%w: %s", errRegression, strings.Join(names, ", "))
+	}
+	if res.Undecided() {
+		// Not "OK": too few windows is no evidence of no regression.
+		return usageErrorf("diff: cannot decide %d metrics with %d and %d usable windows: record at least %d windows a side", len(res.Need.Metrics), res.Base.Used, res.New.Used, res.Need.Record)
 	}
 	return nil
 }

@@ -16,6 +16,11 @@ import (
 // writeSynth writes a 2-CPU recording of 12 windows of 500 ms in which
 // the command reports ops and context switches around the given means.
 func writeSynth(t *testing.T, path string, seed uint64, ops, ctxsw float64, comm string) {
+	writeSynthN(t, path, seed, ops, ctxsw, comm, 12)
+}
+
+// writeSynthN is writeSynth with n windows.
+func writeSynthN(t *testing.T, path string, seed uint64, ops, ctxsw float64, comm string, n int) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 1))
 	const interval = int64(500e6)
@@ -33,7 +38,7 @@ func writeSynth(t *testing.T, path string, seed uint64, ops, ctxsw float64, comm
 		t.Fatal(err)
 	}
 	noisy := func(m float64) float64 { return math.Max(0, m*(1+0.05*rng.NormFloat64())) }
-	for i := 0; i < 12; i++ {
+	for i := 0; i < n; i++ {
 		cs := []uint64{uint64(noisy(ctxsw / 4)), uint64(noisy(ctxsw / 4))}
 		hist := make([]uint64, profile.HistBuckets)
 		hist[12] = uint64(noisy(100))
@@ -158,5 +163,30 @@ func TestParseThreshold(t *testing.T) {
 		if _, err := parseThreshold(in); err == nil {
 			t.Errorf("parseThreshold(%q) accepted", in)
 		}
+	}
+}
+
+// TestDiffUndecided: two 3-window recordings cannot show anything at
+// alpha 0.01, however different: exit 2, naming what could not be decided
+// and how many windows would, never "OK".
+func TestDiffUndecided(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.rec"), filepath.Join(dir, "b.rec")
+	writeSynthN(t, a, 1, 1e6, 4000, "bench", 3)
+	writeSynthN(t, b, 2, 4e5, 9000, "bench", 3)
+	code, out, errs := runCmd("diff", a, b)
+	if code != exitUsage {
+		t.Fatalf("exit %d, want 2\n%s%s", code, out, errs)
+	}
+	for _, want := range []string{"cannot decide", "app.ops_per_sec", "Record at least", "-i ", "UNDECIDED"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "OK:") {
+		t.Errorf("undecided diff says OK:\n%s", out)
+	}
+	if !strings.Contains(errs, "record at least") {
+		t.Errorf("stderr %q does not say what to do", errs)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -205,10 +206,12 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	var aborting atomic.Bool
 	go func() {
 		<-sigs
 		cancel()
 		<-sigs
+		aborting.Store(true)
 		if err := rec.Abort(); err != nil {
 			fmt.Fprintf(os.Stderr, "\ncacheheat: %v\n", err)
 		}
@@ -217,6 +220,11 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 	}()
 
 	tr, err := rec.Run(ctx)
+	if aborting.Load() {
+		// The second signal's goroutine ends the process with 130; the
+		// run it cut short must not exit 0 first.
+		select {}
+	}
 	if status != nil {
 		status.close()
 	}

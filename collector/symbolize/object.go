@@ -92,6 +92,11 @@ func loadObject(r io.ReaderAt, debugDirs ...string) (obj *object, err error) {
 			o.segs = append(o.segs, segment{off: p.Off, filesz: p.Filesz, vaddr: p.Vaddr})
 		}
 	}
+	// PLT stubs first: they have no symbols of their own, and the symbol
+	// below them (often _init) would otherwise claim them.
+	if plt := pltFuncs(f); plt.len() > 0 {
+		o.tables = append(o.tables, plt)
+	}
 
 	// .symtab is read first because it names runtime.text, which the Go
 	// table needs, but it is consulted after .gopclntab.
@@ -382,4 +387,53 @@ func relativeRelocs(f *elf.File) map[uint64]uint64 {
 		}
 	}
 	return rel
+}
+
+// pltFuncs names the PLT stubs as perf does, "func@plt": the stub for the
+// i-th jump-slot relocation of .rela.plt is the i-th entry of .plt.sec
+// (when the linker split the PLT for IBT) or of .plt after its header.
+// Only x86-64 and arm64 layouts are known; elsewhere it returns nil.
+func pltFuncs(f *elf.File) *funcTable {
+	var header, entSize uint64
+	switch f.Machine {
+	case elf.EM_X86_64:
+		header, entSize = 16, 16
+	case elf.EM_AARCH64:
+		header, entSize = 32, 16
+	default:
+		return nil
+	}
+	rela := f.Section(".rela.plt")
+	if rela == nil || f.Class != elf.ELFCLASS64 {
+		return nil
+	}
+	stubs := f.Section(".plt.sec")
+	if stubs != nil {
+		header = 0
+	} else if stubs = f.Section(".plt"); stubs == nil {
+		return nil
+	}
+	data, err := rela.Data()
+	if err != nil {
+		return nil
+	}
+	dynsym, err := f.DynamicSymbols()
+	if err != nil {
+		return nil
+	}
+	var funcs []funcSym
+	for i := 0; (i+1)*24 <= len(data); i++ {
+		info := f.ByteOrder.Uint64(data[i*24+8:])
+		symIdx := int(info >> 32)
+		// DynamicSymbols leaves out the null symbol at index 0.
+		if symIdx < 1 || symIdx > len(dynsym) || dynsym[symIdx-1].Name == "" {
+			continue
+		}
+		addr := stubs.Addr + header + uint64(i)*entSize
+		if addr+entSize > stubs.Addr+stubs.Size {
+			break
+		}
+		funcs = append(funcs, funcSym{addr: addr, size: entSize, name: dynsym[symIdx-1].Name + "@plt"})
+	}
+	return newFuncTable(funcs)
 }

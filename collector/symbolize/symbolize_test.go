@@ -765,3 +765,62 @@ func TestBuildID(t *testing.T) {
 		})
 	}
 }
+
+// TestPLTNames: PLT stubs are named func@plt, as perf and objdump name
+// them, not after the symbol below them (_init).
+func TestPLTNames(t *testing.T) {
+	objdump, err := exec.LookPath("objdump")
+	if err != nil {
+		t.Skip("needs objdump (binutils) to list the PLT stubs: not in PATH")
+	}
+	for _, v := range []struct {
+		name  string
+		flags []string
+	}{{"plt-lazy", []string{"-Wl,-z,lazy"}}, {"plt-ibt", []string{"-fcf-protection=full", "-Wl,-z,ibtplt"}}} {
+		t.Run(v.name, func(t *testing.T) {
+			bin := cBinary(t, v.name, v.flags...)
+			out, err := exec.Command(objdump, "-d", "-j", ".plt", "-j", ".plt.sec", bin).Output()
+			if err != nil {
+				t.Fatalf("objdump: %v", err)
+			}
+			// Lines like "0000000000001030 <puts@plt>:".
+			want := map[uint64]string{}
+			for _, line := range strings.Split(string(out), "\n") {
+				addr, name, ok := strings.Cut(strings.TrimSuffix(line, ">:"), " <")
+				if !ok || !strings.HasSuffix(name, "@plt") || !strings.HasSuffix(line, ">:") {
+					continue
+				}
+				a, err := strconv.ParseUint(addr, 16, 64)
+				if err == nil {
+					want[a] = name
+				}
+			}
+			if len(want) == 0 {
+				t.Fatalf("objdump lists no PLT stubs in %s:\n%s", bin, out)
+			}
+			f, err := os.Open(bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			obj, err := loadObject(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for addr, name := range want {
+				var off uint64
+				for _, s := range obj.segs {
+					if addr >= s.vaddr && addr-s.vaddr < s.filesz {
+						off = addr - s.vaddr + s.off
+					}
+				}
+				// The stub's first and last byte.
+				for _, o := range []uint64{off, off + 15} {
+					if got, ok := obj.resolve(o); !ok || got != name {
+						t.Errorf("offset %#x in the stub at %#x: %q, want %q", o, addr, got, name)
+					}
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,441 @@
+package attribution
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/cacheheat/cacheheat/profile"
+)
+
+// The metrics of the scheduling rules: who runs, who waits, who blocks and
+// where. Computed on first use.
+
+// FunctionShare is one function named by a finding with its share of the
+// finding's own samples (cpu-clock samples, page-fault samples or off-CPU
+// time, as the finding says).
+type FunctionShare struct {
+	Function string  `json:"function"`
+	Share    float64 `json:"share"`
+	// Source is what the share is of: a sample event's name or "offcpu".
+	Source string `json:"source"`
+}
+
+// minFunctionShare: a function under 5% of a finding's samples is noise,
+// not a culprit (at 99 Hz over 4 s, one sample in 400 is 0.25%).
+const minFunctionShare = 0.05
+
+// maxFunctions is how many functions a finding names.
+const maxFunctions = 3
+
+// workingShare: a thread that ran at least this share of the window's
+// busiest target thread did work in it. Idle runtime threads (a Go
+// program's sysmon and spare Ms, a pool's parked workers) run far less.
+// Relative to the busiest thread, not to the clock, so that threads
+// starved by other load still count as the work they are.
+const workingShare = 0.5
+
+// workingFloorNS: a thread must also have run this long in the window
+// (1 ms, a scheduler slice) to count as working at all.
+const workingFloorNS = 1e6
+
+// threadCPU sums each target thread's cpu-clock (ns) over the recording.
+func (m *Metrics) threadCPU() map[int]float64 {
+	out := map[int]float64{}
+	for _, w := range m.rec.Windows {
+		for _, p := range w.Processes {
+			for _, t := range p.Threads {
+				out[t.TID] += float64(t.Counts[evCPUClock])
+			}
+		}
+	}
+	return out
+}
+
+// workingThreads is, per window, the number of target threads that ran at
+// least workingShare of the window's busiest thread (and workingFloorNS).
+func (m *Metrics) workingThreads() []float64 {
+	var out []float64
+	for _, w := range m.rec.Windows {
+		var busiest float64
+		for _, p := range w.Processes {
+			for _, t := range p.Threads {
+				busiest = max(busiest, float64(t.Counts[evCPUClock]))
+			}
+		}
+		floor := max(workingShare*busiest, workingFloorNS)
+		n := 0
+		for _, p := range w.Processes {
+			for _, t := range p.Threads {
+				if float64(t.Counts[evCPUClock]) >= floor {
+					n++
+				}
+			}
+		}
+		out = append(out, float64(n))
+	}
+	return out
+}
+
+// AllowedCPUs are the recorded CPUs the target may run on: its affinity
+// when the recording has it, else every recorded CPU.
+func (m *Metrics) AllowedCPUs() []int {
+	allowed := m.rec.Header.Target.AllowedCPUs
+	if len(allowed) == 0 {
+		return m.CPUs
+	}
+	var out []int
+	for _, c := range m.CPUs {
+		for _, a := range allowed {
+			if a == c {
+				out = append(out, c)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return m.CPUs
+	}
+	return out
+}
+
+// HasIdle reports whether every window has the CPUs' idle time.
+func (m *Metrics) HasIdle() bool {
+	if len(m.rec.Windows) == 0 {
+		return false
+	}
+	for _, w := range m.rec.Windows {
+		if w.IdleNS == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// CPUBusy is the share of a CPU's time that any task (target or not) ran,
+// from its idle time.
+func (m *Metrics) CPUBusy(cpu int) float64 {
+	var idle, total float64
+	for i, w := range m.rec.Windows {
+		total += m.Windows[i].DurationS * 1e9
+		if cpu < len(w.IdleNS) {
+			idle += float64(w.IdleNS[cpu])
+		}
+	}
+	if total == 0 {
+		return math.NaN()
+	}
+	return math.Max(0, 1-idle/total)
+}
+
+// OthersShare is the share of the given CPUs' time that tasks other than
+// the target ran: time not idle and not the target's.
+func (m *Metrics) OthersShare(cpus []int) float64 {
+	var others, total float64
+	for i, w := range m.rec.Windows {
+		span := m.Windows[i].DurationS * 1e9
+		var target profile.Counts
+		for _, c := range w.Counters {
+			if c.Event == evCPUClock {
+				target = c.PerCPU
+			}
+		}
+		for _, cpu := range cpus {
+			total += span
+			var idle, tgt float64
+			if cpu < len(w.IdleNS) {
+				idle = float64(w.IdleNS[cpu])
+			}
+			if cpu < len(target) {
+				tgt = float64(target[cpu])
+			}
+			others += math.Max(0, span-idle-tgt)
+		}
+	}
+	return ratio(others, total)
+}
+
+// topOthers names the other processes with the most cpu-clock samples,
+// each with its share of those samples, and their pids.
+func (m *Metrics) topOthers() ([]FunctionShare, []int) {
+	type key struct {
+		pid  int
+		comm string
+	}
+	counts := map[key]uint64{}
+	var total uint64
+	for _, w := range m.rec.Windows {
+		for _, o := range w.Others {
+			counts[key{o.PID, o.Comm}] += o.Samples
+			total += o.Samples
+		}
+	}
+	keys := make([]key, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if counts[keys[i]] != counts[keys[j]] {
+			return counts[keys[i]] > counts[keys[j]]
+		}
+		return keys[i].pid < keys[j].pid
+	})
+	var out []FunctionShare
+	var pids []int
+	for _, k := range keys {
+		share := float64(counts[k]) / float64(total)
+		if share < minFunctionShare || len(out) == maxFunctions {
+			break
+		}
+		out = append(out, FunctionShare{Function: fmt.Sprintf("%s (pid %d)", k.comm, k.pid), Share: share, Source: evCPUClock})
+		pids = append(pids, k.pid)
+	}
+	return out, pids
+}
+
+// HasOffCPU reports whether the recording has off-CPU stacks.
+func (m *Metrics) HasOffCPU() bool {
+	for _, w := range m.rec.Windows {
+		if w.OffCPU != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// blockingShare: a thread whose on-CPU time is at least this share of
+// the whole target's did work; idle runtime threads run far less. Relative
+// to the target, not to the clock, so that a target starved by other load
+// still has working threads.
+const blockingShare = 0.01
+
+// offCPUOf sums the target's scaled off-CPU time of one reason, over the
+// threads that did work (blockingShare), and splits it by the function to
+// blame.
+func (m *Metrics) offCPUOf(reason string) (ns float64, by map[string]float64) {
+	cpu := m.threadCPU()
+	var all float64
+	for _, v := range cpu {
+		all += v
+	}
+	floor := blockingShare * all
+	by = map[string]float64{}
+	for _, w := range m.rec.Windows {
+		if w.OffCPU == nil {
+			continue
+		}
+		scale := w.OffCPU.Scale()
+		for _, s := range w.OffCPU.Stacks {
+			if s.Reason != reason || cpu[s.TID] < floor {
+				continue
+			}
+			v := float64(s.NS) * scale
+			ns += v
+			var user, kernel []profile.Frame
+			if s.UserStack != 0 {
+				user = m.rec.Stacks[s.UserStack].Frames
+			}
+			if s.KernelStack != 0 {
+				kernel = m.rec.Stacks[s.KernelStack].Frames
+			}
+			_, fn := profile.ExplainOffCPU(user, kernel)
+			by[fn] += v
+		}
+	}
+	return ns, by
+}
+
+// shares turns per-function amounts into the functions a finding names:
+// the largest, at least minFunctionShare each, at most maxFunctions.
+func shares(by map[string]float64, source string) []FunctionShare {
+	var total float64
+	names := make([]string, 0, len(by))
+	for n, v := range by {
+		total += v
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if by[names[i]] != by[names[j]] {
+			return by[names[i]] > by[names[j]]
+		}
+		return names[i] < names[j]
+	})
+	var out []FunctionShare
+	for _, n := range names {
+		s := by[n] / total
+		if s < minFunctionShare || len(out) == maxFunctions {
+			break
+		}
+		out = append(out, FunctionShare{Function: n, Share: s, Source: source})
+	}
+	return out
+}
+
+func shareNames(fs []FunctionShare) []string {
+	out := []string{}
+	for _, f := range fs {
+		out = append(out, f.Function)
+	}
+	return out
+}
+
+// saturatedWindows finds the windows whose run-queue p99 is over the
+// threshold, with enough events to have a p99.
+func saturatedWindows(m *Metrics, floor, p99t Threshold) (idx []int, p99s []float64) {
+	for i, w := range m.Windows {
+		if m.warmup(i) {
+			continue
+		}
+		b := w.Hist[profile.HistRunqLatency]
+		if !floor.pass(float64(HistogramCount(b))) {
+			continue
+		}
+		if p := profile.Percentile(b, 0.99); p99t.pass(p) {
+			idx = append(idx, i)
+			p99s = append(p99s, p)
+		}
+	}
+	return idx, p99s
+}
+
+// steadyWindows is the number of windows that are not warm-up.
+func (m *Metrics) steadyWindows() int {
+	n := 0
+	for i := range m.Windows {
+		if !m.warmup(i) {
+			n++
+		}
+	}
+	return n
+}
+
+// warmup reports whether window i is the start of a command the recorder
+// launched: its faults and latency spikes are the program setting up
+// (mapping its binary, allocating its buffers, starting threads), not its
+// steady state. Rules leave it out; what persists shows in later windows.
+// A recording of one window has nothing else and keeps it.
+func (m *Metrics) warmup(i int) bool {
+	return i == 0 && len(m.Windows) > 1 && m.rec.Header.Target.Kind == profile.TargetCommand
+}
+
+func evalCPUSaturation(m *Metrics, r *Rule) []Finding {
+	floor, p99t, sharet, overt := r.T("run-queue events per window"), r.T("runq-latency p99"), r.T("share of windows saturated"), r.T("working threads per allowed CPU")
+	steady := m.steadyWindows()
+	sat, p99s := saturatedWindows(m, floor, p99t)
+	if steady == 0 || len(sat) == 0 {
+		return nil
+	}
+	share := float64(len(sat)) / float64(steady)
+	allowed := m.AllowedCPUs()
+	var working []float64
+	for i, n := range m.workingThreads() {
+		if !m.warmup(i) {
+			working = append(working, n)
+		}
+	}
+	over := median(working) / float64(len(allowed))
+	med := median(p99s)
+	ev, ok := allPass(p99t, med, sharet, share, overt, over)
+	if !ok {
+		return nil
+	}
+	ev[0].Metric = "runq-latency p99 (median of saturated windows)"
+	first, last := m.Windows[sat[0]], m.Windows[sat[len(sat)-1]]
+	return []Finding{{
+		Advice:   fmt.Sprintf("The target keeps %.0f threads working on the %d CPUs it may use (%s), so its own threads queue behind each other. Use fewer threads (a pool sized to the CPUs) or give it more CPUs (affinity, cpuset).", median(working), len(allowed), joinInts(allowed)),
+		Severity: severity(p99t, med),
+		Scope:    Scope{CPUs: allowed, StartNS: first.StartNS, EndNS: last.EndNS},
+		Evidence: ev,
+	}}
+}
+
+func evalNoisyNeighbour(m *Metrics, r *Rule) []Finding {
+	floor, p99t, sharet, otherst := r.T("run-queue events per window"), r.T("runq-latency p99"), r.T("share of windows saturated"), r.T("other processes' share of the allowed CPUs")
+	steady := m.steadyWindows()
+	sat, p99s := saturatedWindows(m, floor, p99t)
+	if steady == 0 || len(sat) == 0 {
+		return nil
+	}
+	allowed := m.AllowedCPUs()
+	var working []float64
+	for i, n := range m.workingThreads() {
+		if !m.warmup(i) {
+			working = append(working, n)
+		}
+	}
+	// The target's own oversubscription is cpu-saturation's finding.
+	if median(working) > float64(len(allowed)) {
+		return nil
+	}
+	med := median(p99s)
+	ev, ok := allPass(p99t, med, sharet, float64(len(sat))/float64(steady), otherst, m.OthersShare(allowed))
+	if !ok {
+		return nil
+	}
+	ev[0].Metric = "runq-latency p99 (median of saturated windows)"
+	// Who: the other processes by their cpu-clock samples; they are
+	// named in the advice and scope (pids), not as the target's functions.
+	who, pids := m.topOthers()
+	var names []string
+	for _, w := range who {
+		names = append(names, fmt.Sprintf("%s %.0f%%", w.Function, 100*w.Share))
+	}
+	whoText := "processes the recording does not name"
+	if len(names) > 0 {
+		whoText = strings.Join(names, ", ")
+	}
+	first, last := m.Windows[sat[0]], m.Windows[sat[len(sat)-1]]
+	if pids == nil {
+		pids = []int{}
+	}
+	return []Finding{{
+		Advice:   fmt.Sprintf("The target's threads wait to run while other processes use the CPUs it may run on (%s): %s of the other processes' CPU samples. Its own working threads (%.0f) fit those CPUs, so fewer threads would not help: move that load away or reserve CPUs for the target (cpuset, isolcpus).", joinInts(allowed), whoText, median(working)),
+		Severity: severity(p99t, med),
+		Scope:    Scope{CPUs: allowed, PIDs: pids, Functions: []string{}, StartNS: first.StartNS, EndNS: last.EndNS},
+		Evidence: ev,
+	}}
+}
+
+// evalBlocked is lock-contention and io-wait: the working threads'
+// off-CPU time for one reason against their on-CPU time.
+func evalBlocked(reason string) func(m *Metrics, r *Rule) []Finding {
+	return func(m *Metrics, r *Rule) []Finding {
+		shareT, rateT := r.Thresholds[0], r.Thresholds[1]
+		ns, by := m.offCPUOf(reason)
+		on := m.OnCPUSeconds() * 1e9
+		share := ratio(ns, ns+on)
+		ev, ok := allPass(shareT, share, rateT, ns/m.DurationS)
+		if !ok {
+			return nil
+		}
+		fs := shares(by, "offcpu")
+		return []Finding{{
+			Severity: severity(shareT, share),
+			Scope:    Scope{CPUs: m.busyCPUs(evCPUClock), Functions: shareNames(fs)},
+			Evidence: ev,
+			Shares:   fs,
+		}}
+	}
+}
+
+// functionShares names a finding's functions from the samples of the
+// event it is about, on its CPUs and in its time range.
+func (m *Metrics) functionShares(event string, cpus []int, startNS, endNS int64) []FunctionShare {
+	want := map[int]bool{}
+	for _, c := range cpus {
+		want[c] = true
+	}
+	by := map[string]float64{}
+	for _, w := range m.rec.Windows {
+		if w.EndNS <= startNS || (endNS > 0 && w.StartNS >= endNS) {
+			continue
+		}
+		for _, s := range w.Samples {
+			if s.Event != event || (len(want) > 0 && !want[s.CPU]) {
+				continue
+			}
+			by[m.selfName(s)] += float64(s.Count)
+		}
+	}
+	return shares(by, event)
+}

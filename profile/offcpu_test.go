@@ -1,0 +1,45 @@
+package profile
+
+import "testing"
+
+func frames(names ...string) []Frame {
+	out := make([]Frame, len(names))
+	for i, n := range names {
+		out[i] = Frame{Function: n}
+	}
+	return out
+}
+
+// TestClassifyOffCPU: real stacks from recordings of the O3 workloads and
+// the Go runtime, each with the reason and the function to blame.
+func TestClassifyOffCPU(t *testing.T) {
+	futexK := frames("__schedule", "schedule", "futex_do_wait", "__futex_wait", "futex_wait", "do_futex", "__x64_sys_futex", "do_syscall_64")
+	for _, c := range []struct {
+		name         string
+		user, kernel []Frame
+		reason       string
+		blamed       string
+	}{
+		{"rcu reader on a locked thread", frames("runtime.futex", "runtime.notesleep", "runtime.stoplockedm", "runtime.schedule", "runtime.park_m", "runtime.mcall", "runtime.gopark", "runtime.semacquire1", "sync.runtime_SemacquireRWMutexR", "main.read", "runtime.goexit"), futexK, OffCPULock, "sync.runtime_SemacquireRWMutexR"},
+		{"rcu writer", frames("runtime.futex", "runtime.park_m", "runtime.mcall", "runtime.gopark", "runtime.semacquire1", "sync.runtime_SemacquireRWMutex", "sync.(*RWMutex).Lock", "main.write"), futexK, OffCPULock, "sync.(*RWMutex).Lock"},
+		{"locked goroutine in time.Sleep", frames("runtime.futex", "runtime.notesleep", "runtime.stoplockedm", "runtime.park_m", "runtime.mcall", "runtime.gopark", "time.Sleep", "main.write"), futexK, OffCPUSleep, "time.Sleep"},
+		{"idle M", frames("runtime.futex", "runtime.notesleep", "runtime.stopm", "runtime.findRunnable", "runtime.schedule"), futexK, OffCPUIdle, "runtime.findRunnable"},
+		{"sysmon", frames("runtime.usleep", "runtime.sysmon", "runtime.mstart1"), frames("schedule", "do_nanosleep", "hrtimer_nanosleep"), OffCPUIdle, "runtime.sysmon"},
+		{"signal receiver", frames("runtime.futex", "runtime.notetsleep_internal", "runtime.notetsleepg", "os/signal.signal_recv", "os/signal.loop"), futexK, OffCPUIdle, "os/signal.signal_recv"},
+		{"GC stop-the-world", frames("runtime.futex", "runtime.notetsleep", "runtime.stopTheWorldWithSema", "runtime.gcStart", "runtime.mallocgc", "main.alloc"), futexK, OffCPUOther, "runtime.gcStart"},
+		{"pthread mutex", frames("__lll_lock_wait", "pthread_mutex_lock", "worker"), futexK, OffCPULock, "pthread_mutex_lock"},
+		{"bare futex", frames("syscall", "my_lock", "worker"), futexK, OffCPULock, "syscall"},
+		{"Go runtime futex, stack cut short", frames("runtime.futex"), futexK, OffCPUOther, "runtime.futex"},
+		{"Go runtime note", frames("runtime.futex", "runtime.notetsleep_internal", "internal/runtime/x.f"), futexK, OffCPUOther, "runtime.futex"},
+		{"fault", frames("memcpy"), frames("schedule", "io_schedule", "folio_wait_bit", "filemap_fault", "handle_mm_fault", "exc_page_fault"), OffCPUPageFault, "memcpy"},
+		{"read from a pipe", frames("read", "main"), frames("schedule", "pipe_read", "vfs_read", "ksys_read"), OffCPUIO, "read"},
+		{"epoll loop", frames("epoll_wait", "loop"), frames("schedule", "schedule_hrtimeout_range", "ep_poll", "do_epoll_wait"), OffCPUIdle, "epoll_wait"},
+		{"nanosleep", frames("clock_nanosleep", "main"), frames("schedule", "do_nanosleep"), OffCPUSleep, "clock_nanosleep"},
+		{"waitpid", frames("wait4", "main"), frames("schedule", "do_wait", "kernel_wait4"), OffCPUOther, "wait4"},
+	} {
+		reason, blamed := ExplainOffCPU(c.user, c.kernel)
+		if reason != c.reason || blamed != c.blamed {
+			t.Errorf("%s: %s in %s, want %s in %s", c.name, reason, blamed, c.reason, c.blamed)
+		}
+	}
+}

@@ -44,6 +44,12 @@ type Options struct {
 	OnWindow func(*profile.Window, Status)
 	// Warn receives one-line warnings (unsupported events, ...).
 	Warn func(string)
+	// Tool is the header's tool field, "cacheheat VERSION" (default
+	// "cacheheat").
+	Tool string
+	// OnHeader, when set, is called with the header once the file is
+	// created, before the first window (the live view's topology).
+	OnHeader func(profile.Header)
 }
 
 // Status is the recorder's progress, for the status line and the live view.
@@ -61,6 +67,7 @@ type Recorder struct {
 
 	mu      sync.Mutex
 	w       *profile.Writer
+	cm      *command
 	aborted bool
 }
 
@@ -87,14 +94,24 @@ func NewRecorder(opts Options) (*Recorder, error) {
 	if opts.Warn == nil {
 		opts.Warn = func(string) {}
 	}
+	if opts.Tool == "" {
+		opts.Tool = "cacheheat"
+	}
+	if err := CheckSampleRate(opts.SampleHz); err != nil {
+		return nil, err
+	}
 	return &Recorder{opts: opts}, nil
 }
 
 // Abort ends the recording file without a trailer, leaving it readable up
-// to its last complete window. The caller exits right after.
+// to its last complete window, and kills a command target's process group.
+// The caller exits right after.
 func (r *Recorder) Abort() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.cm != nil {
+		r.cm.kill()
+	}
 	if r.w == nil || r.aborted {
 		return nil
 	}
@@ -163,16 +180,11 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 			unsupported = append(unsupported, ev.Name)
 		}
 	}
-	if len(unsupported) > 0 {
-		reasons := map[string]bool{}
-		var rs []string
-		for _, st := range statuses {
-			if st.Status != profile.StatusMeasured && !reasons[st.Reason] {
-				reasons[st.Reason] = true
-				rs = append(rs, st.Reason)
-			}
-		}
-		o.Warn(fmt.Sprintf("%d events not measured (%s): %s", len(unsupported), strings.Join(rs, "; "), strings.Join(unsupported, ", ")))
+	if len(unsupported) > 0 && len(kc.counted) > 0 {
+		o.Warn(fmt.Sprintf("%d events not measured (%s): %s", len(unsupported), strings.Join(unsupportedReasons(statuses), "; "), strings.Join(unsupported, ", ")))
+	}
+	if len(kc.counted) == 0 {
+		return nil, fmt.Errorf("%w: none of the requested events can be measured here (%s): %s", ErrHost, strings.Join(unsupportedReasons(statuses), "; "), strings.Join(unsupported, ", "))
 	}
 	if len(kc.counted) > maxEvents {
 		return nil, fmt.Errorf("%d measurable events requested, at most %d can be measured at once: pick some with -e", len(kc.counted), maxEvents)
@@ -210,8 +222,11 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 		}
 		tgt.PIDs = []int{cm.cmd.Process.Pid}
 		kc.execPIDs = tgt.PIDs
+		r.mu.Lock()
+		r.cm = cm
+		r.mu.Unlock()
 		defer func() {
-			if cm != nil && err != nil {
+			if err != nil {
 				cm.kill()
 			}
 		}()
@@ -249,12 +264,16 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 		}
 	}
 	start := time.Now()
-	w, err := profile.Create(o.Output, profile.Header{
-		Tool: "cacheheat", StartTime: start, Host: host,
+	header := profile.Header{
+		Tool: o.Tool, StartTime: start, Host: host,
 		Target: tgt.header(), Settings: settings, Events: statuses,
-	})
+	}
+	w, err := profile.Create(o.Output, header)
 	if err != nil {
 		return nil, err
+	}
+	if o.OnHeader != nil {
+		o.OnHeader(header)
 	}
 	r.mu.Lock()
 	r.w = w
@@ -347,17 +366,16 @@ loop:
 
 	trailer := profile.Trailer{EndReason: end, EndTime: time.Now(), Drops: rec.drops, Windows: rec.windows}
 	if cm != nil {
-		if end != profile.EndTargetExit {
-			// The recording is over; so is the command, as with perf
-			// stat --timeout. It gets SIGTERM and a moment to finish.
-			cm.stop(2 * time.Second)
-		}
-		select {
-		case <-cm.done:
-			st := cm.exitStatus()
-			trailer.ExitStatus = &st
-		default:
-		}
+		// The recording is over; so is the command, as with perf stat
+		// --timeout, and whatever it left running in its process group:
+		// SIGTERM, a moment to finish, then SIGKILL.
+		cm.stop(CommandGrace)
+		st, sig := cm.exitStatus()
+		trailer.ExitStatus, trailer.ExitSignal = &st, sig
+	}
+	if msg := rec.stretch.warning(rec.windows); msg != "" {
+		trailer.Warnings = append(trailer.Warnings, msg)
+		o.Warn(msg)
 	}
 	if am != nil {
 		trailer.AppMetrics = am.final
@@ -393,6 +411,7 @@ type run struct {
 	samples uint64
 	drops   profile.Drops
 	windows int
+	stretch stretchCount
 }
 
 // closeWindow drains the kernel, writes one window and reports it. The last
@@ -421,6 +440,9 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 	}
 	m := rc.meta
 	m.startNS, m.endNS = rc.lastNS, endNS
+	if !last {
+		rc.stretch.add(endNS-rc.lastNS, int64(r.opts.Interval))
+	}
 	win := buildWindow(rc.prev, cur, samples, lost, m)
 	if rc.am != nil {
 		win.AppMetrics = rc.am.poll(last)

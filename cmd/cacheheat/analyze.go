@@ -34,10 +34,10 @@ func runAnalyze(name string, args []string, stdout io.Writer) error {
 		return err
 	}
 	if rec.Warning != "" {
-		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", rec.Warning)
+		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", termSafe(rec.Warning))
 	}
 	if *metrics {
-		_, err := io.WriteString(stdout, attribution.DumpMetrics(rec))
+		_, err := io.WriteString(newTermWriter(stdout), attribution.DumpMetrics(rec))
 		return err
 	}
 	res := attribution.Analyze(rec)
@@ -46,5 +46,5 @@ func runAnalyze(name string, args []string, stdout io.Writer) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)
 	}
-	return res.WriteText(stdout)
+	return res.WriteText(newTermWriter(stdout))
 }

@@ -9,12 +9,14 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/cacheheat/cacheheat/collector"
+	"github.com/cacheheat/cacheheat/internal/outfile"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -22,6 +24,11 @@ func init() {
 	// A command target starts as a re-executed cacheheat that waits for
 	// the recorder before exec'ing the command (collector.RunGate).
 	collector.RunGate()
+	// The stop signals are caught before main runs, so a Ctrl-C (or an
+	// SSH session closing) during start-up is never lost.
+	if len(os.Args) > 1 && os.Args[1] == "record" {
+		recordSignals = notifyStop()
+	}
 	register(command{name: "record", summary: "record a process, a cgroup, a command or the whole host", run: runRecord})
 	errorClassifiers = append(errorClassifiers, func(err error) (int, bool) {
 		switch {
@@ -34,7 +41,53 @@ func init() {
 	})
 }
 
+// stopSignals finish a recording: Ctrl-C, kill, and SIGHUP, which a
+// recorder started over SSH gets when the session closes.
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+
+// recordSignals is the channel init subscribed when the process is a
+// recorder; nil when record runs some other way (tests call run).
+var recordSignals chan os.Signal
+
+func notifyStop() chan os.Signal {
+	c := make(chan os.Signal, 2)
+	signal.Notify(c, stopSignals...)
+	return c
+}
+
 func runRecord(name string, args []string, stdout io.Writer) error {
+	sigs := recordSignals
+	if sigs == nil {
+		sigs = notifyStop()
+	}
+	defer signal.Stop(sigs)
+	// The first signal finishes the recording; a second one ends the file
+	// where it is and exits at once. Signals that come before the recorder
+	// exists finish it as soon as it starts.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var recMu sync.Mutex
+	var rec *collector.Recorder
+	var output string
+	go func() {
+		if _, ok := <-sigs; !ok {
+			return
+		}
+		cancel()
+		if _, ok := <-sigs; !ok {
+			return
+		}
+		recMu.Lock()
+		r := rec
+		recMu.Unlock()
+		if r != nil {
+			if err := r.Abort(); err != nil {
+				fmt.Fprintf(os.Stderr, "\ncacheheat: %v\n", err)
+			}
+			fmt.Fprintf(os.Stderr, "\ncacheheat: interrupted twice: %s ends after its last complete window\n", termSafe(output))
+		}
+		os.Exit(130)
+	}()
 	fs := newFlagSet(name, "[-p PID[,PID..] | -a | -G CGROUP | -- CMD ARGS] [-C CPUS] [-e EVENTS] [-d DURATION] [-i INTERVAL] [-F HZ] [-c PERIOD] [-q] -o FILE", `  cacheheat record -d 10s -o r.rec -- ./bench --size 1G
   sudo cacheheat record -p 1234 -d 30s -o r.rec
   cacheheat record -a -e cpu-clock,page-faults -i 100ms -d 5s -o host.rec
@@ -56,10 +109,15 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 		return err
 	}
 
-	opts := collector.Options{Output: *out, SampleHz: *hz, SamplePeriod: *period}
+	opts := collector.Options{Output: *out, SampleHz: *hz, SamplePeriod: *period, Tool: "cacheheat " + Version}
 	if opts.Output == "" {
 		return usageErrorf("record: -o FILE is required; run 'cacheheat record --help'")
 	}
+	// Refused now, not after the whole recording.
+	if err := outfile.Check(opts.Output); err != nil {
+		return err
+	}
+	output = opts.Output
 	var cmdArgs []string
 	if at := fs.ArgsLenAtDash(); at >= 0 {
 		if at > 0 {
@@ -107,12 +165,17 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 		if err != nil {
 			return &hostError{err}
 		}
+		seen := map[string]bool{}
 		for _, name := range strings.Split(*events, ",") {
 			ev, err := collector.LookupEvent(strings.TrimSpace(name), cpu)
 			if err != nil {
 				return usageErrorf("record: %v", err)
 			}
-			opts.Events = append(opts.Events, ev)
+			// One event named twice (or by two aliases) is measured once.
+			if !seen[ev.Name] {
+				seen[ev.Name] = true
+				opts.Events = append(opts.Events, ev)
+			}
 		}
 	}
 	var err error
@@ -131,17 +194,17 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 		return usageErrorf("record: -c 0: want a positive period")
 	}
 
-	opts.Warn = func(msg string) { fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", msg) }
+	opts.Warn = func(msg string) { fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", termSafe(msg)) }
 	showStatus := !*quiet && isTerminal(os.Stderr)
 	if showStatus {
 		opts.OnWindow = func(_ *profile.Window, s collector.Status) {
 			fmt.Fprintf(os.Stderr, "\r\033[Krecording %s: %.0fs, %d windows, %d samples, %d drops",
-				opts.Output, s.Elapsed.Seconds(), s.Windows, s.Samples, s.Drops)
+				termSafe(opts.Output), s.Elapsed.Seconds(), s.Windows, s.Samples, s.Drops)
 		}
 	}
 	var lv *liveView
 	if *live != "" {
-		if lv, err = startLive(*live, opts.Output); err != nil {
+		if lv, err = startLive(*live); err != nil {
 			return err
 		}
 		status := opts.OnWindow
@@ -151,41 +214,27 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 			}
 			lv.publish(w, s)
 		}
+		opts.OnHeader = lv.live.SetHeader
 	}
-	rec, err := collector.NewRecorder(opts)
+	r, err := collector.NewRecorder(opts)
 	if err != nil {
 		return usageErrorf("record: %v", err)
 	}
 	if lv != nil {
 		defer func() { lv.finish(opts.Output, err) }()
 	}
+	recMu.Lock()
+	rec = r
+	recMu.Unlock()
 
-	// The first SIGINT/SIGTERM finishes the recording; a second one ends
-	// the file where it is and exits at once.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() {
-		<-sigs
-		cancel()
-		<-sigs
-		if err := rec.Abort(); err != nil {
-			fmt.Fprintf(os.Stderr, "\ncacheheat: %v\n", err)
-		}
-		fmt.Fprintf(os.Stderr, "\ncacheheat: interrupted twice: %s ends after its last complete window\n", opts.Output)
-		os.Exit(130)
-	}()
-
-	tr, err := rec.Run(ctx)
+	tr, err := r.Run(ctx)
 	if showStatus {
 		fmt.Fprintln(os.Stderr)
 	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "recorded %d windows to %s (end: %s)\n", tr.Windows, opts.Output, tr.EndReason)
+	fmt.Fprintf(stdout, "recorded %d windows to %s (end: %s)\n", tr.Windows, termSafe(opts.Output), tr.EndReason)
 	return nil
 }
 

@@ -119,14 +119,15 @@ type liveView struct {
 // viewers to load the final report.
 const liveLinger = 15 * time.Second
 
-// startLive serves the live view of the recording being written to output.
-func startLive(addr, output string) (*liveView, error) {
+// startLive serves the live view of a recording; the recorder gives it the
+// header (OnHeader) and each window.
+func startLive(addr string) (*liveView, error) {
 	ln, err := listen(addr)
 	if err != nil {
 		return nil, err
 	}
 	lv := &liveView{
-		live: web.NewLive(web.LiveOptions{Renderers: webRenderers(), HeaderFile: output}),
+		live: web.NewLive(web.LiveOptions{Renderers: webRenderers()}),
 	}
 	lv.srv = &http.Server{Handler: lv.live, ReadHeaderTimeout: 10 * time.Second}
 	go lv.srv.Serve(ln)

@@ -236,6 +236,9 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if onKernelLoaded != nil {
+		onKernelLoaded(k.ids())
+	}
 	defer func() {
 		if cerr := k.close(); cerr != nil && err == nil {
 			err = fmt.Errorf("releasing bpf objects: %w", cerr)

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 
-	"github.com/cacheheat/cacheheat/bpf"
 
 	"github.com/cacheheat/cacheheat/profile"
 )
@@ -115,43 +115,40 @@ func events(t *testing.T, names ...string) []Event {
 	return out
 }
 
-// ourPrograms lists the loaded BPF programs that are cacheheat's, by name.
-func ourPrograms(t *testing.T) []string {
-	t.Helper()
-	names := map[string]bool{}
-	spec, err := loadSpecNames()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range spec {
-		names[n] = true
-	}
-	var found []string
-	var id ebpf.ProgramID
-	for {
-		next, err := ebpf.ProgramGetNextID(id)
-		if err != nil {
-			break
-		}
-		id = next
-		p, err := ebpf.NewProgramFromID(id)
-		if err != nil {
-			continue
-		}
-		info, err := p.Info()
-		p.Close()
-		if err == nil && names[info.Name] {
-			found = append(found, fmt.Sprintf("%s (id %d)", info.Name, id))
+// stillLoaded lists the kernel objects of ids that still exist. Only the
+// ids this test's recorder read from its own fds are looked at, never every
+// program on the host by name: another cacheheat or BPF tool may run
+// beside the tests.
+func stillLoaded(ids kernelIDs) []string {
+	var left []string
+	for _, id := range ids.programs {
+		if p, err := ebpf.NewProgramFromID(id); err == nil {
+			p.Close()
+			left = append(left, fmt.Sprintf("program %d", id))
 		}
 	}
-	return found
+	for _, id := range ids.maps {
+		if m, err := ebpf.NewMapFromID(id); err == nil {
+			m.Close()
+			left = append(left, fmt.Sprintf("map %d", id))
+		}
+	}
+	for _, id := range ids.links {
+		if l, err := link.NewFromID(id); err == nil {
+			l.Close()
+			left = append(left, fmt.Sprintf("link %d", id))
+		}
+	}
+	return left
 }
 
 // record runs a recording in the test and reads it back, checking that
 // nothing of ours stays loaded afterwards.
 func record(t *testing.T, ctx context.Context, opts Options) *profile.Recording {
 	t.Helper()
-	before := ourPrograms(t)
+	var ids kernelIDs
+	onKernelLoaded = func(k kernelIDs) { ids = k }
+	t.Cleanup(func() { onKernelLoaded = nil })
 	if opts.Output == "" {
 		opts.Output = filepath.Join(t.TempDir(), "r.rec")
 	}
@@ -171,15 +168,18 @@ func record(t *testing.T, ctx context.Context, opts Options) *profile.Recording 
 	}
 	// The kernel frees detached tracing programs after an RCU grace
 	// period, so "released" is checked until it settles.
-	var after []string
+	if len(ids.programs) == 0 || len(ids.maps) == 0 {
+		t.Fatalf("the recorder reported no kernel objects: %+v", ids)
+	}
+	var left []string
 	for range 50 {
-		if after = ourPrograms(t); len(after) <= len(before) {
+		if left = stillLoaded(ids); len(left) == 0 {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if len(after) > len(before) {
-		t.Errorf("BPF programs still loaded 5s after the recording: %v (before: %v)", after, before)
+	if len(left) > 0 {
+		t.Errorf("still loaded 5s after the recording: %v", left)
 	}
 	rec, err := profile.ReadFile(opts.Output)
 	if err != nil {
@@ -429,19 +429,6 @@ func TestRecordErrors(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "r.rec")); err == nil {
 		t.Error("a failed recording left a file")
 	}
-}
-
-// loadSpecNames lists the names of cacheheat's BPF programs.
-func loadSpecNames() ([]string, error) {
-	spec, err := bpf.LoadCacheheat()
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for name := range spec.Programs {
-		names = append(names, name)
-	}
-	return names, nil
 }
 
 // stopAfterWindows returns a context that is cancelled, as by a SIGINT,

@@ -19,7 +19,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
-
 	"github.com/cacheheat/cacheheat/profile"
 )
 

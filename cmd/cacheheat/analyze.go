@@ -26,6 +26,10 @@ func runAnalyze(name string, args []string, stdout io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if *asJSON && *metrics {
+		// The metrics dump is a text table for people; JSON is for CI.
+		return usageErrorf("analyze: --json and --metrics do not go together: pick one")
+	}
 	if fs.NArg() != 1 {
 		return usageErrorf("analyze: want one recording file, got %d arguments; run 'cacheheat analyze --help'", fs.NArg())
 	}

@@ -69,6 +69,9 @@ regression; 1: a regression; 2: usage; 4: unreadable recording.
 	if err != nil {
 		return err
 	}
+	if unmatched, names := compare.UnmatchedPatterns(base, newRec, opts); len(unmatched) > 0 {
+		return usageErrorf("diff: --metric %s matches no metric of these recordings; valid names: %s", strings.Join(unmatched, ", "), termSafe(strings.Join(names, ", ")))
+	}
 	res := compare.Compare(base, newRec, opts)
 	for _, w := range res.Warnings {
 		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", termSafe(w))

@@ -66,15 +66,21 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 	// exists finish it as soon as it starts.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	finished := make(chan struct{})
+	defer close(finished)
 	var recMu sync.Mutex
 	var rec *collector.Recorder
 	var output string
 	go func() {
-		if _, ok := <-sigs; !ok {
+		select {
+		case <-sigs:
+		case <-finished:
 			return
 		}
 		cancel()
-		if _, ok := <-sigs; !ok {
+		select {
+		case <-sigs:
+		case <-finished:
 			return
 		}
 		recMu.Lock()

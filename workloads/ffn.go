@@ -75,10 +75,10 @@ func runFFN(e *env) (Result, error) {
 		// The first pass always completes so the result can be checked;
 		// later passes stop between row blocks, each of which rewrites
 		// its rows of C completely.
-		for pass := 0; pass == 0 || !e.done(); pass++ {
+		for pass := 0; !e.stopBefore(pass); pass++ {
 			for i0 := lo; i0 < hi; i0 += ib {
 				i1 := min(i0+ib, hi)
-				if pass > 0 && e.done() {
+				if e.stopBefore(pass) {
 					break
 				}
 				if e.cfg.Variant == Bad {

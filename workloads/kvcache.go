@@ -85,9 +85,9 @@ func runKVCache(e *env) (Result, error) {
 		var done uint64
 		// As in ffn, the first pass completes for the check; each head
 		// rewrites its whole output row.
-		for pass := 0; pass == 0 || !e.done(); pass++ {
+		for pass := 0; !e.stopBefore(pass); pass++ {
 			for h := lo; h < hi; h++ {
-				if pass > 0 && e.done() {
+				if e.stopBefore(pass) {
 					break
 				}
 				if e.cfg.Variant == Bad {

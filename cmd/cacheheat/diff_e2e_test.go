@@ -43,20 +43,17 @@ func TestDiffEndToEnd(t *testing.T) {
 		Ratio         float64
 	}
 	type result struct {
-		code  int
-		table string
-		ops   metric
-		all   []metric
+		code   int
+		table  string
+		byName map[string]metric
+		regr   int
 	}
-	// The threshold docs/CI.md advises for a shared VM: two recordings of
-	// the same variant here differ by up to ~8% in ops/s from drift
-	// between runs (seen: x0.923, Holm p 1e-6), beyond the 5% default
-	// meant for a quiet runner; the variants differ by about 6x.
+	// The threshold docs/CI.md advises for a shared VM.
 	const threshold = "15%"
 	diff := func(base, new string) result {
 		cmd := exec.Command(bin, "diff", "--json", "--threshold", threshold, base, new)
 		out, err := cmd.Output()
-		var r result
+		r := result{byName: map[string]metric{}}
 		var ee *exec.ExitError
 		switch {
 		case err == nil:
@@ -71,41 +68,55 @@ func TestDiffEndToEnd(t *testing.T) {
 		if err := json.Unmarshal(out, &doc); err != nil {
 			t.Fatalf("diff --json: %v\n%s", err, out)
 		}
-		r.all = doc.Metrics
 		for _, m := range doc.Metrics {
-			if m.Name == "app.ops_per_sec" {
-				r.ops = m
+			r.byName[m.Name] = m
+			if m.Verdict == "regression" {
+				r.regr++
 			}
 		}
 		table, _ := exec.Command(bin, "diff", "--threshold", threshold, base, new).Output()
 		r.table = string(table)
+		// The exit code follows the verdicts: 1 exactly when one is a
+		// regression (the rule itself is tested on constructed
+		// recordings in TestDiffExitCodes).
+		if (r.code == exitRegression) != (r.regr > 0) || (r.code != exitRegression && r.code != exitOK) {
+			t.Errorf("diff %s %s: exit %d with %d regressions", filepath.Base(base), filepath.Base(new), r.code, r.regr)
+		}
 		return r
 	}
 
-	// The verdicts asserted are those on the effect the variants are
-	// built to have, the workload's own throughput (about 6x between
-	// them; it is what a CI job gates on), together with its direction.
-	// Other metrics (scheduling, migrations, run-queue latency) also move
-	// with whatever else runs on the host, so a verdict on them is not a
-	// property of the change; their decision rules (the CPU-share and
-	// work explanations) are tested on constructed series in compare/.
-	// Robustness: run 10 times in a row while 'stress-ng --cpu 2' loaded
-	// both CPUs of the 2-CPU test VM, it passed 10 of 10 (see the record
-	// in the commit that introduced this comment).
+	// What is asserted, and why it holds on a loaded host. The variants
+	// differ in what each operation costs: behind the RWMutex every read
+	// bounces the lock's cache line, so the CPU time per operation
+	// (cpu-clock/op) is higher whatever share of the CPUs the run gets.
+	// Throughput (ops/s) and scheduling metrics also follow how much CPU
+	// the host gave each run: under 'stress-ng --cpu 2' ops/s of the bad
+	// variant was sometimes not significantly lower (x0.47, p 0.42), and
+	// two runs of the good variant differed x0.61 (significant). So this
+	// test asserts the per-operation cost's verdict, and only the
+	// direction of the throughput; a throughput gate needs a quieter
+	// runner (docs/CI.md).
+	//
+	// Proof of robustness: 10 runs in a row while 'stress-ng --cpu 2'
+	// loaded both CPUs of the 2-CPU VM, plus other helpers' builds:
+	// RESULT_PLACEHOLDER.
+	cost := "cpu-clock/op"
+	ops := "app.ops_per_sec"
 	fwd := diff(good, bad)
 	t.Logf("diff good bad: exit %d\n%s", fwd.code, fwd.table)
-	if fwd.code != exitRegression || fwd.ops.Verdict != "regression" || !(fwd.ops.Ratio < 0.5) {
-		t.Errorf("good -> bad: exit %d, app.ops_per_sec %+v; want exit 1 and ops/s regressed below x0.5", fwd.code, fwd.ops)
+	if m := fwd.byName[cost]; !(m.Ratio > 1.15) || m.Verdict == "no change" || m.Verdict == "improvement" {
+		t.Errorf("good -> bad: %s %+v; want it significantly higher", cost, m)
+	}
+	if m := fwd.byName[ops]; !(m.Ratio < 1) {
+		t.Errorf("good -> bad: %s %+v; want it lower", ops, m)
 	}
 	rev := diff(bad, good)
 	t.Logf("diff bad good: exit %d\n%s", rev.code, rev.table)
-	if rev.ops.Verdict != "improvement" || !(rev.ops.Ratio > 2) {
-		t.Errorf("bad -> good: app.ops_per_sec %+v; want improved above x2", rev.ops)
+	if m := rev.byName[cost]; !(m.Ratio < 1/1.15) || m.Verdict == "no change" || m.Verdict == "regression" {
+		t.Errorf("bad -> good: %s %+v; want it significantly lower", cost, m)
 	}
-	if rev.code == exitRegression {
-		// Reported, not failed: a loaded host can move a scheduling metric
-		// beyond the threshold between two runs.
-		t.Logf("bad -> good also flagged a regression in a metric other than the throughput")
+	if m := rev.byName[ops]; !(m.Ratio > 1) {
+		t.Errorf("bad -> good: %s %+v; want it higher", ops, m)
 	}
 
 	if t.Failed() {
@@ -115,13 +126,11 @@ func TestDiffEndToEnd(t *testing.T) {
 		}
 	}
 
-	// Same variant twice: the throughput must not be called a regression.
-	// When the host gave the second run less CPU, diff says "changed"
-	// with the reason (explainByCPUShare), which is the right answer.
+	// Same variant twice: the cost per operation did not change.
 	same := diff(good, good2)
 	t.Logf("diff good good2: exit %d\n%s", same.code, same.table)
-	if same.ops.Name == "" || same.ops.Verdict == "regression" {
-		t.Errorf("good -> good: exit %d, app.ops_per_sec %+v; want the throughput not called a regression", same.code, same.ops)
+	if m, ok := same.byName[cost]; !ok || m.Verdict == "regression" || m.Verdict == "improvement" {
+		t.Errorf("good -> good: %s %+v; want no change", cost, m)
 		out, _ := exec.Command(bin, "inspect", good2).Output()
 		t.Logf("inspect good2:\n%s", out)
 	}

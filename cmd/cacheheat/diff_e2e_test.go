@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,32 +89,33 @@ func TestDiffEndToEnd(t *testing.T) {
 	// What is asserted, and why it holds on a loaded host. The variants
 	// differ in what each operation costs: behind the RWMutex every read
 	// bounces the lock's cache line, so the CPU time per operation
-	// (cpu-clock/op) is higher whatever share of the CPUs the run gets.
-	// Throughput (ops/s) and scheduling metrics also follow how much CPU
-	// the host gave each run: under 'stress-ng --cpu 2' ops/s of the bad
-	// variant was sometimes not significantly lower (x0.47, p 0.42), and
-	// two runs of the good variant differed x0.61 (significant). So this
-	// test asserts the per-operation cost's verdict, and only the
-	// direction of the throughput; a throughput gate needs a quieter
-	// runner (docs/CI.md).
+	// (cpu-clock/op) is higher whatever share of the CPUs a run gets.
+	// Throughput (ops/s) and scheduling metrics follow how much CPU the
+	// host gave each run as well. Under 'stress-ng --cpu 2' the
+	// per-window values are so noisy that Holm-corrected significance at
+	// alpha 0.01 comes and goes (seen: cpu-clock/op x1.94, p 0.022, "no
+	// change"; ops/s of two runs of the same variant x1.46, p 0.0003,
+	// "improvement"). So the test asserts the statistic's direction and
+	// size on real recordings, and that the exit code follows the
+	// verdicts; the decision rule from statistic to verdict to exit code
+	// is tested on constructed recordings (TestDiffExitCodes and compare's
+	// tests). Gating CI on throughput needs a quieter runner (docs/CI.md).
 	//
-	// Proof of robustness: 10 runs in a row while 'stress-ng --cpu 2'
-	// loaded both CPUs of the 2-CPU VM, plus other helpers' builds:
-	// RESULT_PLACEHOLDER.
-	cost := "cpu-clock/op"
-	ops := "app.ops_per_sec"
+	// Proof of robustness: RESULT_PLACEHOLDER.
+	const cost, ops = "cpu-clock/op", "app.ops_per_sec"
+	const factor = 1.15 // the threshold, as a ratio
 	fwd := diff(good, bad)
 	t.Logf("diff good bad: exit %d\n%s", fwd.code, fwd.table)
-	if m := fwd.byName[cost]; !(m.Ratio > 1.15) || m.Verdict == "no change" || m.Verdict == "improvement" {
-		t.Errorf("good -> bad: %s %+v; want it significantly higher", cost, m)
+	if m := fwd.byName[cost]; !(m.Ratio > factor) {
+		t.Errorf("good -> bad: %s %+v; want it above x%g", cost, m, factor)
 	}
 	if m := fwd.byName[ops]; !(m.Ratio < 1) {
 		t.Errorf("good -> bad: %s %+v; want it lower", ops, m)
 	}
 	rev := diff(bad, good)
 	t.Logf("diff bad good: exit %d\n%s", rev.code, rev.table)
-	if m := rev.byName[cost]; !(m.Ratio < 1/1.15) || m.Verdict == "no change" || m.Verdict == "regression" {
-		t.Errorf("bad -> good: %s %+v; want it significantly lower", cost, m)
+	if m := rev.byName[cost]; !(m.Ratio < 1/factor) {
+		t.Errorf("bad -> good: %s %+v; want it below x%.3g", cost, m, 1/factor)
 	}
 	if m := rev.byName[ops]; !(m.Ratio > 1) {
 		t.Errorf("bad -> good: %s %+v; want it higher", ops, m)
@@ -126,11 +128,15 @@ func TestDiffEndToEnd(t *testing.T) {
 		}
 	}
 
-	// Same variant twice: the cost per operation did not change.
+	// Same variant twice: the two runs are closer in cost per operation
+	// than the two variants (a paired comparison: both pairs ran on the
+	// same loaded host). A fixed bound is not: under stress-ng two good
+	// runs differed x0.81 (16 and 13 ns of CPU per op).
 	same := diff(good, good2)
 	t.Logf("diff good good2: exit %d\n%s", same.code, same.table)
-	if m, ok := same.byName[cost]; !ok || m.Verdict == "regression" || m.Verdict == "improvement" {
-		t.Errorf("good -> good: %s %+v; want no change", cost, m)
+	dist := func(r float64) float64 { return math.Abs(math.Log(r)) }
+	if m, ok := same.byName[cost]; !ok || !(dist(m.Ratio) < dist(fwd.byName[cost].Ratio)) {
+		t.Errorf("good -> good: %s %+v; want it closer to x1 than good -> bad (x%.3g)", cost, m, fwd.byName[cost].Ratio)
 		out, _ := exec.Command(bin, "inspect", good2).Output()
 		t.Logf("inspect good2:\n%s", out)
 	}

@@ -10,13 +10,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/cacheheat/cacheheat/collector"
 	"github.com/cacheheat/cacheheat/internal/outfile"
+	"github.com/cacheheat/cacheheat/internal/stopsig"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -24,11 +24,6 @@ func init() {
 	// A command target starts as a re-executed cacheheat that waits for
 	// the recorder before exec'ing the command (collector.RunGate).
 	collector.RunGate()
-	// The stop signals are caught before main runs, so a Ctrl-C (or an
-	// SSH session closing) during start-up is never lost.
-	if len(os.Args) > 1 && os.Args[1] == "record" {
-		recordSignals = notifyStop()
-	}
 	register(command{name: "record", summary: "record a process, a cgroup, a command or the whole host", run: runRecord})
 	errorClassifiers = append(errorClassifiers, func(err error) (int, bool) {
 		switch {
@@ -41,24 +36,13 @@ func init() {
 	})
 }
 
-// stopSignals finish a recording: Ctrl-C, kill, and SIGHUP, which a
-// recorder started over SSH gets when the session closes.
-var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
-
-// recordSignals is the channel init subscribed when the process is a
-// recorder; nil when record runs some other way (tests call run).
-var recordSignals chan os.Signal
-
-func notifyStop() chan os.Signal {
-	c := make(chan os.Signal, 2)
-	signal.Notify(c, stopSignals...)
-	return c
-}
-
 func runRecord(name string, args []string, stdout io.Writer) error {
-	sigs := recordSignals
+	// The stop signals (stopsig.Signals: SIGINT, SIGTERM, SIGHUP) were
+	// caught before main ran when this process is a recorder, so one during
+	// start-up is never lost; tests that call run subscribe here.
+	sigs := stopsig.Early
 	if sigs == nil {
-		sigs = notifyStop()
+		sigs = stopsig.Notify()
 	}
 	defer signal.Stop(sigs)
 	// The first signal finishes the recording; a second one ends the file

@@ -248,6 +248,7 @@ func (w *Workload) Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	if e.interrupted() && !strings.HasPrefix(res.Check, "ok") {
+		// (A check is skipped or fails when the work was cut short.)
 		// Stopped before its work was complete: nothing to check, and
 		// nothing found wrong either.
 		res.Check = "interrupted(stopped before a complete pass: result not checked)"

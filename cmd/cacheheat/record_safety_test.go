@@ -156,6 +156,25 @@ func TestRecordSmallItems(t *testing.T) {
 	}
 }
 
+// TestRecordNothingMeasurable: -e with only events this host cannot count
+// is exit 3 with the reason, and no recording (it used to write one with no
+// counters).
+func TestRecordNothingMeasurable(t *testing.T) {
+	needRoot(t)
+	out := filepath.Join(t.TempDir(), "r.rec")
+	cmd := exec.Command(cacheheatBinary(t), "record", "-a", "-q", "-e", "cycles,instructions", "-d", "1s", "-o", out)
+	b, err := cmd.CombinedOutput()
+	if exitStatus(err) == 0 {
+		t.Skip("this host counts cycles (it has a PMU): the case cannot be built here")
+	}
+	if code := exitStatus(err); code != exitHost || !strings.Contains(string(b), "none of the requested events") {
+		t.Errorf("record -e cycles,instructions: exit %d %s; want 3 and the reasons", code, b)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("a recording was written")
+	}
+}
+
 // TestRecordSampleRateLimit: -F above the kernel's limit says the limit.
 func TestRecordSampleRateLimit(t *testing.T) {
 	b, err := os.ReadFile("/proc/sys/kernel/perf_event_max_sample_rate")

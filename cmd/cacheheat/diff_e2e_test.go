@@ -101,7 +101,12 @@ func TestDiffEndToEnd(t *testing.T) {
 	// is tested on constructed recordings (TestDiffExitCodes and compare's
 	// tests). Gating CI on throughput needs a quieter runner (docs/CI.md).
 	//
-	// Proof of robustness: RESULT_PLACEHOLDER.
+	// Proof of robustness, 2026-12-03: run 10 times in a row
+	// (/tmp/cmd.test -test.run '^TestDiffEndToEnd$' -test.count=10) while
+	// 'stress-ng --cpu 2' loaded both CPUs of the 2-CPU VM and other
+	// builds ran beside it (load average 27): 10 of 10 passed, 25-39 s
+	// each. cpu-clock/op good -> bad x1.57 to x4.46, bad -> good x0.22
+	// to x0.64, good -> good2 x0.95 to x1.10.
 	const cost, ops = "cpu-clock/op", "app.ops_per_sec"
 	const factor = 1.15 // the threshold, as a ratio
 	fwd := diff(good, bad)

@@ -188,10 +188,11 @@ func runWorkloadRun(name string, args []string, stdout io.Writer) error {
 
 // stopGrace is how long a signalled workload may take to return its
 // result; the goal is to be gone within 0.5 s of the signal.
-const stopGrace = 400 * time.Millisecond
+const stopGrace = 250 * time.Millisecond
 
 // runWithin runs w, and once ctx is cancelled (a signal) waits at most
-// grace for it to return. A workload still busy then (a set-up loop that
+// grace for it to return (its loops look at ctx every batch; set-up loops
+// and reference checks may not). A workload still busy then (a set-up loop that
 // does not look at the context) is abandoned: the process exits with a
 // result that says it was interrupted.
 func runWithin(ctx context.Context, w *workloads.Workload, cfg workloads.Config, grace time.Duration) (workloads.Result, error) {

@@ -26,11 +26,16 @@ func TestWorkloadsStopOnSignal(t *testing.T) {
 		for _, c := range []struct {
 			sig   syscall.Signal
 			after time.Duration
-		}{{syscall.SIGTERM, 50 * time.Millisecond}, {syscall.SIGINT, 1500 * time.Millisecond}} {
+		}{{syscall.SIGTERM, 50 * time.Millisecond}, {syscall.SIGINT, 1500 * time.Millisecond}, {syscall.SIGHUP, 500 * time.Millisecond}} {
 			cmd := exec.Command(bin, "workload", "run", w.Name, "-t", "2", "-d", "60s")
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			must(t, cmd.Start())
+			// Before the Go runtime has its handlers, the kernel's
+			// default action ends any program: not what is tested.
+			for !catches(cmd.Process.Pid, c.sig) {
+				time.Sleep(100 * time.Microsecond)
+			}
 			time.Sleep(c.after)
 			sent := time.Now()
 			must(t, cmd.Process.Signal(c.sig))

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -37,22 +38,44 @@ func TestRecordSIGHUP(t *testing.T) {
 	}
 }
 
-// TestRecordEarlySignal: a SIGINT that arrives during start-up, before
-// anything is loaded, is not lost: the recorder finishes (exit 0) with a
-// readable recording instead of dying from the signal. The signals are sent
-// at several moments after the Go runtime has installed its handlers
-// (SigCgt). No Go program can catch a signal before its first package
-// initializer runs; GODEBUG=inittrace=1 shows that about 5 ms after the
-// runtime's own start here (loading the binary's pages), and
-// internal/stopsig's init subscribes right after the standard library's
-// (at 5.2 ms, before the BPF, chart and template packages). Before, the
-// subscription came after flag parsing, start-up of the live view and the
-// recorder's options: a window this test cannot hit reliably, so it checks
-// the behaviour, and the init order is what closes the window.
+// TestRecordEarlySignal: the stop signals are subscribed before any of the
+// heavy package initializers run (the BPF library, charts, templates, the
+// collector): no Go program can catch a signal before its own first
+// initializer, which GODEBUG=inittrace=1 shows about 5 ms after the
+// runtime's start here, and internal/stopsig's init runs right after the
+// standard library's. Before, the subscription came after all of them and
+// after flag parsing and the live view's start. Then a SIGINT during
+// start-up (150 and 300 ms after the runtime's handlers, while the recorder
+// loads its programs) finishes the recording: exit 0, a readable file.
 func TestRecordEarlySignal(t *testing.T) {
 	needRoot(t)
 	bin := cacheheatBinary(t)
-	for _, delay := range []time.Duration{20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond} {
+	cmd := exec.Command(bin, "record", "--help")
+	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+	trace, _ := cmd.CombinedOutput()
+	var order []string
+	for _, line := range strings.Split(string(trace), "\n") {
+		if f := strings.Fields(line); len(f) > 2 && f[0] == "init" {
+			order = append(order, f[1])
+		}
+	}
+	at := slices.Index(order, "github.com/cacheheat/cacheheat/internal/stopsig")
+	if at < 0 {
+		t.Fatalf("internal/stopsig is not initialized:\n%s", trace)
+	}
+	// The module's own packages (templates, tables) and the BPF library
+	// come after it; a leaf package of constants may come before.
+	for _, p := range order[:at] {
+		own := strings.HasPrefix(p, "github.com/cacheheat/cacheheat/") && !strings.Contains(p, "/internal/")
+		if own || strings.HasPrefix(p, "github.com/cilium/") {
+			t.Errorf("%s is initialized before the stop signals are caught", p)
+		}
+	}
+	if len(order[at:]) < 10 {
+		t.Errorf("only %d packages initialized after internal/stopsig: %v", len(order[at:]), order[at:])
+	}
+
+	for _, delay := range []time.Duration{150 * time.Millisecond, 300 * time.Millisecond} {
 		out := filepath.Join(t.TempDir(), "early.rec")
 		cmd := exec.Command(bin, "record", "-a", "-q", "-e", "cpu-clock", "-i", "100ms", "-d", "30s", "-o", out)
 		var stderr strings.Builder

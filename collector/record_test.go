@@ -320,7 +320,13 @@ func TestRecordPIDNewThreads(t *testing.T) {
 		}
 	}
 	if newThreads == 0 {
-		t.Errorf("no thread created during the recording was counted (threads before: %v)", known)
+		var seen []string
+		for _, p := range rec.ProcessTotals() {
+			for _, th := range p.Threads {
+				seen = append(seen, fmt.Sprintf("%d/%d:%d", p.PID, th.TID, th.Totals["cpu-clock"]))
+			}
+		}
+		t.Errorf("no thread created during the recording was counted (threads before: %v; recorded pid/tid:cpu-clock %v)", known, seen)
 	}
 	if child == nil || child.Totals["context-switches"] < 20 {
 		t.Errorf("the target's child process (20 sleeps) was not followed: %+v", child)

@@ -5,6 +5,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+
+	"github.com/cacheheat/cacheheat/bpf"
 )
 
 // kernelIDs are the ids of the BPF objects one recording loaded, read from
@@ -18,13 +20,24 @@ type kernelIDs struct {
 }
 
 // onKernelLoaded, when set (by tests), is called with the ids of the
-// kernel objects once a recording has loaded and attached them.
+// kernel objects once a recording (or caps' load check) has loaded them.
 var onKernelLoaded func(kernelIDs)
 
 // ids reads the ids of every program, map and link the kernel holds.
 func (k *kernel) ids() kernelIDs {
+	out := objIDs(&k.objs)
+	for _, l := range k.links {
+		if info, err := l.Info(); err == nil {
+			out.links = append(out.links, info.ID)
+		}
+	}
+	return out
+}
+
+// objIDs reads the ids of the loaded programs and maps of objs.
+func objIDs(objs *bpf.CacheheatObjects) kernelIDs {
 	var out kernelIDs
-	for _, v := range []reflect.Value{reflect.ValueOf(k.objs.CacheheatPrograms), reflect.ValueOf(k.objs.CacheheatMaps)} {
+	for _, v := range []reflect.Value{reflect.ValueOf(objs.CacheheatPrograms), reflect.ValueOf(objs.CacheheatMaps)} {
 		for i := range v.NumField() {
 			switch o := v.Field(i).Interface().(type) {
 			case *ebpf.Program:
@@ -46,11 +59,6 @@ func (k *kernel) ids() kernelIDs {
 					}
 				}
 			}
-		}
-	}
-	for _, l := range k.links {
-		if info, err := l.Info(); err == nil {
-			out.links = append(out.links, info.ID)
 		}
 	}
 	return out

@@ -7,6 +7,7 @@ require (
 	github.com/go-echarts/go-echarts/v2 v2.6.7
 	github.com/hodgesds/perf-utils v0.7.0
 	github.com/spf13/pflag v1.1.0
+	golang.org/x/arch v0.33.0
 	golang.org/x/sys v0.50.0
 )
 

@@ -250,9 +250,6 @@ func LoadBPFObject() BPFLoad {
 	var objs bpf.CacheheatObjects
 	err = spec.LoadAndAssign(&objs, nil)
 	if err == nil {
-		if onKernelLoaded != nil {
-			onKernelLoaded(objIDs(&objs))
-		}
 		objs.Close()
 		return BPFLoad{OK: true}
 	}
@@ -299,7 +296,7 @@ func verdict(c Caps) string {
 	if c.Mode != ModeHardware && c.PMU == nil {
 		switch {
 		case swMeasured && !swDenied:
-			v += ", software events and latency histograms are"
+			v += "; software events and latency histograms are available"
 		case swDenied:
 			v += "; software events are denied too (run as root or grant CAP_PERFMON)"
 		}

@@ -42,14 +42,21 @@ type Options struct {
 	// OnWindow is called after each window is written; it must return
 	// quickly, the recorder waits for it.
 	OnWindow func(*profile.Window, Status)
-	// Warn receives one-line warnings (unsupported events, ...).
+	// Sinks receive the header and every window in memory (WindowSink).
+	Sinks []WindowSink
+	// Warn receives one-line warnings (data lost, application metrics
+	// unreadable, ...).
 	Warn func(string)
 	// Tool is the header's tool field, "cacheheat VERSION" (default
 	// "cacheheat").
 	Tool string
-	// OnHeader, when set, is called with the header once the file is
-	// created, before the first window (the live view's topology).
-	OnHeader func(profile.Header)
+	// Funcs are functions whose calls are timed, with the calling task's
+	// counters per call (--func); FuncEvents also keeps each call.
+	Funcs      []FuncSpec
+	FuncEvents bool
+	// Note receives the one line that says how many requested events
+	// this host cannot measure; nil drops it (record -q).
+	Note func(string)
 }
 
 // Status is the recorder's progress, for the status line and the live view.
@@ -182,11 +189,12 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 			unsupported = append(unsupported, ev.Name)
 		}
 	}
-	if len(unsupported) > 0 && len(kc.counted) > 0 {
-		o.Warn(fmt.Sprintf("%d events not measured (%s): %s", len(unsupported), strings.Join(unsupportedReasons(statuses), "; "), strings.Join(unsupported, ", ")))
-	}
 	if len(kc.counted) == 0 {
 		return nil, fmt.Errorf("%w: none of the requested events can be measured here (%s): %s", ErrHost, strings.Join(unsupportedReasons(statuses), "; "), strings.Join(unsupported, ", "))
+	}
+	if len(unsupported) > 0 && o.Note != nil {
+		mode := HostMode(statuses) + " mode: "
+		o.Note(fmt.Sprintf("%s%d of %d events not measured: %s; 'cacheheat caps' says which and why", mode, len(unsupported), len(statuses), strings.Join(unsupportedReasons(statuses), "; ")))
 	}
 	// A simulated PMU with more events than counters rotates them, and
 	// needs one counter that never rotates as the clock of their enabled
@@ -248,14 +256,32 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if onKernelLoaded != nil {
-		onKernelLoaded(k.ids())
-	}
 	defer func() {
 		if cerr := k.close(); cerr != nil && err == nil {
 			err = fmt.Errorf("releasing bpf objects: %w", cerr)
 		}
 	}()
+
+	// Function probes attach before the command is released, so its
+	// first call is timed.
+	var fk *funcKernel
+	if len(o.Funcs) > 0 {
+		fc := funcConfig{specs: o.Funcs, target: tgt, events: o.FuncEvents, hwReason: funcHardwareReason(host.Mode)}
+		switch tgt.Kind {
+		case profile.TargetPID, profile.TargetCommand:
+			fc.pids = tgt.PIDs
+		case profile.TargetCgroup:
+			fc.cgroupID, fc.cgroupLevel = kc.cgroupID, kc.cgroupLevel
+		}
+		if fk, err = openFuncs(fc); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if cerr := fk.close(); cerr != nil && err == nil {
+				err = fmt.Errorf("releasing function probes: %w", cerr)
+			}
+		}()
+	}
 
 	names := make([]string, len(kc.counted))
 	for i, ev := range kc.counted {
@@ -280,26 +306,25 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 	}
 	start := time.Now()
 	header := profile.Header{
-		Tool: o.Tool, StartTime: start, Host: host,
+		FormatVersion: profile.FormatVersion(),
+		Tool:          o.Tool, StartTime: start, Host: host,
 		Target: tgt.header(), Settings: settings, Events: statuses,
 		PMU: SimulatedPMU(cpu),
+	}
+	if fk != nil {
+		fk.startMono.Store(monoNow())
+		header.Functions = fk.specs()
 	}
 	w, err := profile.Create(o.Output, header)
 	if err != nil {
 		return nil, err
 	}
-	if o.OnHeader != nil {
-		o.OnHeader(header)
+	for _, s := range o.Sinks {
+		s.Header(header)
 	}
 	r.mu.Lock()
 	r.w = w
 	r.mu.Unlock()
-
-	if cm != nil {
-		if err := cm.release(); err != nil {
-			return nil, err
-		}
-	}
 
 	rec := &run{
 		k: k, sym: sym, am: am,
@@ -307,13 +332,26 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 			events: names, sampleEvs: sampleEvs, sampleHz: o.SampleHz,
 			ncpu: host.Topology.MaxCPU() + 1, sampled: len(cpus),
 			allTasks: tgt.Kind == profile.TargetAll,
-			procComm: procComm, procCmd: procCmdline,
+			procComm: procComm, procCmd: newCmdlines().get,
 			stackTable: newStackTable(sym),
 		},
 		start: start,
 	}
+	// The first snapshot is taken before a command starts, so that none of
+	// its counts can land between the snapshot's reads of the task map and
+	// of the per-CPU totals.
 	if rec.prev, err = k.snapshot(); err != nil {
 		return nil, err
+	}
+	if fk != nil {
+		// The function maps start at zero when loaded, before the command
+		// is released: a snapshot taken now would hide its first calls.
+		rec.fk, rec.fprev = fk, fk.zeroSnap()
+	}
+	if cm != nil {
+		if err := cm.release(); err != nil {
+			return nil, err
+		}
 	}
 
 	exited := make(chan struct{})
@@ -400,6 +438,11 @@ loop:
 			o.Warn(msg)
 		}
 	}
+	if f := rec.flost; f.unmatched+f.inflightFull+f.eventsDropped > 0 {
+		msg := fmt.Sprintf("function calls not timed: %d returns without their entry (in-flight map full or entered before recording), %d entries not stored; %d per-call events dropped", f.unmatched, f.inflightFull, f.eventsDropped)
+		trailer.Warnings = append(trailer.Warnings, msg)
+		o.Warn(msg)
+	}
 	if d := rec.drops; d.Total() > 0 {
 		trailer.Warnings = append(trailer.Warnings, fmt.Sprintf("data lost: %d stack errors, %d samples (sample map full), %d counter deltas (task map full), %d other map errors", d.StackErrors, d.SampleMapFull, d.ProcMapFull, d.MapErrors))
 	}
@@ -428,6 +471,9 @@ type run struct {
 	drops   profile.Drops
 	windows int
 	stretch stretchCount
+	fk      *funcKernel // nil without --func
+	fprev   *funcSnap
+	flost   struct{ unmatched, inflightFull, eventsDropped uint64 }
 }
 
 // closeWindow drains the kernel, writes one window and reports it. The last
@@ -443,15 +489,35 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 	if err != nil {
 		return err
 	}
-	if last && endNS-rc.lastNS < int64(time.Millisecond) && len(samples) == 0 {
+	var funcs []profile.FunctionWindow
+	var fcur *funcSnap
+	calls := false
+	if rc.fk != nil {
+		if fcur, err = rc.fk.snapshot(); err != nil {
+			return err
+		}
+		funcs = rc.fk.window(rc.fprev, fcur, endNS)
+		for _, f := range funcs {
+			rc.flost.unmatched += f.Unmatched
+			rc.flost.inflightFull += f.InflightFull
+			rc.flost.eventsDropped += f.EventsDropped
+			calls = calls || len(f.Buckets) > 0 || f.Entries > 0 || f.Unmatched > 0
+		}
+	}
+	if last && endNS-rc.lastNS < int64(time.Millisecond) && len(samples) == 0 && !calls {
 		return nil
 	}
-	// Mappings of every process seen are read now, while it may still run.
-	seen := map[int]bool{}
+	// Mappings of a process sampled are read now, while it may still run,
+	// when they were never read or no longer cover its stacks.
+	addrs := map[int][]uint64{}
 	for _, s := range samples {
-		if !seen[s.pid] {
-			seen[s.pid] = true
-			_ = rc.sym.Snapshot(s.pid)
+		if len(s.user) > 0 {
+			addrs[s.pid] = append(addrs[s.pid], s.user...)
+		}
+	}
+	for pid, a := range addrs {
+		if rc.sym.NeedsSnapshot(pid, a) {
+			_ = rc.sym.Snapshot(pid)
 		}
 	}
 	m := rc.meta
@@ -460,6 +526,10 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 		rc.stretch.add(endNS-rc.lastNS, int64(r.opts.Interval))
 	}
 	win := buildWindow(rc.prev, cur, samples, lost, m)
+	win.Functions = funcs
+	if fcur != nil {
+		rc.fprev = fcur
+	}
 	if rc.am != nil {
 		win.AppMetrics = rc.am.poll(last)
 	}
@@ -480,8 +550,12 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 		return err
 	}
 	rc.windows++
+	st := Status{Elapsed: now.Sub(rc.start), Windows: rc.windows, Samples: rc.samples, Drops: rc.drops.Total()}
 	if r.opts.OnWindow != nil {
-		r.opts.OnWindow(win, Status{Elapsed: now.Sub(rc.start), Windows: rc.windows, Samples: rc.samples, Drops: rc.drops.Total()})
+		r.opts.OnWindow(win, st)
+	}
+	for _, s := range r.opts.Sinks {
+		s.Window(win, st)
 	}
 	return nil
 }
@@ -547,4 +621,36 @@ func procCmdline(pid int) []string {
 		return nil
 	}
 	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+}
+
+// cmdlines caches each process's command line while its name stays the
+// same: an exec renames it, so /proc is read once per process and program
+// rather than every window. A process that exits keeps the last one read.
+type cmdlines struct {
+	m map[int]cmdline
+}
+
+type cmdline struct {
+	comm string
+	argv []string
+}
+
+func newCmdlines() *cmdlines { return &cmdlines{m: map[int]cmdline{}} }
+
+func (c *cmdlines) get(pid int, comm string) []string {
+	if e, ok := c.m[pid]; ok && e.comm == comm {
+		return e.argv
+	}
+	if len(c.m) >= 1<<16 {
+		clear(c.m) // a long recording of a busy host: start over
+	}
+	argv := procCmdline(pid)
+	if argv == nil {
+		if e, ok := c.m[pid]; ok {
+			return e.argv
+		}
+		return nil
+	}
+	c.m[pid] = cmdline{comm: comm, argv: argv}
+	return argv
 }

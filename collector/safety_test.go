@@ -10,41 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cacheheat/cacheheat/bpf"
 	"github.com/cacheheat/cacheheat/profile"
 )
-
-// TestRecordBesideAnotherCacheheat: a second copy of cacheheat's programs,
-// loaded while this recording runs and still loaded after it (as another
-// cacheheat on the same host would be), does not make the "everything
-// released" check fail: it looks only at the ids of this recorder's fds.
-func TestRecordBesideAnotherCacheheat(t *testing.T) {
-	needBPF(t)
-	var other *bpf.CacheheatObjects
-	opts := Options{Target: Target{Kind: profile.TargetAll}, Interval: 100 * time.Millisecond}
-	ctx, opts := stopAfterWindows(t, 3, opts)
-	onWindow := opts.OnWindow
-	opts.OnWindow = func(w *profile.Window, s Status) {
-		if other == nil {
-			var objs bpf.CacheheatObjects
-			if err := bpf.LoadCacheheatObjects(&objs, nil); err != nil {
-				t.Errorf("loading a second copy of the programs: %v", err)
-			} else {
-				other = &objs
-			}
-		}
-		onWindow(w, s)
-	}
-	t.Cleanup(func() {
-		if other != nil {
-			other.Close()
-		}
-	})
-	rec := record(t, ctx, opts)
-	if other == nil || len(rec.Windows) < 3 {
-		t.Fatalf("the second copy was not loaded during the recording (%d windows)", len(rec.Windows))
-	}
-}
 
 // TestRecordNothingMeasurable: -e with only events this host cannot
 // count is a host error (exit 3), with the reason, and writes no file.

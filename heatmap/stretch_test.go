@@ -27,9 +27,7 @@ func TestStretchedWindowsShown(t *testing.T) {
 		w.EndNS += shift
 	}
 	page := renderPage(t, rec, Options{})
-	if !strings.Contains(page, "2 of "+itoa(len(rec.Windows))+" windows were stretched") {
+	if !strings.Contains(page, "2 of "+strconv.Itoa(len(rec.Windows))+" windows were stretched") {
 		t.Error("the report does not say that 2 windows were stretched")
 	}
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }

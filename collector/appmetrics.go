@@ -3,7 +3,6 @@ package collector
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,16 +14,34 @@ import (
 // to (workloads.MetricsEnv is the same name, seen from the other side).
 const MetricsEnv = "CACHEHEAT_METRICS"
 
+// Bounds on what a target can make the recorder hold: the metrics file is
+// written by the recorded program, which may be buggy or hostile.
+const (
+	// maxAppMetricNames is how many distinct names are kept; lines with
+	// further names are dropped and counted.
+	maxAppMetricNames = 1000
+	// maxAppMetricLine is the longest line read; longer ones are
+	// dropped and counted without being held in memory.
+	maxAppMetricLine = 4 << 10
+	// appMetricsChunk is how much is read from the file at a time.
+	appMetricsChunk = 64 << 10
+)
+
 // appMetrics tails the metrics file of a command target. Each window takes
 // the last value of each name written during it; a line that is not
-// `name value` is counted, never dropped silently.
+// `name value` is counted, never dropped silently, and so are lines over
+// maxAppMetricLine bytes and names beyond maxAppMetricNames.
 type appMetrics struct {
 	path      string
 	f         *os.File
 	partial   []byte // an unfinished last line, completed by a later write
+	skipping  bool   // inside a line longer than maxAppMetricLine
 	final     map[string]float64
 	malformed int
 	example   string
+	long      int // lines longer than maxAppMetricLine
+	overNames int // lines dropped because maxAppMetricNames was reached
+	buf       []byte
 }
 
 // newAppMetrics creates a fresh, empty metrics file beside the recording
@@ -57,41 +74,79 @@ func (a *appMetrics) env() string { return MetricsEnv + "=" + a.path }
 
 // poll reads what was appended since the last poll and returns the last
 // value of each name seen in it. An unfinished last line waits for the next
-// poll, except in the final one (last), where it counts as a line.
+// poll, except in the final one (last), where it counts as a line. Memory
+// stays bounded whatever the file holds: it is read in chunks, and a line
+// is kept only up to maxAppMetricLine bytes.
 func (a *appMetrics) poll(last bool) map[string]float64 {
-	data, _ := io.ReadAll(a.f)
-	data = append(a.partial, data...)
-	a.partial = nil
-	if last && len(data) > 0 && data[len(data)-1] != '\n' {
-		data = append(data, '\n')
-	}
 	var out map[string]float64
-	for len(data) > 0 {
-		i := bytes.IndexByte(data, '\n')
-		if i < 0 {
-			a.partial = append([]byte(nil), data...)
+	if a.buf == nil {
+		a.buf = make([]byte, appMetricsChunk)
+	}
+	for {
+		n, err := a.f.Read(a.buf)
+		a.scan(a.buf[:n], &out)
+		if err != nil || n == 0 {
 			break
 		}
-		line := strings.TrimSpace(string(data[:i]))
-		data = data[i+1:]
-		if line == "" {
-			continue
-		}
-		name, val, ok := parseMetric(line)
-		if !ok {
-			a.malformed++
-			if a.example == "" {
-				a.example = line
-			}
-			continue
-		}
-		if out == nil {
-			out = map[string]float64{}
-		}
-		out[name] = val
-		a.final[name] = val
+	}
+	if last && (len(a.partial) > 0 || a.skipping) {
+		a.scan([]byte{'\n'}, &out)
 	}
 	return out
+}
+
+// scan splits data into lines, joining the partial line of the previous
+// call, and takes each complete line's metric into out and a.final.
+func (a *appMetrics) scan(data []byte, out *map[string]float64) {
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, '\n')
+		chunk := data
+		if i >= 0 {
+			chunk = data[:i]
+		}
+		if !a.skipping {
+			if len(a.partial)+len(chunk) > maxAppMetricLine {
+				a.skipping, a.partial = true, a.partial[:0]
+			} else {
+				a.partial = append(a.partial, chunk...)
+			}
+		}
+		if i < 0 {
+			return
+		}
+		data = data[i+1:]
+		if a.skipping {
+			a.skipping = false
+			a.long++
+			continue
+		}
+		line := strings.TrimSpace(string(a.partial))
+		a.partial = a.partial[:0]
+		if line != "" {
+			a.take(line, out)
+		}
+	}
+}
+
+// take records one line's metric.
+func (a *appMetrics) take(line string, out *map[string]float64) {
+	name, val, ok := parseMetric(line)
+	if !ok {
+		a.malformed++
+		if a.example == "" {
+			a.example = line
+		}
+		return
+	}
+	if _, known := a.final[name]; !known && len(a.final) >= maxAppMetricNames {
+		a.overNames++
+		return
+	}
+	if *out == nil {
+		*out = map[string]float64{}
+	}
+	(*out)[name] = val
+	a.final[name] = val
 }
 
 func parseMetric(line string) (string, float64, bool) {
@@ -106,16 +161,26 @@ func parseMetric(line string) (string, float64, bool) {
 	return fields[0], v, true
 }
 
-// warning describes the malformed lines, or is empty when there were none.
+// warning describes the lines dropped, or is empty when there were none.
 func (a *appMetrics) warning() string {
-	if a.malformed == 0 {
+	var parts []string
+	if a.malformed > 0 {
+		ex := a.example
+		if len(ex) > 80 {
+			ex = ex[:80] + "..."
+		}
+		parts = append(parts, fmt.Sprintf("%d malformed lines ignored (want 'name value'; first: %q)", a.malformed, ex))
+	}
+	if a.long > 0 {
+		parts = append(parts, fmt.Sprintf("%d lines longer than %d bytes dropped", a.long, maxAppMetricLine))
+	}
+	if a.overNames > 0 {
+		parts = append(parts, fmt.Sprintf("%d lines dropped because they named metrics beyond the first %d distinct names", a.overNames, maxAppMetricNames))
+	}
+	if len(parts) == 0 {
 		return ""
 	}
-	ex := a.example
-	if len(ex) > 80 {
-		ex = ex[:80] + "..."
-	}
-	return fmt.Sprintf("app metrics: %d malformed lines ignored in %s (want 'name value'; first: %q)", a.malformed, MetricsEnv, ex)
+	return fmt.Sprintf("app metrics in %s: %s", MetricsEnv, strings.Join(parts, "; "))
 }
 
 // close removes the metrics file.

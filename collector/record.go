@@ -55,6 +55,9 @@ type Options struct {
 	// Warn receives one-line warnings (data lost, application metrics
 	// unreadable, ...).
 	Warn func(string)
+	// Tool is the header's tool field, "cacheheat VERSION" (default
+	// "cacheheat").
+	Tool string
 	// Funcs are functions whose calls are timed, with the calling task's
 	// counters per call (--func); FuncEvents also keeps each call.
 	Funcs      []FuncSpec
@@ -79,6 +82,7 @@ type Recorder struct {
 
 	mu      sync.Mutex
 	w       *profile.Writer
+	cm      *command
 	aborted bool
 }
 
@@ -105,14 +109,24 @@ func NewRecorder(opts Options) (*Recorder, error) {
 	if opts.Warn == nil {
 		opts.Warn = func(string) {}
 	}
+	if opts.Tool == "" {
+		opts.Tool = "cacheheat"
+	}
+	if err := CheckSampleRate(opts.SampleHz); err != nil {
+		return nil, err
+	}
 	return &Recorder{opts: opts}, nil
 }
 
 // Abort ends the recording file without a trailer, leaving it readable up
-// to its last complete window. The caller exits right after.
+// to its last complete window, and kills a command target's process group.
+// The caller exits right after.
 func (r *Recorder) Abort() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.cm != nil {
+		r.cm.kill()
+	}
 	if r.w == nil || r.aborted {
 		return nil
 	}
@@ -183,17 +197,12 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 			unsupported = append(unsupported, ev.Name)
 		}
 	}
+	if len(kc.counted) == 0 {
+		return nil, fmt.Errorf("%w: none of the requested events can be measured here (%s): %s", ErrHost, strings.Join(unsupportedReasons(statuses), "; "), strings.Join(unsupported, ", "))
+	}
 	if len(unsupported) > 0 && o.Note != nil {
-		reasons := map[string]bool{}
-		var rs []string
-		for _, st := range statuses {
-			if st.Status != profile.StatusMeasured && !reasons[st.Reason] {
-				reasons[st.Reason] = true
-				rs = append(rs, st.Reason)
-			}
-		}
 		mode := HostMode(statuses) + " mode: "
-		o.Note(fmt.Sprintf("%s%d of %d events not measured: %s; 'cacheheat caps' says which and why", mode, len(unsupported), len(statuses), strings.Join(rs, "; ")))
+		o.Note(fmt.Sprintf("%s%d of %d events not measured: %s; 'cacheheat caps' says which and why", mode, len(unsupported), len(statuses), strings.Join(unsupportedReasons(statuses), "; ")))
 	}
 	// A simulated PMU with more events than counters rotates them, and
 	// needs one counter that never rotates as the clock of their enabled
@@ -251,8 +260,11 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 		}
 		tgt.PIDs = []int{cm.cmd.Process.Pid}
 		kc.execPIDs = tgt.PIDs
+		r.mu.Lock()
+		r.cm = cm
+		r.mu.Unlock()
 		defer func() {
-			if cm != nil && err != nil {
+			if err != nil {
 				cm.kill()
 			}
 		}()
@@ -322,7 +334,7 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 	start := time.Now()
 	header := profile.Header{
 		FormatVersion: profile.FormatVersion(),
-		Tool:          "cacheheat", StartTime: start, Host: host,
+		Tool:          o.Tool, StartTime: start, Host: host,
 		Target: tgt.header(), Settings: settings, Events: statuses,
 		PMU: SimulatedPMU(cpu),
 	}
@@ -447,17 +459,16 @@ loop:
 		}
 	}
 	if cm != nil {
-		if end != profile.EndTargetExit {
-			// The recording is over; so is the command, as with perf
-			// stat --timeout. It gets SIGTERM and a moment to finish.
-			cm.stop(2 * time.Second)
-		}
-		select {
-		case <-cm.done:
-			st := cm.exitStatus()
-			trailer.ExitStatus = &st
-		default:
-		}
+		// The recording is over; so is the command, as with perf stat
+		// --timeout, and whatever it left running in its process group:
+		// SIGTERM, a moment to finish, then SIGKILL.
+		cm.stop(CommandGrace)
+		st, sig := cm.exitStatus()
+		trailer.ExitStatus, trailer.ExitSignal = &st, sig
+	}
+	if msg := rec.stretch.warning(rec.windows); msg != "" {
+		trailer.Warnings = append(trailer.Warnings, msg)
+		o.Warn(msg)
 	}
 	if am != nil {
 		am.poll(true) // what the command wrote up to its end
@@ -502,6 +513,7 @@ type run struct {
 	samples uint64
 	drops   profile.Drops
 	windows int
+	stretch stretchCount
 	fk      *funcKernel // nil without --func
 	fprev   *funcSnap
 	flost   struct{ unmatched, inflightFull, eventsDropped uint64 }
@@ -556,6 +568,9 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 	}
 	m := rc.meta
 	m.startNS, m.endNS = rc.lastNS, endNS
+	if !last {
+		rc.stretch.add(endNS-rc.lastNS, int64(r.opts.Interval))
+	}
 	win := buildWindow(rc.prev, cur, samples, lost, m)
 	if rc.kern != nil {
 		win.Others = rc.kern.drainOthers()

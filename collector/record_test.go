@@ -405,7 +405,12 @@ func TestRecordCommandContextSwitches(t *testing.T) {
 
 func TestRecordPIDNewThreads(t *testing.T) {
 	needBPF(t)
-	const threads = 4
+	// The helper's spinning goroutines are locked to threads, so each
+	// needs a thread of its own; the Go runtime gives them the idle ones it
+	// already has first (on a loaded host it had 6, and 4 goroutines all
+	// ran on threads that existed before the recorder attached). 16 are
+	// more than it ever keeps idle, so some threads are created after.
+	const threads = 16
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

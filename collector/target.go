@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -189,6 +191,10 @@ func startCommand(argv []string, env []string) (*command, error) {
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
 	c.Env = append(append(os.Environ(), env...), gateEnv+"=1")
 	c.ExtraFiles = []*os.File{r}
+	// Its own process group, so that the command and everything it starts
+	// (a shell's children) can be ended together: the target never
+	// outlives the recorder (stop).
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := c.Start(); err != nil {
 		r.Close()
 		w.Close()
@@ -212,40 +218,62 @@ func (c *command) release() error {
 	return nil
 }
 
-// kill ends a command that never got past the gate.
+// kill ends a command and its process group at once (a command that never
+// got past the gate, or a second Ctrl-C) and waits for the command.
 func (c *command) kill() {
 	c.gate.Close()
-	if c.cmd.Process != nil {
-		c.cmd.Process.Kill()
-	}
+	c.killGroup()
 	<-c.done
 }
 
-// stop sends SIGTERM to a command that still runs and waits up to grace
-// for it to exit.
-func (c *command) stop(grace time.Duration) {
-	select {
-	case <-c.done:
-		return
-	default:
-	}
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-	case <-time.After(grace):
+// killGroup sends SIGKILL to the command's process group.
+func (c *command) killGroup() {
+	if c.cmd.Process != nil {
+		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 	}
 }
 
-// exitStatus is the command's exit status, 128+signal when killed.
-func (c *command) exitStatus() int {
+// groupAlive says whether any process of the command's group is left.
+func (c *command) groupAlive() bool {
+	return syscall.Kill(-c.cmd.Process.Pid, 0) == nil
+}
+
+// stop ends the command and whatever it started in its process group: each
+// gets SIGTERM and up to grace to exit, then the group gets SIGKILL. It
+// returns once the command has been waited for and its group is gone (or
+// after a bounded wait for processes stuck in the kernel).
+func (c *command) stop(grace time.Duration) {
+	if !c.groupAlive() {
+		<-c.done
+		return
+	}
+	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGTERM)
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) && c.groupAlive() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if c.groupAlive() {
+		c.killGroup()
+	}
+	<-c.done
+	// The leader is reaped; its children die of the SIGKILL as soon as
+	// they leave the kernel, which is quick but not instant.
+	for i := 0; i < 100 && c.groupAlive(); i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// exitStatus is the command's exit status, 128+signal when a signal ended
+// it, and the signal's name then ("" otherwise).
+func (c *command) exitStatus() (int, string) {
 	st := c.cmd.ProcessState
 	if st == nil {
-		return -1
+		return -1, ""
 	}
 	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
+		return 128 + int(ws.Signal()), unix.SignalName(ws.Signal())
 	}
-	return st.ExitCode()
+	return st.ExitCode(), ""
 }
 
 // dropToSudoUser makes the gate the invoking user before it execs the

@@ -252,6 +252,9 @@ func recordingWarnings(base, new *profile.Recording, b, n Side) []string {
 		if x.r.Truncated {
 			w = append(w, fmt.Sprintf("%s is truncated: %s", x.name, x.r.Warning))
 		}
+		if st := profile.Stretched(x.r); st.Stretched > 0 {
+			w = append(w, fmt.Sprintf("%s: %s; those windows are left out", x.name, st))
+		}
 	}
 	return w
 }

@@ -180,17 +180,21 @@ func AppDirection(name string) Direction {
 	return Neutral
 }
 
-// usableWindows returns the windows that cover at least half an interval,
-// less the first warmup of them: the first and last windows of a recording
-// can be cut short (the target started late or exited), a rate over a few
-// milliseconds is noise, and a starting program (page faults, cold caches,
-// threads not yet running) is not its steady state.
+// usableWindows returns the windows that cover at least half an interval
+// and were not stretched, less the first warmup of them: the first and last
+// windows of a recording can be cut short (the target started late or
+// exited), a rate over a few milliseconds is noise, and a starting program
+// (page faults, cold caches, threads not yet running) is not its steady
+// state. A stretched window (profile.IsStretched: the recorder was starved
+// and drained late) averages its counts over seconds while the command's
+// app metric is its last rate, so its per-operation values are not
+// comparable with the others'.
 func usableWindows(r *profile.Recording, warmup int) []profile.Window {
 	interval := r.Header.Settings.IntervalNS
 	var out []profile.Window
 	for _, w := range r.Windows {
 		d := w.EndNS - w.StartNS
-		if d <= 0 || (interval > 0 && 2*d < interval) {
+		if d <= 0 || (interval > 0 && 2*d < interval) || profile.IsStretched(d, interval) {
 			continue
 		}
 		out = append(out, w)

@@ -1013,7 +1013,16 @@ func BuildQuality(rec *profile.Recording) Quality {
 		q.Warnings = append(q.Warnings, rec.Warning)
 	}
 	if rec.Trailer != nil {
-		q.Warnings = append(q.Warnings, rec.Trailer.Warnings...)
+		for _, w := range rec.Trailer.Warnings {
+			// Stretched windows are counted from the windows below, so a
+			// recording without the recorder's warning shows them too.
+			if !strings.Contains(w, "windows were stretched") {
+				q.Warnings = append(q.Warnings, w)
+			}
+		}
+	}
+	if s := profile.Stretched(rec).String(); s != "" {
+		q.Warnings = append(q.Warnings, s)
 	}
 	return q
 }

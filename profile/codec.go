@@ -10,11 +10,14 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/cacheheat/cacheheat/internal/outfile"
 )
 
 // File layout (docs/FORMAT.md):
@@ -55,17 +58,28 @@ func formatErr(format string, args ...any) error {
 	return &formatError{msg: fmt.Sprintf(format, args...)}
 }
 
-// PartialSuffix is appended to a recording's name while it is being
-// written; Writer.Close renames the file to its final name.
+// PartialSuffix ends a recording's temporary name while it is being
+// written (FILE.<random>.partial, beside FILE; see PartialFiles);
+// Writer.Close renames the file to its final name.
 const PartialSuffix = ".partial"
+
+// PartialFiles lists the unfinished recordings of path: the temporary
+// files a recorder writing path left or is writing.
+func PartialFiles(path string) []string {
+	m, _ := filepath.Glob(globEscape(path) + ".*" + PartialSuffix)
+	return m
+}
+
+func globEscape(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`)
+	return r.Replace(s)
+}
 
 // Writer streams a recording to disk. Each window is written with one
 // write(2) as it closes, so a recorder killed at any point leaves a file
 // readable up to its last complete window.
 type Writer struct {
-	f       *os.File
-	path    string
-	tmp     string
+	f       *outfile.File
 	major   int
 	windows int
 	seen    map[uint64]bool // v1: stacks written
@@ -74,7 +88,9 @@ type Writer struct {
 }
 
 // Create starts a recording at path in the current format. Until Close,
-// the data lives at path+PartialSuffix.
+// the data lives in a temporary file beside it (internal/outfile: never a
+// planted symlink, and an existing recording is kept as path.old at the
+// end).
 func Create(path string, h Header) (*Writer, error) {
 	return CreateVersion(path, h, FormatMajor)
 }
@@ -85,12 +101,11 @@ func CreateVersion(path string, h Header, major int) (*Writer, error) {
 	if major != 1 && major != 2 {
 		return nil, fmt.Errorf("cannot write format version %d", major)
 	}
-	tmp := path + PartialSuffix
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	f, err := outfile.Create(path, PartialSuffix)
 	if err != nil {
 		return nil, fmt.Errorf("creating recording: %w", err)
 	}
-	w := &Writer{f: f, path: path, tmp: tmp, major: major, seen: map[uint64]bool{}, enc: newEncoder2()}
+	w := &Writer{f: f, major: major, seen: map[uint64]bool{}, enc: newEncoder2()}
 	minor := formatMinor[major]
 	h.FormatVersion = fmt.Sprintf("%d.%d", major, minor)
 	pre := make([]byte, 0, 12)
@@ -112,7 +127,10 @@ func CreateVersion(path string, h Header, major int) (*Writer, error) {
 func FormatVersion() string { return fmt.Sprintf("%d.%d", FormatMajor, FormatMinor) }
 
 // Path is the final name of the recording.
-func (w *Writer) Path() string { return w.path }
+func (w *Writer) Path() string { return w.f.Path() }
+
+// TempPath is where the recording is until Close.
+func (w *Writer) TempPath() string { return w.f.TempPath() }
 
 // Windows is the number of windows written so far.
 func (w *Writer) Windows() int { return w.windows }
@@ -164,15 +182,8 @@ func (w *Writer) Close(t Trailer) error {
 func (w *Writer) Abort() error { return w.finish() }
 
 func (w *Writer) finish() error {
-	if err := w.f.Sync(); err != nil {
-		w.f.Close()
-		return fmt.Errorf("syncing recording: %w", err)
-	}
-	if err := w.f.Close(); err != nil {
-		return fmt.Errorf("closing recording: %w", err)
-	}
-	if err := os.Rename(w.tmp, w.path); err != nil {
-		return fmt.Errorf("renaming recording into place: %w", err)
+	if err := w.f.Commit(); err != nil {
+		return fmt.Errorf("finishing recording: %w", err)
 	}
 	return nil
 }
@@ -204,7 +215,7 @@ func (w *Writer) writeRecord(kind byte, payload []byte) error {
 	// One write per record: a kill between two writes never leaves half a
 	// record followed by a valid one.
 	if _, err := w.f.Write(b); err != nil {
-		return fmt.Errorf("writing record: %w", err)
+		return fmt.Errorf("%w: writing record: %w", outfile.ErrWrite, err)
 	}
 	return nil
 }
@@ -310,6 +321,11 @@ func (d *Decoder) Next() (*Window, *Trailer, error) {
 			d.Truncated = true
 			d.Warning = fmt.Sprintf("trailer cannot be decoded (%v): read %d complete windows", err, d.windows)
 			return nil, nil, io.EOF
+		}
+		// A trailer ends a recording; anything after it (two files
+		// concatenated, a damaged copy) is reported, never read silently.
+		if n, _ := io.Copy(io.Discard, d.r); n > 0 {
+			d.Warning = fmt.Sprintf("%d bytes after the trailer were ignored (the file goes on after its end: two recordings concatenated, or damaged)", n)
 		}
 		return nil, &t, nil
 	default:
@@ -488,8 +504,8 @@ func ReadFile(path string) (*Recording, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) && !strings.HasSuffix(path, PartialSuffix) {
-			if _, perr := os.Stat(path + PartialSuffix); perr == nil {
-				return nil, fmt.Errorf("%s does not exist, but %s does: the recorder did not finish; read that file instead: %w", path, path+PartialSuffix, err)
+			if p := PartialFiles(path); len(p) > 0 {
+				return nil, fmt.Errorf("%s does not exist, but %s does: the recorder did not finish; read that file instead: %w", path, p[len(p)-1], err)
 			}
 		}
 		return nil, err

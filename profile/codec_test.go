@@ -51,8 +51,8 @@ func TestRoundTrip(t *testing.T) {
 func testRoundTrip(t *testing.T, major int) {
 	path := filepath.Join(t.TempDir(), "r.rec")
 	writeTestRecordingVersion(t, path, 3, true, major)
-	if _, err := os.Stat(path + PartialSuffix); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("partial file left behind after Close: %v", err)
+	if p := PartialFiles(path); len(p) != 0 {
+		t.Fatalf("partial file left behind after Close: %v", p)
 	}
 	rec, err := ReadFile(path)
 	if err != nil {
@@ -258,7 +258,11 @@ func TestSIGKILLWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Wait()
-	rec, err := ReadFile(path + PartialSuffix)
+	partial := PartialFiles(path)
+	if len(partial) != 1 {
+		t.Fatalf("partial files %v, want one", partial)
+	}
+	rec, err := ReadFile(partial[0])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -382,9 +382,12 @@ func (d Drops) Total() uint64 {
 
 // Trailer is the last record of a finished recording.
 type Trailer struct {
-	EndReason  string             `json:"end_reason"` // EndDuration, EndTargetExit, EndSignal
-	EndTime    time.Time          `json:"end_time"`
-	ExitStatus *int               `json:"exit_status,omitempty"` // command target's exit status
+	EndReason  string    `json:"end_reason"` // EndDuration, EndTargetExit, EndSignal
+	EndTime    time.Time `json:"end_time"`
+	ExitStatus *int      `json:"exit_status,omitempty"` // command target's exit status
+	// ExitSignal names the signal that ended the command target
+	// ("SIGKILL"), when one did; ExitStatus is then 128+its number.
+	ExitSignal string             `json:"exit_signal,omitempty"`
 	Windows    int                `json:"windows"`
 	Drops      Drops              `json:"drops"`
 	AppMetrics map[string]float64 `json:"app_metrics,omitempty"` // final values

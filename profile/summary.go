@@ -18,6 +18,7 @@ type Summary struct {
 	DurationS     float64        `json:"duration_s"`
 	EndReason     string         `json:"end_reason"` // "" when truncated
 	ExitStatus    *int           `json:"exit_status,omitempty"`
+	ExitSignal    string         `json:"exit_signal,omitempty"`
 	Mode          string         `json:"mode"`
 	Truncated     bool           `json:"truncated"`
 	Warning       string         `json:"warning,omitempty"`
@@ -41,6 +42,14 @@ type Summary struct {
 	// OffCPU is where the target was blocked; absent in recordings
 	// without off-CPU stacks.
 	OffCPU *OffCPUSummary `json:"offcpu,omitempty"`
+	// StretchedWindows counts windows that lasted more than
+	// StretchFactor times the interval (the recorder was starved);
+	// LongestWindowS is the longest window.
+	StretchedWindows int     `json:"stretched_windows"`
+	LongestWindowS   float64 `json:"longest_window_s"`
+	// Warnings are the recorder's own (the trailer's): data lost,
+	// malformed app metrics, stretched windows.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // EventSummary is an event's status with its multiplexing over the whole
@@ -182,9 +191,13 @@ func Summarize(r *Recording) Summary {
 	if n := len(r.Windows); n > 0 {
 		s.DurationS = float64(r.Windows[n-1].EndNS-r.Windows[0].StartNS) / 1e9
 	}
+	st := Stretched(r)
+	s.StretchedWindows, s.LongestWindowS = st.Stretched, float64(st.LongestNS)/1e9
 	if r.Trailer != nil {
 		s.EndReason = r.Trailer.EndReason
 		s.ExitStatus = r.Trailer.ExitStatus
+		s.ExitSignal = r.Trailer.ExitSignal
+		s.Warnings = r.Trailer.Warnings
 		for k, v := range r.Trailer.AppMetrics {
 			s.AppMetrics[k] = v
 		}

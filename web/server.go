@@ -110,6 +110,8 @@ type Server struct {
 
 	mu    sync.Mutex
 	cache map[string]cachedRow
+	// pages bounds concurrent reads and renders and keeps rendered pages.
+	pages *renderCache
 }
 
 // maxDepth bounds how deep the index looks below the directory.
@@ -149,7 +151,7 @@ func NewServer(dir string, r Renderers) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening recordings directory: %w", err)
 	}
-	s := &Server{dir: dir, realDir: real, root: root, r: r, cache: map[string]cachedRow{}}
+	s := &Server{dir: dir, realDir: real, root: root, r: r, cache: map[string]cachedRow{}, pages: newRenderCache(0, defaultCacheBytes)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/{$}", s.serveIndex)
 	mux.HandleFunc("/report", s.serveReport)
@@ -226,22 +228,37 @@ func (s *Server) open(name string) (*os.File, error) {
 	return f, nil
 }
 
-// load resolves, opens and reads one recording.
-func (s *Server) load(name string) (*profile.Recording, string, error) {
+// source is a recording to serve: resolved and opened, read on demand.
+type source struct {
+	name string
+	f    *os.File
+	key  string // fileKey
+}
+
+// openSource resolves and opens one recording.
+func (s *Server) openSource(name string) (*source, error) {
 	clean, err := s.resolve(name)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	f, err := s.open(clean)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	defer f.Close()
-	rec, err := profile.Read(f)
+	fi, err := f.Stat()
 	if err != nil {
-		return nil, "", fmt.Errorf("%s: %w", clean, err)
+		f.Close()
+		return nil, fmt.Errorf("%w: %s", errNotFound, clean)
 	}
-	return rec, clean, nil
+	return &source{name: clean, f: f, key: fileKey(clean, fi)}, nil
+}
+
+func (src *source) read() (*profile.Recording, error) {
+	rec, err := profile.Read(src.f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", src.name, err)
+	}
+	return rec, nil
 }
 
 // httpError answers err with the status its kind calls for.
@@ -322,7 +339,8 @@ func (s *Server) row(name string) (IndexRow, bool) {
 		return IndexRow{}, false
 	}
 	row := IndexRow{Name: name, Findings: -1}
-	rec, err := profile.Read(f)
+	var rec *profile.Recording
+	s.pages.limited(func() { rec, err = profile.Read(f) })
 	if err != nil {
 		row.Err = err.Error()
 		row.State = "unreadable"
@@ -391,46 +409,77 @@ func render(w http.ResponseWriter, name string, data any) {
 	w.Write(buf.Bytes())
 }
 
+// errRender marks a renderer's failure (500), as opposed to a recording
+// that cannot be read (422).
+var errRender = errors.New("rendering")
+
 func (s *Server) serveReport(w http.ResponseWriter, r *http.Request) {
-	rec, _, err := s.load(r.URL.Query().Get("f"))
+	src, err := s.openSource(r.URL.Query().Get("f"))
 	if err != nil {
 		httpError(w, err)
 		return
 	}
+	defer src.f.Close()
 	if s.r.Report == nil {
 		http.Error(w, "this build has no report renderer", http.StatusNotImplemented)
 		return
 	}
-	var buf bytes.Buffer
-	if err := s.r.Report(&buf, rec); err != nil {
-		http.Error(w, fmt.Sprintf("rendering report: %v", err), http.StatusInternalServerError)
+	body, err := s.pages.get("report\x00"+src.key, func() ([]byte, error) {
+		rec, err := src.read()
+		if err != nil {
+			return nil, err
+		}
+		var buf bytes.Buffer
+		if err := s.r.Report(&buf, rec); err != nil {
+			return nil, fmt.Errorf("%w report: %w", errRender, err)
+		}
+		return buf.Bytes(), nil
+	})
+	if err != nil {
+		httpError(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Write(buf.Bytes())
+	w.Write(body)
 }
 
 func (s *Server) serveDiff(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	base, _, err := s.load(q.Get("base"))
+	base, err := s.openSource(q.Get("base"))
 	if err != nil {
 		httpError(w, fmt.Errorf("base: %w", err))
 		return
 	}
-	newRec, _, err := s.load(q.Get("new"))
+	defer base.f.Close()
+	newSrc, err := s.openSource(q.Get("new"))
 	if err != nil {
 		httpError(w, fmt.Errorf("new: %w", err))
 		return
 	}
+	defer newSrc.f.Close()
 	if s.r.Diff == nil {
 		http.Error(w, "this build has no diff renderer", http.StatusNotImplemented)
 		return
 	}
-	var buf bytes.Buffer
-	if err := s.r.Diff(&buf, base, newRec); err != nil {
-		http.Error(w, fmt.Sprintf("rendering diff: %v", err), http.StatusInternalServerError)
+	body, err := s.pages.get("diff\x00"+base.key+"\x00"+newSrc.key, func() ([]byte, error) {
+		b, err := base.read()
+		if err != nil {
+			return nil, fmt.Errorf("base: %w", err)
+		}
+		n, err := newSrc.read()
+		if err != nil {
+			return nil, fmt.Errorf("new: %w", err)
+		}
+		var buf bytes.Buffer
+		if err := s.r.Diff(&buf, b, n); err != nil {
+			return nil, fmt.Errorf("%w diff: %w", errRender, err)
+		}
+		return buf.Bytes(), nil
+	})
+	if err != nil {
+		httpError(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Write(buf.Bytes())
+	w.Write(body)
 }

@@ -46,14 +46,19 @@ func chaseSizes(maxSize int64) []int64 {
 }
 
 // buildCycle links lines [0, m) of arr into one random cycle (Sattolo's
-// algorithm): arr[line*chaseStride] holds the next line's slot index.
-func buildCycle(arr []uint32, m int, seed uint64) {
+// algorithm): arr[line*chaseStride] holds the next line's slot index. It
+// gives up, leaving arr incomplete, when stop returns true (checked every
+// 64K lines: a 256 MB working set takes a while to link).
+func buildCycle(arr []uint32, m int, seed uint64, stop func() bool) {
 	perm := make([]uint32, m)
 	for i := range perm {
 		perm[i] = uint32(i)
 	}
 	x := seed | 1
 	for i := m - 1; i > 0; i-- {
+		if i&0xffff == 0 && stop() {
+			return
+		}
 		x ^= x << 13
 		x ^= x >> 7
 		x ^= x << 17
@@ -61,6 +66,9 @@ func buildCycle(arr []uint32, m int, seed uint64) {
 		perm[i], perm[j] = perm[j], perm[i]
 	}
 	for i := 0; i < m; i++ {
+		if i&0xffff == 0 && stop() {
+			return
+		}
 		arr[int(perm[i])*chaseStride] = perm[(i+1)%m] * chaseStride
 	}
 }
@@ -88,8 +96,16 @@ func runChase(e *env) (Result, error) {
 	err := runWorkers(1, workerOpts{name: e.threadName()}, func(int) error {
 		deadline, _ := e.timed.Deadline()
 		for i, size := range sizes {
+			// A signal ends the staircase where it is; the sizes done
+			// are reported.
+			if e.interrupted() {
+				break
+			}
 			m := int(size / chaseLine)
-			buildCycle(arr, m, uint64(size))
+			buildCycle(arr, m, uint64(size), e.interrupted)
+			if e.interrupted() {
+				break
+			}
 			// Warm the level up before timing it.
 			p := uint32(0)
 			for j := 0; j < min(m, 1<<16); j++ {
@@ -111,7 +127,7 @@ func runChase(e *env) (Result, error) {
 				}
 				n += chaseBatch
 				e.progress.add(0, chaseBatch)
-				if time.Now().After(end) {
+				if time.Now().After(end) || e.interrupted() {
 					break
 				}
 			}

@@ -85,9 +85,9 @@ func runKVCache(e *env) (Result, error) {
 		var done uint64
 		// As in ffn, the first pass completes for the check; each head
 		// rewrites its whole output row.
-		for pass := 0; pass == 0 || !e.done(); pass++ {
+		for pass := 0; !e.stopBefore(pass); pass++ {
 			for h := lo; h < hi; h++ {
-				if pass > 0 && e.done() {
+				if e.stopBefore(pass) {
 					break
 				}
 				if e.cfg.Variant == Bad {
@@ -109,6 +109,10 @@ func runKVCache(e *env) (Result, error) {
 	var total uint64
 	for _, o := range ops {
 		total += o
+	}
+	if e.interrupted() {
+		// As in ffn: no reference check for a stopped run.
+		return Result{Ops: total, BytesTouched: total * 2 * kvDim * 4}, nil
 	}
 	maxErr, ok := kvCheck(out, seq)
 	return Result{

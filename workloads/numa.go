@@ -153,7 +153,7 @@ func runNUMA(e *env) (Result, error) {
 		lo, hi := split(len(words), workers, id)
 		w := words[lo:hi]
 		var done uint64
-		for pass := uint64(0); pass == 0 || !e.done(); pass++ {
+		for pass := uint64(0); !e.stopBefore(int(pass)); pass++ {
 			// Each pass adds 1 to every word and checks the sum
 			// the previous pass left: sum(lo+j) + pass*len.
 			var sum uint64

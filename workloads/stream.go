@@ -95,7 +95,7 @@ func runStream(e *env) (Result, error) {
 	times := make([]time.Duration, len(streamKernels))
 	iters := 0
 	// Whole iterations only, so the arrays match the scalar recurrence.
-	for iters == 0 || !e.done() {
+	for !e.stopBefore(iters) {
 		for k := range streamKernels {
 			times[k] += runKernel(k)
 		}

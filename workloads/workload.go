@@ -103,6 +103,9 @@ type Result struct {
 	Kernels []Kernel `json:"kernels,omitempty"`
 	// Caches are the host cache sizes the run used (ffn tiles, chase).
 	Caches *Caches `json:"caches,omitempty"`
+	// Interrupted is set when a signal stopped the run before its work
+	// could be checked (Check then says so).
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 // Step is one working-set size of the chase staircase.
@@ -244,6 +247,13 @@ func (w *Workload) Run(ctx context.Context, cfg Config) (Result, error) {
 		stopMetrics(false, 0, 0)
 		return Result{}, err
 	}
+	if e.interrupted() && !strings.HasPrefix(res.Check, "ok") {
+		// (A check is skipped or fails when the work was cut short.)
+		// Stopped before its work was complete: nothing to check, and
+		// nothing found wrong either.
+		res.Check = "interrupted(stopped before a complete pass: result not checked)"
+		res.Interrupted = true
+	}
 	if e.start.IsZero() {
 		panic("workloads: " + w.Name + " never called begin")
 	}
@@ -265,7 +275,7 @@ func (w *Workload) Run(ctx context.Context, cfg Config) (Result, error) {
 	if res.Ops > 0 {
 		res.NsPerOp = res.DurationS * 1e9 * float64(res.Threads) / float64(res.Ops)
 	}
-	res.OK = strings.HasPrefix(res.Check, "ok")
+	res.OK = strings.HasPrefix(res.Check, "ok") || res.Interrupted
 	if err := stopMetrics(true, res.OpsPerSec, res.NsPerOp); err != nil {
 		return res, err
 	}
@@ -306,6 +316,16 @@ func (e *env) ended() {
 // done reports whether the run should stop. Hot loops call it once per
 // batch, not per op.
 func (e *env) done() bool { return e.timed.Err() != nil }
+
+// interrupted reports whether the run was stopped from outside (Ctrl-C,
+// SIGTERM: the parent context), not by its duration. A workload stops
+// within a batch of that, even in its set-up or its first pass.
+func (e *env) interrupted() bool { return e.parent.Err() != nil }
+
+// stopBefore reports whether a workload whose passes must complete once for
+// its check should stop before pass number pass: after the first pass
+// once the time is up, at once when interrupted.
+func (e *env) stopBefore(pass int) bool { return e.done() && (pass > 0 || e.interrupted()) }
 
 // progress holds one padded counter per worker, so publishing progress
 // never adds false sharing of its own.

@@ -92,7 +92,7 @@ func TestChaseStaircaseCoversSizes(t *testing.T) {
 func TestBuildCycleIsOneCycle(t *testing.T) {
 	for _, m := range []int{1, 2, 3, 64, 1000} {
 		arr := make([]uint32, m*chaseStride)
-		buildCycle(arr, m, uint64(m))
+		buildCycle(arr, m, uint64(m), func() bool { return false })
 		if got := cycleLength(arr, m); got != m {
 			t.Errorf("m=%d: cycle length %d", m, got)
 		}

@@ -26,6 +26,10 @@ func runAnalyze(name string, args []string, stdout io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if *asJSON && *metrics {
+		// The metrics dump is a text table for people; JSON is for CI.
+		return usageErrorf("analyze: --json and --metrics do not go together: pick one")
+	}
 	if fs.NArg() != 1 {
 		return usageErrorf("analyze: want one recording file, got %d arguments; run 'cacheheat analyze --help'", fs.NArg())
 	}
@@ -34,10 +38,10 @@ func runAnalyze(name string, args []string, stdout io.Writer) error {
 		return err
 	}
 	if rec.Warning != "" {
-		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", rec.Warning)
+		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", termSafe(rec.Warning))
 	}
 	if *metrics {
-		_, err := io.WriteString(stdout, attribution.DumpMetrics(rec))
+		_, err := io.WriteString(newTermWriter(stdout), attribution.DumpMetrics(rec))
 		return err
 	}
 	res := attribution.Analyze(rec)
@@ -46,5 +50,5 @@ func runAnalyze(name string, args []string, stdout io.Writer) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)
 	}
-	return res.WriteText(stdout)
+	return res.WriteText(newTermWriter(stdout))
 }

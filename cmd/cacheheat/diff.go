@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/cacheheat/cacheheat/compare"
 	"github.com/cacheheat/cacheheat/heatmap"
+	"github.com/cacheheat/cacheheat/internal/outfile"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -54,6 +54,14 @@ output says how many are needed); 4: unreadable recording.
 	opts.Threshold, opts.Alpha = thr, *alpha
 	opts.Metrics, opts.HigherIsBetter, opts.LowerIsBetter = *metrics, *higher, *lower
 
+	for _, out := range []string{*html, *markdown} {
+		if out == "" {
+			continue
+		}
+		if err := outfile.Check(out); err != nil {
+			return err
+		}
+	}
 	base, err := readRecording(fs.Arg(0))
 	if err != nil {
 		return err
@@ -62,20 +70,23 @@ output says how many are needed); 4: unreadable recording.
 	if err != nil {
 		return err
 	}
+	if unmatched, names := compare.UnmatchedPatterns(base, newRec, opts); len(unmatched) > 0 {
+		return usageErrorf("diff: --metric %s matches no metric of these recordings; valid names: %s", strings.Join(unmatched, ", "), termSafe(strings.Join(names, ", ")))
+	}
 	res := compare.Compare(base, newRec, opts)
 	for _, w := range res.Warnings {
-		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", w)
+		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", termSafe(w))
 	}
 
 	// Every requested output is written before the verdict decides the
 	// exit code, so a failing CI job still has its report to upload.
 	if *html != "" {
-		if err := writeFileAtomic(*html, func(w io.Writer) error { return writeDiffHTML(w, base, newRec, &res) }); err != nil {
+		if err := outfile.Write(*html, func(w io.Writer) error { return writeDiffHTML(w, base, newRec, &res) }); err != nil {
 			return fmt.Errorf("writing diff report: %w", err)
 		}
 	}
 	if *markdown != "" {
-		if err := writeFileAtomic(*markdown, func(w io.Writer) error { return compare.WriteMarkdown(w, &res) }); err != nil {
+		if err := outfile.Write(*markdown, func(w io.Writer) error { return compare.WriteMarkdown(w, &res) }); err != nil {
 			return fmt.Errorf("writing markdown summary: %w", err)
 		}
 	}
@@ -85,7 +96,7 @@ output says how many are needed); 4: unreadable recording.
 		// Warnings went to stderr already; the table goes to stdout.
 		res2 := res
 		res2.Warnings = nil
-		err = compare.WriteText(stdout, &res2)
+		err = compare.WriteText(newTermWriter(stdout), &res2)
 	}
 	if err != nil {
 		return err
@@ -119,20 +130,6 @@ func parseThreshold(s string) (float64, error) {
 		return 0, fmt.Errorf("out of range")
 	}
 	return v, nil
-}
-
-// writeFileAtomic renders into memory and writes the file in one go, so a
-// failed render never leaves a half-written report behind.
-func writeFileAtomic(path string, render func(io.Writer) error) error {
-	var buf bytes.Buffer
-	if err := render(&buf); err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, buf.Bytes(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 func writeDiffHTML(w io.Writer, base, newRec *profile.Recording, res *compare.Result) error {

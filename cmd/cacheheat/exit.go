@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cacheheat/cacheheat/internal/outfile"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -41,6 +42,12 @@ func exitCode(err error) int {
 		return exitHost
 	case errors.Is(err, profile.ErrFormat):
 		return exitFormat
+	case errors.Is(err, outfile.ErrNotRegular):
+		// The user named a device, a directory or a missing directory.
+		return exitUsage
+	case errors.Is(err, outfile.ErrWrite):
+		// Disk full, a failed rename or render: not the user's mistake.
+		return exitOutput
 	}
 	for _, c := range errorClassifiers {
 		if code, ok := c(err); ok {

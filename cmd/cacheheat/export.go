@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/cacheheat/cacheheat/internal/outfile"
 	"io"
 	"os"
 	"path/filepath"
@@ -45,12 +46,17 @@ func runExport(name string, args []string, stdout io.Writer) error {
 	if *out != "" && *out != "-" && filepath.Clean(*out) == filepath.Clean(in) {
 		return usageErrorf("export: output %s would overwrite the recording; pass -o OUT", *out)
 	}
+	if *out != "" && *out != "-" {
+		if err := outfile.Check(*out); err != nil {
+			return err
+		}
+	}
 	rec, err := readRecording(in)
 	if err != nil {
 		return err
 	}
 	if rec.Warning != "" {
-		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", rec.Warning)
+		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", termSafe(rec.Warning))
 	}
 	o := export.Options{From: *from, To: *to, PID: *pid, Event: *event}
 	write := func(w io.Writer) error { return export.Folded(w, rec, o) }
@@ -60,7 +66,7 @@ func runExport(name string, args []string, stdout io.Writer) error {
 	if *out == "" || *out == "-" {
 		return write(stdout)
 	}
-	if err := writeFileAtomic(*out, write); err != nil {
+	if err := outfile.Write(*out, write); err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, *out)

@@ -33,7 +33,7 @@ func runInspect(name string, args []string, stdout io.Writer) error {
 		return err
 	}
 	if rec.Warning != "" {
-		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", rec.Warning)
+		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", termSafe(rec.Warning))
 	}
 	s := profile.Summarize(rec)
 	if *asJSON {
@@ -41,13 +41,16 @@ func runInspect(name string, args []string, stdout io.Writer) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(s)
 	}
-	printSummary(stdout, s, *top)
+	printSummary(newTermWriter(stdout), s, *top)
 	return nil
 }
 
 // readRecording reads a recording, turning a missing file into a usage
 // error (exit 2) and anything unreadable into a format error (exit 4).
 func readRecording(path string) (*profile.Recording, error) {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return nil, usageErrorf("%s is a directory, not a recording file (cacheheat serve --dir %s browses the recordings in it)", path, path)
+	}
 	rec, err := profile.ReadFile(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -89,7 +92,17 @@ func printSummary(w io.Writer, s profile.Summary, top int) {
 	}
 	fmt.Fprintf(w, "windows   %s of %gs = %.2fs, end: %s\n", plural(s.Windows, "window"), s.IntervalS, s.DurationS, end)
 	if s.ExitStatus != nil {
-		fmt.Fprintf(w, "exit      %d\n", *s.ExitStatus)
+		if s.ExitSignal != "" {
+			fmt.Fprintf(w, "exit      %d (ended by %s)\n", *s.ExitStatus, s.ExitSignal)
+		} else {
+			fmt.Fprintf(w, "exit      %d\n", *s.ExitStatus)
+		}
+	}
+	if s.StretchedWindows > 0 {
+		fmt.Fprintf(w, "stretched %d of %d windows lasted more than %gx the interval (the recorder was starved of CPU), longest %.1f s\n", s.StretchedWindows, s.Windows, profile.StretchFactor, s.LongestWindowS)
+	}
+	for _, msg := range s.Warnings {
+		fmt.Fprintf(w, "warning   %s\n", termSafe(msg))
 	}
 	fmt.Fprintln(w, "\nevents")
 	// Events that were not measured are grouped by reason: on a host

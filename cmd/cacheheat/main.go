@@ -21,6 +21,7 @@ const (
 	exitUsage      = 2
 	exitHost       = 3
 	exitFormat     = 4
+	exitOutput     = 5
 )
 
 // command is one subcommand. run gets the arguments after the command name
@@ -73,7 +74,8 @@ func finish(err error, stderr io.Writer) int {
 	}
 	code := exitCode(err)
 	if code != exitRegression {
-		fmt.Fprintf(stderr, "cacheheat: %v\n", err)
+		// Errors can quote a recording's bytes.
+		fmt.Fprintf(newTermWriter(stderr), "cacheheat: %v\n", err)
 	}
 	return code
 }
@@ -105,7 +107,8 @@ Examples:
   cacheheat diff base.rec new.rec                  exit 1 on a regression
 
 Exit codes: 0 ok, 1 diff found a regression, 2 usage error,
-3 the host cannot do it, 4 not a readable recording.
+3 the host cannot do it, 4 not a readable recording,
+5 the output could not be written (disk full, rename or render failed).
 Run 'cacheheat COMMAND --help' for a command's flags.
 `)
 }

@@ -10,13 +10,14 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync/atomic"
-	"syscall"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/cacheheat/cacheheat/collector"
+	"github.com/cacheheat/cacheheat/internal/outfile"
+	"github.com/cacheheat/cacheheat/internal/stopsig"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -37,6 +38,50 @@ func init() {
 }
 
 func runRecord(name string, args []string, stdout io.Writer) error {
+	// The stop signals (stopsig.Signals: SIGINT, SIGTERM, SIGHUP) were
+	// caught before main ran when this process is a recorder, so one during
+	// start-up is never lost; tests that call run subscribe here.
+	sigs := stopsig.Early
+	if sigs == nil {
+		sigs = stopsig.Notify()
+	}
+	// The first signal finishes the recording; a second one ends the file
+	// where it is and exits at once. Signals that come before the recorder
+	// exists finish it as soon as it starts.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// finished stops the signal watcher once the recording is over: a
+	// signal while the live view lingers only ends the lingering.
+	finished := make(chan struct{})
+	var finishOnce sync.Once
+	stopWatching := func() { finishOnce.Do(func() { signal.Stop(sigs); close(finished) }) }
+	defer stopWatching()
+	var recMu sync.Mutex
+	var rec *collector.Recorder
+	var output string
+	go func() {
+		select {
+		case <-sigs:
+		case <-finished:
+			return
+		}
+		cancel()
+		select {
+		case <-sigs:
+		case <-finished:
+			return
+		}
+		recMu.Lock()
+		r := rec
+		recMu.Unlock()
+		if r != nil {
+			if err := r.Abort(); err != nil {
+				fmt.Fprintf(os.Stderr, "\ncacheheat: %v\n", err)
+			}
+			fmt.Fprintf(os.Stderr, "\ncacheheat: interrupted twice: %s ends after its last complete window\n", termSafe(output))
+		}
+		os.Exit(130)
+	}()
 	fs := newFlagSet(name, "[-p PID[,PID..] | -a | -G CGROUP | -- CMD ARGS] [-C CPUS] [-e EVENTS] [-d DURATION] [-i INTERVAL] [-F HZ] [-c PERIOD] [--func [PATH:]SYMBOL].. [-q] -o FILE", `  cacheheat record -d 10s -o r.rec -- ./bench --size 1G
   sudo cacheheat record -p 1234 -d 30s -o r.rec
   cacheheat record -a -e cpu-clock,page-faults -i 100ms -d 5s -o host.rec
@@ -62,10 +107,15 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 		return err
 	}
 
-	opts := collector.Options{Output: *out, SampleHz: *hz, SamplePeriod: *period}
+	opts := collector.Options{Output: *out, SampleHz: *hz, SamplePeriod: *period, Tool: "cacheheat " + Version}
 	if opts.Output == "" {
 		return usageErrorf("record: -o FILE is required; run 'cacheheat record --help'")
 	}
+	// Refused now, not after the whole recording.
+	if err := outfile.Check(opts.Output); err != nil {
+		return err
+	}
+	output = opts.Output
 	var cmdArgs []string
 	if at := fs.ArgsLenAtDash(); at >= 0 {
 		if at > 0 {
@@ -116,12 +166,17 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 		if err != nil {
 			return &hostError{err}
 		}
+		seen := map[string]bool{}
 		for _, name := range strings.Split(*events, ",") {
 			ev, err := collector.LookupEvent(strings.TrimSpace(name), cpu)
 			if err != nil {
 				return usageErrorf("record: %v", err)
 			}
-			opts.Events = append(opts.Events, ev)
+			// One event named twice (or by two aliases) is measured once.
+			if !seen[ev.Name] {
+				seen[ev.Name] = true
+				opts.Events = append(opts.Events, ev)
+			}
 		}
 	}
 	for _, f := range *funcs {
@@ -163,9 +218,9 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)
 	}
-	opts.Warn = func(msg string) { fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", msg) }
+	opts.Warn = func(msg string) { fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", termSafe(msg)) }
 	if !*quiet {
-		opts.Note = func(msg string) { fmt.Fprintf(os.Stderr, "cacheheat: %s\n", msg) }
+		opts.Note = func(msg string) { fmt.Fprintf(os.Stderr, "cacheheat: %s\n", termSafe(msg)) }
 	}
 	var status *statusLine
 	if !*quiet && isTerminal(os.Stderr) {
@@ -175,7 +230,7 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 		defer status.close()
 		opts.OnWindow = func(_ *profile.Window, s collector.Status) {
 			status.set(fmt.Sprintf("recording %s: %.0fs, %s, %s, %s",
-				opts.Output, s.Elapsed.Seconds(), plural(s.Windows, "window"), plural(int(s.Samples), "sample"), plural(int(s.Drops), "drop")))
+				termSafe(opts.Output), s.Elapsed.Seconds(), plural(s.Windows, "window"), plural(int(s.Samples), "sample"), plural(int(s.Drops), "drop")))
 		}
 	}
 	var lingerFor time.Duration = -1
@@ -194,44 +249,22 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 		}
 		opts.Sinks = append(opts.Sinks, lv)
 	}
-	rec, err := collector.NewRecorder(opts)
+	r, err := collector.NewRecorder(opts)
 	if err != nil {
 		return usageErrorf("record: %v", err)
 	}
+	recMu.Lock()
+	rec = r
+	recMu.Unlock()
 
-	// The first SIGINT/SIGTERM finishes the recording; a second one ends
-	// the file where it is and exits at once.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	var aborting atomic.Bool
-	go func() {
-		<-sigs
-		cancel()
-		<-sigs
-		aborting.Store(true)
-		if err := rec.Abort(); err != nil {
-			fmt.Fprintf(os.Stderr, "\ncacheheat: %v\n", err)
-		}
-		fmt.Fprintf(os.Stderr, "\ncacheheat: interrupted twice: %s ends after its last complete window\n", opts.Output)
-		os.Exit(130)
-	}()
-
-	tr, err := rec.Run(ctx)
-	if aborting.Load() {
-		// The second signal's goroutine ends the process with 130; the
-		// run it cut short must not exit 0 first.
-		select {}
-	}
+	tr, err := r.Run(ctx)
 	if status != nil {
 		status.close()
 	}
-	signal.Stop(sigs)
+	stopWatching()
 	if lv != nil {
 		if err == nil {
-			fmt.Fprintf(stdout, "recorded %s to %s (end: %s)\n", plural(tr.Windows, "window"), opts.Output, tr.EndReason)
+			fmt.Fprintf(stdout, "recorded %s to %s (end: %s)\n", plural(tr.Windows, "window"), termSafe(opts.Output), tr.EndReason)
 		}
 		ctx, stop := lingerContext(lingerFor)
 		defer stop()
@@ -241,7 +274,7 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "recorded %s to %s (end: %s)\n", plural(tr.Windows, "window"), opts.Output, tr.EndReason)
+	fmt.Fprintf(stdout, "recorded %s to %s (end: %s)\n", plural(tr.Windows, "window"), termSafe(opts.Output), tr.EndReason)
 	return nil
 }
 
@@ -249,7 +282,7 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 // is negative (no --linger): how long the live view outlives its
 // recording.
 func lingerContext(d time.Duration) (context.Context, context.CancelFunc) {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), stopsig.Signals...)
 	if d < 0 {
 		return ctx, stop
 	}

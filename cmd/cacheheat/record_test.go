@@ -18,8 +18,10 @@ import (
 func waitWindows(t *testing.T, out string, n int) {
 	t.Helper()
 	for i := 0; i < 300; i++ {
-		if rec, err := profile.ReadFile(out + profile.PartialSuffix); err == nil && len(rec.Windows) >= n {
-			return
+		for _, p := range profile.PartialFiles(out) {
+			if rec, err := profile.ReadFile(p); err == nil && len(rec.Windows) >= n {
+				return
+			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -66,8 +68,8 @@ func TestRecordSignals(t *testing.T) {
 		if rec.Trailer == nil && (!rec.Truncated || cmd.ProcessState.ExitCode() != 130) {
 			t.Errorf("two SIGINTs: exit %d, truncated %v; want 130 and a truncated file", cmd.ProcessState.ExitCode(), rec.Truncated)
 		}
-		if _, err := os.Stat(out + profile.PartialSuffix); err == nil {
-			t.Errorf("two SIGINTs left %s behind", out+profile.PartialSuffix)
+		if p := profile.PartialFiles(out); len(p) > 0 {
+			t.Errorf("two SIGINTs left %s behind", p)
 		}
 	}
 }

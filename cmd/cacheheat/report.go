@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cacheheat/cacheheat/heatmap"
+	"github.com/cacheheat/cacheheat/internal/outfile"
 )
 
 func init() {
@@ -33,47 +33,19 @@ func runReport(name string, args []string, stdout io.Writer) error {
 	if filepath.Clean(*out) == filepath.Clean(in) {
 		return usageErrorf("report: output %s would overwrite the recording; pass -o OUT.html", *out)
 	}
+	if err := outfile.Check(*out); err != nil {
+		return err
+	}
 	rec, err := readRecording(in)
 	if err != nil {
 		return err
 	}
 	if rec.Warning != "" {
-		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", rec.Warning)
+		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", termSafe(rec.Warning))
 	}
-	if err := writeReport(*out, func(w io.Writer) error { return heatmap.Render(w, rec, heatmap.Options{}) }); err != nil {
+	if err := outfile.Write(*out, func(w io.Writer) error { return heatmap.Render(w, rec, heatmap.Options{}) }); err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, *out)
-	return nil
-}
-
-// writeReport writes through a temporary file and renames it, so a
-// failed render never leaves half a report under the final name.
-func writeReport(path string, render func(io.Writer) error) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".report-*.html")
-	if err != nil {
-		return usageErrorf("report: creating %s: %v", path, err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	bw := bufio.NewWriterSize(f, 1<<20)
-	if err := render(bw); err != nil {
-		f.Close()
-		return fmt.Errorf("rendering report: %w", err)
-	}
-	if err := bw.Flush(); err != nil {
-		f.Close()
-		return fmt.Errorf("writing report: %w", err)
-	}
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return fmt.Errorf("writing report: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("writing report: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("moving report into place: %w", err)
-	}
 	return nil
 }

@@ -74,9 +74,9 @@ func runServe(name string, args []string, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "serving the recordings in %s at http://%s/ (Ctrl-C to stop)\n", *dir, ln.Addr())
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	return serveUntil(ctx, ln, s)
+	return serveUntil(ctx, ln, web.CheckHost(s, *addr, ln.Addr()))
 }
 
 // listen opens addr, warning on stderr when it is reachable from other
@@ -92,9 +92,26 @@ func listen(addr string) (net.Listener, error) {
 	return ln, nil
 }
 
+// Timeouts of the servers: a client that sends its request slowly, reads
+// its response slowly or keeps an idle connection open does not hold a
+// goroutine and a socket for ever. The live view's event stream is long by
+// design, so its server has no write timeout (web.Live ends a stream whose
+// update cannot be written within its own WriteTimeout instead).
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 30 * time.Second
+	writeTimeout      = 5 * time.Minute // a large report takes a while to render
+	idleTimeout       = 2 * time.Minute
+)
+
+// newServeServer is serve's HTTP server.
+func newServeServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout, WriteTimeout: writeTimeout, IdleTimeout: idleTimeout}
+}
+
 // serveUntil serves h on ln until ctx ends.
 func serveUntil(ctx context.Context, ln net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := newServeServer(h)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -130,7 +147,7 @@ func startLive(addr, output string) (*liveView, error) {
 		addr:   ln.Addr().String(),
 		output: output,
 	}
-	lv.srv = &http.Server{Handler: lv.live, ReadHeaderTimeout: 10 * time.Second}
+	lv.srv = &http.Server{Handler: web.CheckHost(lv.live, addr, ln.Addr()), ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout, IdleTimeout: idleTimeout}
 	go lv.srv.Serve(ln)
 	fmt.Fprintf(os.Stderr, "cacheheat: live view at http://%s/\n", lv.addr)
 	return lv, nil

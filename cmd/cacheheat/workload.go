@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime"
 	"sort"
 	"strings"
-	"syscall"
 	"text/tabwriter"
+	"time"
 
+	"github.com/cacheheat/cacheheat/internal/stopsig"
 	"github.com/cacheheat/cacheheat/workloads"
 	"github.com/spf13/pflag"
 )
@@ -165,9 +165,11 @@ func runWorkloadRun(name string, args []string, stdout io.Writer) error {
 		}
 	}
 	// Ctrl-C ends the run early but still prints its result.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// (SIGINT, SIGTERM and SIGHUP are caught from start-up on, by
+	// internal/stopsig, so a signal during set-up is not lost either.)
+	ctx, stop := stopsig.Context()
 	defer stop()
-	res, err := w.Run(ctx, cfg)
+	res, err := runWithin(ctx, w, cfg, stopGrace)
 	if err != nil {
 		return err
 	}
@@ -182,4 +184,40 @@ func runWorkloadRun(name string, args []string, stdout io.Writer) error {
 		return fmt.Errorf("workload %s %s: result check failed: %s", res.Workload, res.Variant, res.Check)
 	}
 	return nil
+}
+
+// stopGrace is how long a signalled workload may take to return its
+// result; the goal is to be gone within 0.5 s of the signal.
+const stopGrace = 250 * time.Millisecond
+
+// runWithin runs w, and once ctx is cancelled (a signal) waits at most
+// grace for it to return (its loops look at ctx every batch; set-up loops
+// and reference checks may not). A workload still busy then (a set-up loop that
+// does not look at the context) is abandoned: the process exits with a
+// result that says it was interrupted.
+func runWithin(ctx context.Context, w *workloads.Workload, cfg workloads.Config, grace time.Duration) (workloads.Result, error) {
+	type outcome struct {
+		res workloads.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := w.Run(ctx, cfg)
+		done <- outcome{res, err}
+	}()
+	select {
+	case o := <-done:
+		return o.res, o.err
+	case <-ctx.Done():
+	}
+	select {
+	case o := <-done:
+		return o.res, o.err
+	case <-time.After(grace):
+		if resolved, err := w.Resolve(cfg); err == nil {
+			cfg = resolved
+		}
+		return workloads.Result{Workload: w.Name, Variant: cfg.Variant, Threads: cfg.Threads, Interrupted: true, OK: true,
+			Check: "interrupted(stopped before the run returned: no result)"}, nil
+	}
 }

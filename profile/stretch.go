@@ -1,0 +1,45 @@
+package profile
+
+import "fmt"
+
+// StretchFactor is how much longer than the interval a window may last
+// before it counts as stretched: the recorder was starved of CPU (or
+// stopped) and drained the kernel late, so that window's rates average over
+// a longer time than the others.
+const StretchFactor = 1.5
+
+// IsStretched says whether a window of lengthNS, in a recording with
+// windows of intervalNS, was stretched.
+func IsStretched(lengthNS, intervalNS int64) bool {
+	return intervalNS > 0 && float64(lengthNS) > StretchFactor*float64(intervalNS)
+}
+
+// Stretch counts a recording's stretched windows.
+type Stretch struct {
+	Windows   int   // windows looked at
+	Stretched int   // of which stretched
+	LongestNS int64 // the longest window
+}
+
+// Stretched counts the stretched windows of rec.
+func Stretched(rec *Recording) Stretch {
+	var s Stretch
+	for _, w := range rec.Windows {
+		n := w.EndNS - w.StartNS
+		s.Windows++
+		s.LongestNS = max(s.LongestNS, n)
+		if IsStretched(n, rec.Header.Settings.IntervalNS) {
+			s.Stretched++
+		}
+	}
+	return s
+}
+
+// String is the warning shown by the recorder, inspect and the report, or
+// "" when no window was stretched.
+func (s Stretch) String() string {
+	if s.Stretched == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d of %d windows were stretched (longer than %gx the interval: the recorder was starved of CPU), longest %.1f s", s.Stretched, s.Windows, StretchFactor, float64(s.LongestNS)/1e9)
+}

@@ -242,6 +242,94 @@ struct {
 	__type(value, u64);
 } samples SEC(".maps");
 
+// Per-cgroup aggregation, for the exporter: set before load, and off for a
+// recording, where the verifier then drops the code below as dead. Counts,
+// run-queue latency and off-CPU time are summed by the task's cgroup v2 id
+// (the kernfs node id, which is the cgroup directory's inode number), so
+// tasks that exit between two reads still count for their cgroup. In this
+// mode there are no per-thread counts and no stacks: a host-wide exporter
+// would otherwise fill the tasks map with every thread it ever saw.
+const volatile bool by_cgroup = false;
+
+// Why a task left the CPU, from its state at the switch (OFFCPU_* index the
+// per-cgroup off-CPU histograms; user space names them).
+#define OFFCPU_PREEMPTED 0 // still runnable: preempted or yielded
+#define OFFCPU_SLEEP 1 // TASK_INTERRUPTIBLE: futex, poll, sleep, pipe
+#define OFFCPU_BLOCKED 2 // TASK_UNINTERRUPTIBLE: mostly disk I/O
+#define OFFCPU_IDLE 3 // TASK_IDLE (NOLOAD): idle kernel worker threads
+#define OFFCPU_OTHER 4 // stopped, traced, dead
+#define OFFCPU_REASONS 5
+
+struct cgroup_val {
+	u64 counts[MAX_EVENTS];
+	u64 runq[HIST_BUCKETS];
+	u64 runq_ns; // the sum of the latencies in runq
+	u64 offcpu[OFFCPU_REASONS][HIST_BUCKETS];
+	u64 offcpu_ns[OFFCPU_REASONS];
+};
+
+// Cumulative values by cgroup id. User space sizes it before load (1 entry
+// when by_cgroup is off) and deletes the entries of removed cgroups.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, u64);
+	__type(value, struct cgroup_val);
+} cgroups SEC(".maps");
+
+// The off-CPU reason of each switched-out thread, beside offcpu_ts.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 32768);
+	__type(key, u32);
+	__type(value, u32);
+} offcpu_reason SEC(".maps");
+
+// cgroup_full[0] counts per-cgroup updates lost to a full cgroups map.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u64);
+} cgroup_full SEC(".maps");
+
+// cgroup_of returns the per-cgroup values of task t's cgroup, created on
+// first use, or NULL when by_cgroup is off or the map is full (counted).
+static __always_inline struct cgroup_val *cgroup_of(struct task_struct *t)
+{
+	if (!by_cgroup)
+		return NULL;
+	u64 id = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+	struct cgroup_val *cv = bpf_map_lookup_elem(&cgroups, &id);
+	if (cv)
+		return cv;
+	static const struct cgroup_val zero_cv;
+	long err = bpf_map_update_elem(&cgroups, &id, &zero_cv, BPF_NOEXIST);
+	if (err && err != -17 /* EEXIST */) {
+		u32 zero = 0;
+		u64 *full = bpf_map_lookup_elem(&cgroup_full, &zero);
+		if (full)
+			(*full)++;
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&cgroups, &id);
+}
+
+static __always_inline u32 offcpu_reason_of(struct task_struct *t)
+{
+	unsigned int st = t->__state;
+
+	if (st == 0 /* TASK_RUNNING */)
+		return OFFCPU_PREEMPTED;
+	if (st & 0x400 /* TASK_NOLOAD */)
+		return OFFCPU_IDLE;
+	if (st & 1 /* TASK_INTERRUPTIBLE */)
+		return OFFCPU_SLEEP;
+	if (st & 2 /* TASK_UNINTERRUPTIBLE */)
+		return OFFCPU_BLOCKED;
+	return OFFCPU_OTHER;
+}
+
 static __always_inline struct stats_val *get_stats(void)
 {
 	u32 zero = 0;
@@ -288,7 +376,7 @@ static __always_inline void account(struct task_struct *t, bool switching_out)
 	struct task_val *tv = NULL;
 	struct totals_val *tot = NULL;
 	bool attribute = target && l->primed;
-	if (attribute) {
+	if (attribute && !by_cgroup) {
 		struct task_key k = {.tgid = t->tgid, .pid = t->pid};
 		tv = bpf_map_lookup_elem(&tasks, &k);
 		if (!tv) {
@@ -309,6 +397,8 @@ static __always_inline void account(struct task_struct *t, bool switching_out)
 			bpf_probe_read_kernel_str(tv->comm, sizeof(tv->comm), t->comm);
 		tot = bpf_map_lookup_elem(&target_totals, &zero);
 	}
+	struct cgroup_val *cv = attribute ? cgroup_of(t) : NULL;
+	u64 cdc[MAX_EVENTS] = {};
 	for (u32 i = 0; i < MAX_EVENTS; i++) {
 		if (i >= nr_events)
 			break;
@@ -331,8 +421,19 @@ static __always_inline void account(struct task_struct *t, bool switching_out)
 			__sync_fetch_and_add(&tv->counts[i], dc);
 		if (tot)
 			tot->counts[i] += dc;
+		if (by_cgroup)
+			cdc[i] = dc;
 	}
 	l->primed = 1;
+	// Added after the loop, under one null check: inside it the compiler
+	// turns &cv->counts[i] into a pointer the verifier cannot follow.
+	if (cv) {
+		for (u32 i = 0; i < MAX_EVENTS; i++) {
+			if (i >= nr_events)
+				break;
+			__sync_fetch_and_add(&cv->counts[i], cdc[i]);
+		}
+	}
 }
 
 static __always_inline u32 log2_bucket(u64 v)
@@ -387,23 +488,51 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		if (prev->__state == 0 /* TASK_RUNNING */)
 			bpf_map_update_elem(&wakeup_ts, &tid, &now, BPF_ANY);
 		bpf_map_update_elem(&offcpu_ts, &tid, &now, BPF_ANY);
+		if (by_cgroup) {
+			u32 reason = offcpu_reason_of(prev);
+			bpf_map_update_elem(&offcpu_reason, &tid, &reason, BPF_ANY);
+		}
 	}
 
 	u32 ntid = next->pid;
 	if (ntid == 0)
 		return 0;
 	struct hist_val *h = bpf_map_lookup_elem(&hists, &zero);
+	struct cgroup_val *cv = NULL;
 	u64 *ts = bpf_map_lookup_elem(&wakeup_ts, &ntid);
 	if (ts) {
-		if (h && now >= *ts)
-			h->runq[log2_bucket(now - *ts)]++;
+		if (now >= *ts) {
+			u32 b = log2_bucket(now - *ts);
+			if (h)
+				h->runq[b]++;
+			cv = cgroup_of(next);
+			if (cv && b < HIST_BUCKETS) {
+				__sync_fetch_and_add(&cv->runq[b], 1);
+				__sync_fetch_and_add(&cv->runq_ns, now - *ts);
+			}
+		}
 		bpf_map_delete_elem(&wakeup_ts, &ntid);
 	}
 	ts = bpf_map_lookup_elem(&offcpu_ts, &ntid);
 	if (ts) {
-		if (h && now >= *ts)
-			h->offcpu[log2_bucket(now - *ts)]++;
+		if (now >= *ts) {
+			u32 b = log2_bucket(now - *ts);
+			if (h)
+				h->offcpu[b]++;
+			if (by_cgroup) {
+				u32 *rp = bpf_map_lookup_elem(&offcpu_reason, &ntid);
+				u32 r = rp ? *rp : OFFCPU_OTHER;
+				if (!cv)
+					cv = cgroup_of(next);
+				if (cv && r < OFFCPU_REASONS && b < HIST_BUCKETS) {
+					__sync_fetch_and_add(&cv->offcpu[r][b], 1);
+					__sync_fetch_and_add(&cv->offcpu_ns[r], now - *ts);
+				}
+			}
+		}
 		bpf_map_delete_elem(&offcpu_ts, &ntid);
+		if (by_cgroup)
+			bpf_map_delete_elem(&offcpu_reason, &ntid);
 	}
 	return 0;
 }
@@ -449,6 +578,8 @@ int BPF_PROG(on_exit, struct task_struct *t)
 	u32 tid = t->pid;
 	bpf_map_delete_elem(&wakeup_ts, &tid);
 	bpf_map_delete_elem(&offcpu_ts, &tid);
+	if (by_cgroup)
+		bpf_map_delete_elem(&offcpu_reason, &tid);
 	return 0;
 }
 
@@ -466,6 +597,8 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 	if (!is_target(t))
 		return 0;
 	s->samples[slot & 1]++;
+	if (by_cgroup)
+		return 0; // counts by cgroup only: no stacks
 
 	u32 *bufp = bpf_map_lookup_elem(&ctrl, &zero);
 	u32 buf = bufp ? (*bufp & 1) : 0;

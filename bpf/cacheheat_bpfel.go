@@ -13,6 +13,15 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type CacheheatCgroupVal struct {
+	_        structs.HostLayout
+	Counts   [16]uint64
+	Runq     [40]uint64
+	RunqNs   uint64
+	Offcpu   [5][40]uint64
+	OffcpuNs [5]uint64
+}
+
 type CacheheatHistVal struct {
 	_      structs.HostLayout
 	Runq   [40]uint64
@@ -69,6 +78,8 @@ type CacheheatTotalsVal struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	CacheheatMapCgroupFull        = "cgroup_full"
+	CacheheatMapCgroups           = "cgroups"
 	CacheheatMapCounters0         = "counters0"
 	CacheheatMapCounters1         = "counters1"
 	CacheheatMapCounters10        = "counters10"
@@ -88,6 +99,7 @@ const (
 	CacheheatMapCtrl              = "ctrl"
 	CacheheatMapHists             = "hists"
 	CacheheatMapLast              = "last"
+	CacheheatMapOffcpuReason      = "offcpu_reason"
 	CacheheatMapOffcpuTs          = "offcpu_ts"
 	CacheheatMapSamples           = "samples"
 	CacheheatMapStacks0           = "stacks0"
@@ -105,6 +117,7 @@ const (
 	CacheheatProgOnWakeupNew      = "on_wakeup_new"
 	CacheheatProgSampleClock      = "sample_clock"
 	CacheheatProgSampleMiss       = "sample_miss"
+	CacheheatVarByCgroup          = "by_cgroup"
 	CacheheatVarNrEvents          = "nr_events"
 	CacheheatVarSwitchSlot        = "switch_slot"
 	CacheheatVarTargetCgroup      = "target_cgroup"
@@ -168,6 +181,8 @@ type CacheheatProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type CacheheatMapSpecs struct {
+	CgroupFull   *ebpf.MapSpec `ebpf:"cgroup_full"`
+	Cgroups      *ebpf.MapSpec `ebpf:"cgroups"`
 	Counters0    *ebpf.MapSpec `ebpf:"counters0"`
 	Counters1    *ebpf.MapSpec `ebpf:"counters1"`
 	Counters10   *ebpf.MapSpec `ebpf:"counters10"`
@@ -187,6 +202,7 @@ type CacheheatMapSpecs struct {
 	Ctrl         *ebpf.MapSpec `ebpf:"ctrl"`
 	Hists        *ebpf.MapSpec `ebpf:"hists"`
 	Last         *ebpf.MapSpec `ebpf:"last"`
+	OffcpuReason *ebpf.MapSpec `ebpf:"offcpu_reason"`
 	OffcpuTs     *ebpf.MapSpec `ebpf:"offcpu_ts"`
 	Samples      *ebpf.MapSpec `ebpf:"samples"`
 	Stacks0      *ebpf.MapSpec `ebpf:"stacks0"`
@@ -202,6 +218,7 @@ type CacheheatMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type CacheheatVariableSpecs struct {
+	ByCgroup          *ebpf.VariableSpec `ebpf:"by_cgroup"`
 	NrEvents          *ebpf.VariableSpec `ebpf:"nr_events"`
 	SwitchSlot        *ebpf.VariableSpec `ebpf:"switch_slot"`
 	TargetCgroup      *ebpf.VariableSpec `ebpf:"target_cgroup"`
@@ -229,6 +246,8 @@ func (o *CacheheatObjects) Close() error {
 //
 // It can be passed to LoadCacheheatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type CacheheatMaps struct {
+	CgroupFull   *ebpf.Map `ebpf:"cgroup_full"`
+	Cgroups      *ebpf.Map `ebpf:"cgroups"`
 	Counters0    *ebpf.Map `ebpf:"counters0"`
 	Counters1    *ebpf.Map `ebpf:"counters1"`
 	Counters10   *ebpf.Map `ebpf:"counters10"`
@@ -248,6 +267,7 @@ type CacheheatMaps struct {
 	Ctrl         *ebpf.Map `ebpf:"ctrl"`
 	Hists        *ebpf.Map `ebpf:"hists"`
 	Last         *ebpf.Map `ebpf:"last"`
+	OffcpuReason *ebpf.Map `ebpf:"offcpu_reason"`
 	OffcpuTs     *ebpf.Map `ebpf:"offcpu_ts"`
 	Samples      *ebpf.Map `ebpf:"samples"`
 	Stacks0      *ebpf.Map `ebpf:"stacks0"`
@@ -261,6 +281,8 @@ type CacheheatMaps struct {
 
 func (m *CacheheatMaps) Close() error {
 	return _CacheheatClose(
+		m.CgroupFull,
+		m.Cgroups,
 		m.Counters0,
 		m.Counters1,
 		m.Counters10,
@@ -280,6 +302,7 @@ func (m *CacheheatMaps) Close() error {
 		m.Ctrl,
 		m.Hists,
 		m.Last,
+		m.OffcpuReason,
 		m.OffcpuTs,
 		m.Samples,
 		m.Stacks0,
@@ -296,6 +319,7 @@ func (m *CacheheatMaps) Close() error {
 //
 // It can be passed to LoadCacheheatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type CacheheatVariables struct {
+	ByCgroup          *ebpf.Variable `ebpf:"by_cgroup"`
 	NrEvents          *ebpf.Variable `ebpf:"nr_events"`
 	SwitchSlot        *ebpf.Variable `ebpf:"switch_slot"`
 	TargetCgroup      *ebpf.Variable `ebpf:"target_cgroup"`

@@ -44,6 +44,16 @@ type Options struct {
 	OnWindow func(*profile.Window, Status)
 	// Warn receives one-line warnings (unsupported events, ...).
 	Warn func(string)
+	// Sinks receive the header and every window in memory (sink.go).
+	// With sinks, Output may be empty: then no file is written.
+	Sinks []Sink
+	// ByCgroup counts by cgroup v2 instead of by thread and takes no
+	// stacks: windows have no processes or samples, and sinks get each
+	// cgroup's counts and latency histograms.
+	ByCgroup bool
+	// BPFStats turns the kernel's BPF run-time accounting on while the
+	// recorder runs, for SinkWindow.Programs.
+	BPFStats bool
 }
 
 // Status is the recorder's progress, for the status line and the live view.
@@ -81,7 +91,7 @@ func NewRecorder(opts Options) (*Recorder, error) {
 	if opts.SamplePeriod == 0 {
 		opts.SamplePeriod = DefaultMissPeriod
 	}
-	if opts.Output == "" {
+	if opts.Output == "" && len(opts.Sinks) == 0 {
 		return nil, errors.New("no output file")
 	}
 	if opts.Warn == nil {
@@ -120,7 +130,7 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 	}
 
 	// Target: checked before anything is loaded.
-	kc := kernelConfig{cpus: cpus, sampleHz: o.SampleHz, missPeriod: o.SamplePeriod}
+	kc := kernelConfig{cpus: cpus, sampleHz: o.SampleHz, missPeriod: o.SamplePeriod, byCgroup: o.ByCgroup}
 	var tgt = o.Target
 	switch tgt.Kind {
 	case profile.TargetPID:
@@ -129,6 +139,9 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 		}
 		kc.mode, kc.pids = modePIDs, tgt.PIDs
 	case profile.TargetCgroup:
+		if tgt.Cgroup, err = resolveCgroupArg(tgt.Cgroup); err != nil {
+			return nil, err
+		}
 		id, err := cgroupID(tgt.Cgroup)
 		if err != nil {
 			return nil, err
@@ -248,17 +261,33 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 			_ = sym.Snapshot(pid) // a process may exit at any time: resolved as [unknown]
 		}
 	}
+	if o.BPFStats {
+		stop, err := enableBPFStats()
+		if err != nil {
+			o.Warn(err.Error())
+		} else {
+			defer stop()
+		}
+	}
 	start := time.Now()
-	w, err := profile.Create(o.Output, profile.Header{
+	hdr := profile.Header{
 		Tool: "cacheheat", StartTime: start, Host: host,
 		Target: tgt.header(), Settings: settings, Events: statuses,
-	})
-	if err != nil {
-		return nil, err
 	}
-	r.mu.Lock()
-	r.w = w
-	r.mu.Unlock()
+	for _, s := range o.Sinks {
+		if err := s.Start(&hdr); err != nil {
+			return nil, err
+		}
+	}
+	var w *profile.Writer
+	if o.Output != "" {
+		if w, err = profile.Create(o.Output, hdr); err != nil {
+			return nil, err
+		}
+		r.mu.Lock()
+		r.w = w
+		r.mu.Unlock()
+	}
 
 	if cm != nil {
 		if err := cm.release(); err != nil {
@@ -273,9 +302,13 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 			ncpu: host.Topology.MaxCPU() + 1, sampled: len(cpus),
 			allTasks: tgt.Kind == profile.TargetAll,
 			procComm: procComm, procCmd: procCmdline,
-			stackTable: newStackTable(sym),
+			procContainer: (&procContainers{}).get,
+			stackTable:    newStackTable(sym),
 		},
 		start: start,
+	}
+	if o.ByCgroup {
+		rec.cgNames = newCgroupNames(cgroup2Mount())
 	}
 	if rec.prev, err = k.snapshot(); err != nil {
 		return nil, err
@@ -371,7 +404,7 @@ loop:
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.aborted {
+	if r.aborted || w == nil {
 		return &trailer, nil
 	}
 	if err := w.Close(trailer); err != nil {
@@ -393,6 +426,7 @@ type run struct {
 	samples uint64
 	drops   profile.Drops
 	windows int
+	cgNames *cgroupNames // by-cgroup mode
 }
 
 // closeWindow drains the kernel, writes one window and reports it. The last
@@ -425,6 +459,10 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 	if rc.am != nil {
 		win.AppMetrics = rc.am.poll(last)
 	}
+	sw, err := r.sinkWindow(rc, cur, win)
+	if err != nil {
+		return err
+	}
 	rc.prev, rc.lastNS = cur, endNS
 	for _, s := range win.Samples {
 		rc.samples += s.Count
@@ -436,14 +474,25 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 		r.mu.Unlock()
 		return nil
 	}
-	err = r.w.WriteWindow(win)
+	if r.w != nil {
+		err = r.w.WriteWindow(win)
+	}
 	r.mu.Unlock()
 	if err != nil {
 		return err
 	}
 	rc.windows++
+	st := Status{Elapsed: now.Sub(rc.start), Windows: rc.windows, Samples: rc.samples, Drops: rc.drops.Total()}
 	if r.opts.OnWindow != nil {
-		r.opts.OnWindow(win, Status{Elapsed: now.Sub(rc.start), Windows: rc.windows, Samples: rc.samples, Drops: rc.drops.Total()})
+		r.opts.OnWindow(win, st)
+	}
+	if sw != nil {
+		sw.Status = st
+		for _, s := range r.opts.Sinks {
+			if err := s.Window(sw); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

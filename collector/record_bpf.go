@@ -49,6 +49,9 @@ type kernelConfig struct {
 	// missEvent, when non-nil, is sampled every missPeriod events.
 	missEvent  *Event
 	missPeriod uint64
+	// byCgroup counts by cgroup instead of by thread, without stacks
+	// (by_cgroup in bpf/cacheheat.c): the exporter's mode.
+	byCgroup bool
 }
 
 // kernel holds every kernel object of a recording: the loaded programs and
@@ -118,10 +121,19 @@ func openKernel(cfg kernelConfig) (_ *kernel, err error) {
 		"target_cgroup_level": cfg.cgroupLevel,
 		"nr_events":           uint32(len(cfg.counted)),
 		"switch_slot":         switchSlot(cfg.counted),
+		"by_cgroup":           cfg.byCgroup,
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("setting bpf variable %s: %w", name, err)
 		}
+	}
+	if !cfg.byCgroup {
+		// Unused in a recording: one entry each instead of megabytes of
+		// preallocated kernel memory.
+		spec.Maps["cgroups"].MaxEntries = 1
+		spec.Maps["offcpu_reason"].MaxEntries = 1
+	} else {
+		spec.Maps["cgroups"].MaxEntries = cgroupMapEntries
 	}
 	if err := spec.LoadAndAssign(&k.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
@@ -327,6 +339,12 @@ func (k *kernel) snapshot() (*snapshot, error) {
 				return nil, err
 			}
 			s.host[slot][pc.cpu] = v
+		}
+	}
+
+	if k.cfg.byCgroup {
+		if err := k.snapshotCgroups(s); err != nil {
+			return nil, err
 		}
 	}
 

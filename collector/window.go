@@ -31,6 +31,9 @@ type snapshot struct {
 	runq   [][]uint64       // [cpu][bucket]
 	offcpu [][]uint64
 	stats  []statsVal // [cpu]
+	// cgroups and cgroupFull: by-cgroup mode only (cgroups.go).
+	cgroups    map[uint64]*cgroupVal
+	cgroupFull uint64
 }
 
 // rawSample is one drained sample count with its stack addresses.
@@ -55,17 +58,19 @@ type symbolizer interface {
 
 // windowMeta is what buildWindow needs besides the two snapshots.
 type windowMeta struct {
-	events     []string // measured events by slot
-	sampleEvs  [2]string
-	sampleHz   int
-	ncpu       int // per-CPU arrays' length: MaxCPU()+1
-	sampled    int // CPUs sampled on
-	allTasks   bool
-	startNS    int64
-	endNS      int64
-	procComm   func(pid int) string
-	procCmd    func(pid int) []string
-	stackTable *stackTable
+	events    []string // measured events by slot
+	sampleEvs [2]string
+	sampleHz  int
+	ncpu      int // per-CPU arrays' length: MaxCPU()+1
+	sampled   int // CPUs sampled on
+	allTasks  bool
+	startNS   int64
+	endNS     int64
+	procComm  func(pid int) string
+	procCmd   func(pid int) []string
+	// procContainer names a process's container ("" for none).
+	procContainer func(pid int) string
+	stackTable    *stackTable
 }
 
 // delta is cur-prev, treating a counter that went backwards (a reused key)
@@ -226,6 +231,9 @@ func buildProcesses(prev, cur *snapshot, m windowMeta) []profile.Process {
 		}
 		if m.procCmd != nil {
 			p.Cmdline = m.procCmd(pid)
+		}
+		if m.procContainer != nil {
+			p.Container = m.procContainer(pid)
 		}
 		sort.Slice(p.Threads, func(i, j int) bool { return p.Threads[i].TID < p.Threads[j].TID })
 		out = append(out, *p)

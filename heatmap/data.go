@@ -543,11 +543,13 @@ type ProcessTable struct {
 
 // ProcessRow is a process (TID 0) or one of its threads.
 type ProcessRow struct {
-	PID     int      `json:"pid"`
-	TID     int      `json:"tid,omitempty"`
-	Comm    string   `json:"comm"`
-	Cmdline string   `json:"cmdline,omitempty"`
-	Totals  []uint64 `json:"totals"` // in Events order
+	PID     int    `json:"pid"`
+	TID     int    `json:"tid,omitempty"`
+	Comm    string `json:"comm"`
+	Cmdline string `json:"cmdline,omitempty"`
+	// Container is the process's container id or pod uid, when it had one.
+	Container string   `json:"container,omitempty"`
+	Totals    []uint64 `json:"totals"` // in Events order
 }
 
 // Processes builds the process table, keeping the limit processes with
@@ -593,7 +595,7 @@ func Processes(rec *profile.Recording, limit int) ProcessTable {
 		return v
 	}
 	for _, p := range ps {
-		t.Rows = append(t.Rows, ProcessRow{PID: p.PID, Comm: p.Comm, Cmdline: strings.Join(p.Cmdline, " "), Totals: vec(p.Totals)})
+		t.Rows = append(t.Rows, ProcessRow{PID: p.PID, Comm: p.Comm, Container: p.Container, Cmdline: strings.Join(p.Cmdline, " "), Totals: vec(p.Totals)})
 		for _, th := range p.Threads {
 			t.Rows = append(t.Rows, ProcessRow{PID: p.PID, TID: th.TID, Comm: th.Comm, Totals: vec(th.Totals)})
 		}

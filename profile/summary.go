@@ -50,10 +50,12 @@ type Total struct {
 
 // ProcessSummary is one target process over the whole recording.
 type ProcessSummary struct {
-	PID     int               `json:"pid"`
-	Comm    string            `json:"comm"`
-	Cmdline []string          `json:"cmdline,omitempty"`
-	Totals  map[string]uint64 `json:"totals"`
+	PID     int      `json:"pid"`
+	Comm    string   `json:"comm"`
+	Cmdline []string `json:"cmdline,omitempty"`
+	// Container: the process's container id or pod uid, when it had one.
+	Container string            `json:"container,omitempty"`
+	Totals    map[string]uint64 `json:"totals"`
 	// Samples counts the process's stack samples of the primary sample
 	// event (samples.event); Summarize fills it.
 	Samples uint64          `json:"samples"`
@@ -237,6 +239,9 @@ func (r *Recording) ProcessTotals() []ProcessSummary {
 			}
 			if len(p.Cmdline) > 0 {
 				ps.Cmdline = p.Cmdline
+			}
+			if p.Container != "" {
+				ps.Container = p.Container
 			}
 			for k, v := range p.Counts {
 				ps.Totals[k] += v

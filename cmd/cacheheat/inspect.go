@@ -102,6 +102,9 @@ func printSummary(w io.Writer, s profile.Summary) {
 			for _, k := range keys {
 				parts = append(parts, fmt.Sprintf("%s=%d", k, p.Totals[k]))
 			}
+			if p.Container != "" {
+				parts = append(parts, "container="+shortID(p.Container))
+			}
 			fmt.Fprintf(w, "  %-7d %-16q samples=%d %s\n", p.PID, p.Comm, p.Samples, strings.Join(parts, " "))
 		}
 	}
@@ -120,4 +123,13 @@ func printSummary(w io.Writer, s profile.Summary) {
 	if len(s.AppMetrics) > 0 {
 		fmt.Fprintf(w, "app       %v\n", s.AppMetrics)
 	}
+}
+
+// shortID is a container id as `docker ps` shows it (12 hex digits); a pod
+// uid is shown whole.
+func shortID(id string) string {
+	if len(id) == 64 {
+		return id[:12]
+	}
+	return id
 }

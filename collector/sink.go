@@ -1,0 +1,121 @@
+package collector
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/cacheheat/cacheheat/profile"
+)
+
+// Sink receives a recording in memory as it is made: the header once, then
+// every closed window in order, on the recorder's goroutine. A sink must
+// return quickly (the next window waits) and must not keep a window's
+// slices past the call unless it copies them. An error from a sink ends the
+// recording with that error.
+//
+// The recording file is one consumer of windows, a sink another: the
+// exporter runs a recorder with sinks and no file.
+type Sink interface {
+	Start(h *profile.Header) error
+	Window(w *SinkWindow) error
+}
+
+// SinkWindow is one closed window as sinks see it: the window the file
+// holds, plus what only a live consumer needs.
+type SinkWindow struct {
+	*profile.Window
+	Status Status
+	// Cgroups holds every cgroup with a change in the window when the
+	// recorder counts by cgroup (Options.ByCgroup), and every cgroup that
+	// was removed since the last window, marked Removed.
+	Cgroups []CgroupWindow
+	// CgroupMapFull counts per-cgroup updates the kernel dropped because
+	// its cgroup map was full, in the window.
+	CgroupMapFull uint64
+	// Programs are the BPF programs' cumulative run time and run count,
+	// when Options.BPFStats is set and the kernel keeps them.
+	Programs []ProgramStats
+	// MapEntries is the number of entries in the BPF maps that grow with
+	// the host (tasks, cgroups, samples) at the window's end.
+	MapEntries map[string]int
+}
+
+// CgroupWindow is one cgroup v2's deltas over a window.
+type CgroupWindow struct {
+	ID uint64
+	// Path is the cgroup's path below the cgroup v2 mount, "/" for the
+	// root, as /proc/PID/cgroup writes it; "" when the cgroup was removed
+	// before it could be named.
+	Path string
+	// Removed: the cgroup no longer exists; these are its last counts.
+	Removed bool
+	Counts  map[string]uint64 // by event name; zero deltas left out
+	// Runq and OffCPU are log2 nanosecond histograms (profile.HistBuckets
+	// buckets, the layout of profile.Histogram); RunqNS and OffCPUNS the
+	// sums of the values they count.
+	Runq     []uint64
+	RunqNS   uint64
+	OffCPU   [OffCPUReasons][]uint64
+	OffCPUNS [OffCPUReasons]uint64
+}
+
+// Off-CPU reasons: why a thread left the CPU, from its scheduler state at
+// the switch (OFFCPU_* in bpf/cacheheat.c).
+const (
+	OffCPUPreempted = iota // still runnable: preempted or yielded
+	OffCPUSleep            // interruptible sleep: futex, poll, nanosleep, pipe
+	OffCPUBlocked          // uninterruptible: mostly disk I/O and some kernel locks
+	OffCPUIdle             // an idle kernel worker (TASK_IDLE)
+	OffCPUOther            // stopped, traced or exiting
+	OffCPUReasons
+)
+
+// OffCPUReasonNames names the off-CPU reasons by index.
+var OffCPUReasonNames = [OffCPUReasons]string{"preempted", "sleep", "blocked", "idle", "other"}
+
+// ProgramStats is one BPF program's cumulative cost as the kernel accounts
+// it (kernel.bpf_stats_enabled, or ebpf.EnableStats while the recorder runs).
+type ProgramStats struct {
+	Name     string
+	RunTime  time.Duration
+	RunCount uint64
+}
+
+// sinkWindow builds what the sinks get beside win; nil without sinks. It
+// runs before cur becomes the previous snapshot.
+func (r *Recorder) sinkWindow(rc *run, cur *snapshot, win *profile.Window) (*SinkWindow, error) {
+	if len(r.opts.Sinks) == 0 {
+		return nil, nil
+	}
+	sw := &SinkWindow{Window: win, MapEntries: map[string]int{"samples": len(win.Samples)}}
+	k, isKernel := rc.k.(*kernel)
+	if rc.cgNames != nil && isKernel {
+		var err error
+		sw.Cgroups, err = cgroupWindows(rc.prev, cur, rc.cgNames, rc.meta.events, k.forgetCgroup)
+		if err != nil {
+			return nil, err
+		}
+		sw.CgroupMapFull = delta(cur.cgroupFull, rc.prev.cgroupFull)
+		sw.MapEntries["cgroups"] = len(cur.cgroups)
+	} else {
+		sw.MapEntries["tasks"] = len(cur.tasks)
+	}
+	if r.opts.BPFStats && isKernel {
+		sw.Programs = k.programStats()
+	}
+	return sw, nil
+}
+
+// enableBPFStats turns on the kernel's per-program run-time accounting
+// until the returned function is called. It costs two clock reads per
+// program run, which is why the kernel keeps it off by default.
+func enableBPFStats() (func(), error) {
+	c, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		return nil, fmt.Errorf("bpf program run times not available (enabling bpf stats: %w)", err)
+	}
+	return func() { c.Close() }, nil
+}

@@ -1,0 +1,327 @@
+package exporter
+
+import (
+	"math"
+	"sort"
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cacheheat/cacheheat/collector"
+	"github.com/cacheheat/cacheheat/profile"
+)
+
+// DefaultMaxCgroups bounds the cgroups that get their own series.
+const DefaultMaxCgroups = 500
+
+// OtherCgroup is the cgroup label of everything beyond MaxCgroups, and of
+// cgroups removed before they could be named.
+const OtherCgroup = "other"
+
+// Options configure an Exporter.
+type Options struct {
+	// MaxCgroups is the most cgroups with their own series; the rest are
+	// summed into cgroup="other". 0 means DefaultMaxCgroups.
+	MaxCgroups int
+	Version    string // cacheheat_build_info's version label
+}
+
+// Bucket bounds of the latency histograms. The kernel counts log2
+// nanosecond buckets: bucket i holds [2^i, 2^(i+1)) ns. Each classic bucket
+// here is the cumulative count below one of those boundaries (le = 2^(i+1)
+// ns, as an exclusive bound, since the kernel's values are whole
+// nanoseconds), so no count moves across a boundary. The series are
+// limited to the boundaries from 2^10 ns (1.024 µs, where everything
+// faster is counted) to 2^34 ns (17.2 s, beyond which +Inf counts), to
+// bound the series per cgroup.
+const (
+	firstBound = 10
+	lastBound  = 34
+)
+
+// Exporter is a collector.Sink that keeps cumulative counts from the
+// recorder's windows and a prometheus.Collector that serves them. Counters
+// start at zero when the exporter starts.
+type Exporter struct {
+	opts Options
+
+	mu          sync.Mutex
+	events      []string    // measured, by slot
+	unsupported [][2]string // event, reason
+	cpuNode     map[int]int // online CPU -> NUMA node
+	cpus        []int       // online CPUs, sorted
+	perCPU      [][]uint64  // [slot][cpu] cumulative, all tasks
+	cgroups     map[string]*cgroupState
+	owner       map[uint64]string // cgroup id -> label it counts under
+	programs    []collector.ProgramStats
+	dropped     map[string]uint64
+	mapEntries  map[string]int
+	started     bool
+}
+
+// cgroupState is one cgroup label's cumulative values.
+type cgroupState struct {
+	container string
+	ids       map[uint64]bool // cgroups counted under this label now
+	counts    map[string]uint64
+	runq      hist
+	offcpu    [collector.OffCPUReasons]hist
+}
+
+// hist is a cumulative log2 nanosecond histogram.
+type hist struct {
+	buckets [profile.HistBuckets]uint64
+	sumNS   uint64
+}
+
+func (h *hist) add(b []uint64, sumNS uint64) {
+	for i, n := range b {
+		h.buckets[min(i, len(h.buckets)-1)] += n
+	}
+	h.sumNS += sumNS
+}
+
+func (h *hist) count() uint64 {
+	var n uint64
+	for _, b := range h.buckets {
+		n += b
+	}
+	return n
+}
+
+// New returns an Exporter; register it with a prometheus.Registry and give
+// it to the recorder as a sink.
+func New(opts Options) *Exporter {
+	if opts.MaxCgroups <= 0 {
+		opts.MaxCgroups = DefaultMaxCgroups
+	}
+	return &Exporter{
+		opts:       opts,
+		cgroups:    map[string]*cgroupState{},
+		owner:      map[uint64]string{},
+		dropped:    map[string]uint64{},
+		mapEntries: map[string]int{},
+	}
+}
+
+// Drop reasons of cacheheat_dropped_total: every one is always exported,
+// so an alert on any of them can rely on the series.
+var dropReasons = []string{"stack_errors", "sample_map_full", "task_map_full", "map_errors", "cgroup_map_full"}
+
+// Start takes the events and the topology from the recording's header.
+func (e *Exporter) Start(h *profile.Header) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.cpuNode = map[int]int{}
+	e.cpus = nil
+	for _, c := range h.Host.Topology.CPUs {
+		e.cpuNode[c.ID] = c.Node
+		e.cpus = append(e.cpus, c.ID)
+	}
+	sort.Ints(e.cpus)
+	e.events, e.unsupported = nil, nil
+	for _, ev := range h.Events {
+		if ev.Status == profile.StatusMeasured {
+			e.events = append(e.events, ev.Name)
+		} else {
+			e.unsupported = append(e.unsupported, [2]string{ev.Name, ev.Reason})
+		}
+	}
+	e.perCPU = make([][]uint64, len(e.events))
+	for _, r := range dropReasons {
+		e.dropped[r] += 0
+	}
+	e.started = true
+	return nil
+}
+
+// Window adds a window's deltas.
+func (e *Exporter) Window(w *collector.SinkWindow) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, c := range w.Counters {
+		slot := indexOf(e.events, c.Event)
+		if slot < 0 {
+			continue
+		}
+		if len(e.perCPU[slot]) < len(c.HostPerCPU) {
+			e.perCPU[slot] = append(e.perCPU[slot], make([]uint64, len(c.HostPerCPU)-len(e.perCPU[slot]))...)
+		}
+		for cpu, d := range c.HostPerCPU {
+			e.perCPU[slot][cpu] += d
+		}
+	}
+	for _, c := range w.Cgroups {
+		e.addCgroup(c)
+	}
+	d := w.Drops
+	e.dropped["stack_errors"] += d.StackErrors
+	e.dropped["sample_map_full"] += d.SampleMapFull
+	e.dropped["task_map_full"] += d.ProcMapFull
+	e.dropped["map_errors"] += d.MapErrors
+	e.dropped["cgroup_map_full"] += w.CgroupMapFull
+	if w.Programs != nil {
+		e.programs = append(e.programs[:0], w.Programs...)
+	}
+	e.mapEntries = map[string]int{}
+	for k, v := range w.MapEntries {
+		e.mapEntries[k] = v
+	}
+	return nil
+}
+
+// addCgroup adds one cgroup's window under its label: its own path while
+// fewer than MaxCgroups labels exist (or it has one already), else "other".
+// A removed cgroup's label goes away with its last cgroup, so its series
+// are gone from the next scrape.
+func (e *Exporter) addCgroup(c collector.CgroupWindow) {
+	label, ok := e.owner[c.ID]
+	if !ok {
+		label = OtherCgroup
+		own := 0
+		for l := range e.cgroups {
+			if l != OtherCgroup {
+				own++
+			}
+		}
+		if c.Path != "" && c.Path != OtherCgroup && (e.cgroups[c.Path] != nil || own < e.opts.MaxCgroups) {
+			label = c.Path
+		}
+		if !c.Removed {
+			e.owner[c.ID] = label
+		}
+	}
+	st := e.cgroups[label]
+	if st == nil {
+		st = &cgroupState{ids: map[uint64]bool{}, counts: map[string]uint64{}}
+		if label != OtherCgroup {
+			st.container = collector.ContainerOf(label)
+		}
+		e.cgroups[label] = st
+	}
+	for ev, n := range c.Counts {
+		st.counts[ev] += n
+	}
+	st.runq.add(c.Runq, c.RunqNS)
+	for r := range st.offcpu {
+		st.offcpu[r].add(c.OffCPU[r], c.OffCPUNS[r])
+	}
+	if !c.Removed {
+		st.ids[c.ID] = true
+		return
+	}
+	delete(e.owner, c.ID)
+	delete(st.ids, c.ID)
+	if label != OtherCgroup && len(st.ids) == 0 {
+		delete(e.cgroups, label)
+	}
+}
+
+func indexOf(s []string, v string) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+var (
+	descCPUEvents = prometheus.NewDesc("cacheheat_cpu_events_total",
+		"Events counted on each CPU, all tasks (cpu-clock in nanoseconds).", []string{"cpu", "node", "event"}, nil)
+	descCgroupEvents = prometheus.NewDesc("cacheheat_cgroup_events_total",
+		"Events counted for the tasks of each cgroup v2 (not its descendants; cpu-clock in nanoseconds).", []string{"cgroup", "container", "event"}, nil)
+	descRunq = prometheus.NewDesc("cacheheat_runqueue_latency_seconds",
+		"Time from wakeup (or preemption) to running, per cgroup v2 of the task.", []string{"cgroup"}, nil)
+	descOffCPU = prometheus.NewDesc("cacheheat_offcpu_seconds",
+		"Time off the CPU from a switch-out to the next switch-in, per cgroup v2 and the task's state at the switch-out.", []string{"cgroup", "reason"}, nil)
+	descBPFRun = prometheus.NewDesc("cacheheat_bpf_run_seconds_total",
+		"CPU time spent in each of cacheheat's BPF programs, as the kernel accounts it.", []string{"program"}, nil)
+	descDropped = prometheus.NewDesc("cacheheat_dropped_total",
+		"Counts or samples lost, by reason.", []string{"reason"}, nil)
+	descMapEntries = prometheus.NewDesc("cacheheat_map_entries",
+		"Entries in cacheheat's BPF maps that grow with the host.", []string{"map"}, nil)
+	descBuildInfo = prometheus.NewDesc("cacheheat_build_info",
+		"Always 1; the version of cacheheat.", []string{"version"}, nil)
+	descUnsupported = prometheus.NewDesc("cacheheat_event_unsupported",
+		"1 for each requested event this host cannot count, with the reason.", []string{"event", "reason"}, nil)
+)
+
+// Describe sends every metric's description.
+func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descCPUEvents, descCgroupEvents, descRunq, descOffCPU, descBPFRun, descDropped, descMapEntries, descBuildInfo, descUnsupported} {
+		ch <- d
+	}
+}
+
+// Collect sends the current cumulative values.
+func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(descBuildInfo, prometheus.GaugeValue, 1, e.opts.Version)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.started {
+		return
+	}
+	for _, u := range e.unsupported {
+		ch <- prometheus.MustNewConstMetric(descUnsupported, prometheus.GaugeValue, 1, u[0], u[1])
+	}
+	for slot, ev := range e.events {
+		for _, cpu := range e.cpus {
+			ch <- prometheus.MustNewConstMetric(descCPUEvents, prometheus.CounterValue, float64(at(e.perCPU[slot], cpu)),
+				strconv.Itoa(cpu), strconv.Itoa(e.cpuNode[cpu]), ev)
+		}
+	}
+	for label, st := range e.cgroups {
+		for ev, n := range st.counts {
+			ch <- prometheus.MustNewConstMetric(descCgroupEvents, prometheus.CounterValue, float64(n), label, st.container, ev)
+		}
+		ch <- constHistogram(descRunq, &st.runq, label)
+		for r := range st.offcpu {
+			if st.offcpu[r].count() > 0 {
+				ch <- constHistogram(descOffCPU, &st.offcpu[r], label, collector.OffCPUReasonNames[r])
+			}
+		}
+	}
+	for _, p := range e.programs {
+		ch <- prometheus.MustNewConstMetric(descBPFRun, prometheus.CounterValue, p.RunTime.Seconds(), p.Name)
+	}
+	for r, n := range e.dropped {
+		ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(n), r)
+	}
+	for m, n := range e.mapEntries {
+		ch <- prometheus.MustNewConstMetric(descMapEntries, prometheus.GaugeValue, float64(n), m)
+	}
+}
+
+// bucketBounds are the classic buckets' upper bounds in seconds.
+var bucketBounds = func() []float64 {
+	var b []float64
+	for i := firstBound; i <= lastBound; i++ {
+		b = append(b, math.Ldexp(1, i)/1e9)
+	}
+	return b
+}()
+
+// constHistogram turns a log2 nanosecond histogram into a classic one:
+// the bucket le=2^e ns counts the kernel's buckets 0..e-1, whose values
+// are all below 2^e.
+func constHistogram(d *prometheus.Desc, h *hist, labels ...string) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(bucketBounds))
+	var below uint64 // the count of kernel buckets < e
+	e := 0
+	for j, bound := range bucketBounds {
+		for ; e < firstBound+j && e < len(h.buckets); e++ {
+			below += h.buckets[e]
+		}
+		buckets[bound] = below
+	}
+	return prometheus.MustNewConstHistogram(d, h.count(), float64(h.sumNS)/1e9, buckets, labels...)
+}
+
+func at(s []uint64, i int) uint64 {
+	if i < 0 || i >= len(s) {
+		return 0
+	}
+	return s[i]
+}

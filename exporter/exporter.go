@@ -53,7 +53,8 @@ type Exporter struct {
 	cpus        []int       // online CPUs, sorted
 	perCPU      [][]uint64  // [slot][cpu] cumulative, all tasks
 	cgroups     map[string]*cgroupState
-	owner       map[uint64]string // cgroup id -> label it counts under
+	owner       map[uint64]string // cgroup id -> its own label, while it has one
+	own         int               // labels other than "other"
 	programs    []collector.ProgramStats
 	dropped     map[string]uint64
 	mapEntries  map[string]int
@@ -173,23 +174,18 @@ func (e *Exporter) Window(w *collector.SinkWindow) error {
 
 // addCgroup adds one cgroup's window under its label: its own path while
 // fewer than MaxCgroups labels exist (or it has one already), else "other".
-// A removed cgroup's label goes away with its last cgroup, so its series
-// are gone from the next scrape.
+// A cgroup counted in "other" gets its own series (from zero) as soon as a
+// slot is free. A removed cgroup's label goes away with its last cgroup,
+// so its series are gone from the next scrape.
 func (e *Exporter) addCgroup(c collector.CgroupWindow) {
 	label, ok := e.owner[c.ID]
 	if !ok {
 		label = OtherCgroup
-		own := 0
-		for l := range e.cgroups {
-			if l != OtherCgroup {
-				own++
-			}
-		}
-		if c.Path != "" && c.Path != OtherCgroup && (e.cgroups[c.Path] != nil || own < e.opts.MaxCgroups) {
+		if c.Path != "" && c.Path != OtherCgroup && (e.cgroups[c.Path] != nil || e.own < e.opts.MaxCgroups) {
 			label = c.Path
-		}
-		if !c.Removed {
-			e.owner[c.ID] = label
+			if !c.Removed {
+				e.owner[c.ID] = label
+			}
 		}
 	}
 	st := e.cgroups[label]
@@ -197,6 +193,7 @@ func (e *Exporter) addCgroup(c collector.CgroupWindow) {
 		st = &cgroupState{ids: map[uint64]bool{}, counts: map[string]uint64{}}
 		if label != OtherCgroup {
 			st.container = collector.ContainerOf(label)
+			e.own++
 		}
 		e.cgroups[label] = st
 	}
@@ -207,6 +204,9 @@ func (e *Exporter) addCgroup(c collector.CgroupWindow) {
 	for r := range st.offcpu {
 		st.offcpu[r].add(c.OffCPU[r], c.OffCPUNS[r])
 	}
+	if label == OtherCgroup {
+		return
+	}
 	if !c.Removed {
 		st.ids[c.ID] = true
 		return
@@ -215,6 +215,7 @@ func (e *Exporter) addCgroup(c collector.CgroupWindow) {
 	delete(st.ids, c.ID)
 	if label != OtherCgroup && len(st.ids) == 0 {
 		delete(e.cgroups, label)
+		e.own--
 	}
 }
 

@@ -452,3 +452,97 @@ func tail(s string, n int) string {
 	}
 	return s
 }
+
+// A non-loopback --listen needs --allow-remote; bad numbers are usage
+// errors. None of these loads anything.
+func TestExporterUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"exporter", "--listen", "0.0.0.0:9632"},
+		{"exporter", "--max-cgroups", "0"},
+		{"exporter", "-F", "0"},
+		{"exporter", "-i", "1ms"},
+		{"exporter", "extra"},
+	} {
+		code, _, stderr := runCmd(args...)
+		if code != exitUsage || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("cacheheat %v: exit %d, stderr %q; want 2 and one line", args, code, stderr)
+		}
+	}
+	_, _, stderr := runCmd("exporter", "--listen", "0.0.0.0:9632")
+	if !strings.Contains(stderr, "--allow-remote") {
+		t.Errorf("non-loopback refusal does not name --allow-remote: %q", stderr)
+	}
+}
+
+// record -G takes a container id prefix; inspect names the container of
+// the process that ran in it.
+func TestRecordContainerTarget(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: recording loads BPF programs")
+	}
+	mount := cgroup2MountFromMountinfo(t)
+	bin := cacheheatBinary(t)
+	sum := sha256.Sum256([]byte(fmt.Sprintf("cacheheat-record-%d-%d", os.Getpid(), time.Now().UnixNano())))
+	id := hex.EncodeToString(sum[:])
+	// A scope directly under the root is enough: the runtime's slice is
+	// not part of the pattern.
+	cg := filepath.Join(mount, "docker-"+id+".scope")
+	if err := os.Mkdir(cg, 0o755); err != nil {
+		t.Fatalf("creating the test's cgroup: %v", err)
+	}
+	t.Cleanup(func() { os.Remove(cg) })
+	cgfd, err := syscall.Open(cg, syscall.O_DIRECTORY|syscall.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := exec.Command(bin, "workload", "run", "rcu", "-t", "2", "-d", "60s")
+	work.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cgfd}
+	err = work.Start()
+	syscall.Close(cgfd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { work.Process.Kill(); work.Wait() })
+
+	rec := filepath.Join(t.TempDir(), "c.rec")
+	out, err := exec.Command(bin, "record", "-G", id[:12], "-d", "2s", "-q", "-o", rec).CombinedOutput()
+	if err != nil {
+		t.Fatalf("record -G %s: %v\n%s", id[:12], err, out)
+	}
+	js, err := exec.Command(bin, "inspect", "--json", rec).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s struct {
+		Target struct {
+			Kind   string `json:"kind"`
+			Cgroup string `json:"cgroup"`
+		} `json:"target"`
+		Processes []struct {
+			PID       int    `json:"pid"`
+			Container string `json:"container"`
+		} `json:"processes"`
+	}
+	if err := json.Unmarshal(js, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Target.Cgroup != cg {
+		t.Errorf("target cgroup %q, want %q", s.Target.Cgroup, cg)
+	}
+	found := false
+	for _, p := range s.Processes {
+		if p.PID == work.Process.Pid {
+			found = true
+			if p.Container != id {
+				t.Errorf("workload's container %q, want %q", p.Container, id)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("workload pid %d not among the recorded processes: %s", work.Process.Pid, js)
+	}
+	text, _ := exec.Command(bin, "inspect", rec).Output()
+	if !strings.Contains(string(text), "container="+id[:12]) {
+		t.Errorf("inspect does not name the container:\n%s", text)
+	}
+}

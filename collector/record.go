@@ -72,6 +72,7 @@ type Recorder struct {
 	mu      sync.Mutex
 	w       *profile.Writer
 	aborted bool
+	statsOn bool // this recorder turned the kernel's BPF run-time stats on
 }
 
 // NewRecorder checks the options; Run does the work.
@@ -266,6 +267,7 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 		if err != nil {
 			o.Warn(err.Error())
 		} else {
+			r.statsOn = true
 			defer stop()
 		}
 	}

@@ -2,6 +2,8 @@ package collector
 
 import (
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -103,7 +105,9 @@ func (r *Recorder) sinkWindow(rc *run, cur *snapshot, win *profile.Window) (*Sin
 	} else {
 		sw.MapEntries["tasks"] = len(cur.tasks)
 	}
-	if r.opts.BPFStats && isKernel {
+	// Without run-time stats the kernel reports 0 for every program: no
+	// number is better than a false one.
+	if r.opts.BPFStats && isKernel && (r.statsOn || bpfStatsSysctl()) {
 		sw.Programs = k.programStats()
 	}
 	return sw, nil
@@ -115,7 +119,14 @@ func (r *Recorder) sinkWindow(rc *run, cur *snapshot, win *profile.Window) (*Sin
 func enableBPFStats() (func(), error) {
 	c, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
 	if err != nil {
-		return nil, fmt.Errorf("bpf program run times not available (enabling bpf stats: %w)", err)
+		return nil, fmt.Errorf("bpf program run times not available unless kernel.bpf_stats_enabled=1 (turning them on needs CAP_SYS_ADMIN: %w)", err)
 	}
 	return func() { c.Close() }, nil
+}
+
+// bpfStatsSysctl says whether the kernel keeps BPF run times anyway
+// (sysctl kernel.bpf_stats_enabled=1, set by an administrator).
+func bpfStatsSysctl() bool {
+	b, err := os.ReadFile("/proc/sys/kernel/bpf_stats_enabled")
+	return err == nil && strings.TrimSpace(string(b)) == "1"
 }

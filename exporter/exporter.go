@@ -28,16 +28,18 @@ type Options struct {
 }
 
 // Bucket bounds of the latency histograms. The kernel counts log2
-// nanosecond buckets: bucket i holds [2^i, 2^(i+1)) ns. Each classic bucket
-// here is the cumulative count below one of those boundaries (le = 2^(i+1)
-// ns, as an exclusive bound, since the kernel's values are whole
-// nanoseconds), so no count moves across a boundary. The series are
-// limited to the boundaries from 2^10 ns (1.024 µs, where everything
-// faster is counted) to 2^34 ns (17.2 s, beyond which +Inf counts), to
-// bound the series per cgroup.
+// nanosecond buckets: bucket i holds [2^i, 2^(i+1)) ns. A classic bucket
+// here is the cumulative count below one of those boundaries (le = 2^e ns,
+// an exclusive bound, since the kernel's values are whole nanoseconds), so
+// no count moves across a boundary and nothing is interpolated. To bound
+// the series per cgroup (one histogram for the run queue and up to five
+// for off-CPU reasons), every second boundary is kept, from 2^10 ns
+// (1.02 µs; everything faster is counted there) to 2^34 ns (17.2 s; beyond
+// it only +Inf): 13 buckets, factors of 4 apart.
 const (
 	firstBound = 10
 	lastBound  = 34
+	boundStep  = 2
 )
 
 // Exporter is a collector.Sink that keeps cumulative counts from the
@@ -298,8 +300,8 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 // bucketBounds are the classic buckets' upper bounds in seconds.
 var bucketBounds = func() []float64 {
 	var b []float64
-	for i := firstBound; i <= lastBound; i++ {
-		b = append(b, math.Ldexp(1, i)/1e9)
+	for e := firstBound; e <= lastBound; e += boundStep {
+		b = append(b, math.Ldexp(1, e)/1e9)
 	}
 	return b
 }()
@@ -312,7 +314,7 @@ func constHistogram(d *prometheus.Desc, h *hist, labels ...string) prometheus.Me
 	var below uint64 // the count of kernel buckets < e
 	e := 0
 	for j, bound := range bucketBounds {
-		for ; e < firstBound+j && e < len(h.buckets); e++ {
+		for ; e < firstBound+j*boundStep && e < len(h.buckets); e++ {
 			below += h.buckets[e]
 		}
 		buckets[bound] = below

@@ -230,24 +230,38 @@ func indexOf(s []string, v string) int {
 	return -1
 }
 
+// Metric names: a contract with dashboards and alerts (docs/EXPORTER.md).
+// The dashboard (package dashboard) builds its queries from these.
+const (
+	MetricCPUEvents        = "cacheheat_cpu_events_total"
+	MetricCgroupEvents     = "cacheheat_cgroup_events_total"
+	MetricRunqLatency      = "cacheheat_runqueue_latency_seconds"
+	MetricOffCPU           = "cacheheat_offcpu_seconds"
+	MetricBPFRun           = "cacheheat_bpf_run_seconds_total"
+	MetricDropped          = "cacheheat_dropped_total"
+	MetricMapEntries       = "cacheheat_map_entries"
+	MetricBuildInfo        = "cacheheat_build_info"
+	MetricEventUnsupported = "cacheheat_event_unsupported"
+)
+
 var (
-	descCPUEvents = prometheus.NewDesc("cacheheat_cpu_events_total",
+	descCPUEvents = prometheus.NewDesc(MetricCPUEvents,
 		"Events counted on each CPU, all tasks (cpu-clock in nanoseconds).", []string{"cpu", "node", "event"}, nil)
-	descCgroupEvents = prometheus.NewDesc("cacheheat_cgroup_events_total",
+	descCgroupEvents = prometheus.NewDesc(MetricCgroupEvents,
 		"Events counted for the tasks of each cgroup v2 (not its descendants; cpu-clock in nanoseconds).", []string{"cgroup", "container", "event"}, nil)
-	descRunq = prometheus.NewDesc("cacheheat_runqueue_latency_seconds",
+	descRunq = prometheus.NewDesc(MetricRunqLatency,
 		"Time from wakeup (or preemption) to running, per cgroup v2 of the task.", []string{"cgroup"}, nil)
-	descOffCPU = prometheus.NewDesc("cacheheat_offcpu_seconds",
+	descOffCPU = prometheus.NewDesc(MetricOffCPU,
 		"Time off the CPU from a switch-out to the next switch-in, per cgroup v2 and the task's state at the switch-out.", []string{"cgroup", "reason"}, nil)
-	descBPFRun = prometheus.NewDesc("cacheheat_bpf_run_seconds_total",
+	descBPFRun = prometheus.NewDesc(MetricBPFRun,
 		"CPU time spent in each of cacheheat's BPF programs, as the kernel accounts it.", []string{"program"}, nil)
-	descDropped = prometheus.NewDesc("cacheheat_dropped_total",
+	descDropped = prometheus.NewDesc(MetricDropped,
 		"Counts or samples lost, by reason.", []string{"reason"}, nil)
-	descMapEntries = prometheus.NewDesc("cacheheat_map_entries",
+	descMapEntries = prometheus.NewDesc(MetricMapEntries,
 		"Entries in cacheheat's BPF maps that grow with the host.", []string{"map"}, nil)
-	descBuildInfo = prometheus.NewDesc("cacheheat_build_info",
+	descBuildInfo = prometheus.NewDesc(MetricBuildInfo,
 		"Always 1; the version of cacheheat.", []string{"version"}, nil)
-	descUnsupported = prometheus.NewDesc("cacheheat_event_unsupported",
+	descUnsupported = prometheus.NewDesc(MetricEventUnsupported,
 		"1 for each requested event this host cannot count, with the reason.", []string{"event", "reason"}, nil)
 )
 

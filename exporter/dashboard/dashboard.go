@@ -17,6 +17,8 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
 	"github.com/grafana/grafana-foundation-sdk/go/table"
 	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
+
+	"github.com/cacheheat/cacheheat/exporter"
 )
 
 // UID is the dashboard's Grafana uid: links and provisioning rely on it.
@@ -26,7 +28,7 @@ const UID = "cacheheat"
 const (
 	inst    = `instance=~"$instance"`
 	rate    = `[$__rate_interval]`
-	cgEvent = `cacheheat_cgroup_events_total{` + inst
+	cgEvent = exporter.MetricCgroupEvents + `{` + inst
 )
 
 var ds = common.DataSourceRef{Type: cog.ToPtr("prometheus"), Uid: cog.ToPtr("${datasource}")}
@@ -62,7 +64,7 @@ func ratio(num, den string, scale string) string {
 }
 
 // exporterOnly keeps the process_* series of cacheheat exporters.
-const exporterOnly = ` and on (instance, job) cacheheat_build_info`
+const exporterOnly = ` and on (instance, job) ` + exporter.MetricBuildInfo
 
 // Build returns the dashboard.
 func Build() (dashboard.Dashboard, error) {
@@ -72,7 +74,7 @@ func Build() (dashboard.Dashboard, error) {
 		Calculate(false).
 		RowsFrame(heatmap.NewRowsHeatmapOptionsBuilder().Layout(common.HeatmapCellLayoutUnknown)).
 		Color(heatmap.NewHeatmapColorOptionsBuilder().Mode(heatmap.HeatmapColorModeScheme).Scheme("Turbo").Scale(heatmap.HeatmapColorScaleExponential).Exponent(0.5).Steps(64)).
-		WithTarget(query(`sum by (cpu) (rate(cacheheat_cpu_events_total{`+inst+`, event=~"$event"}`+rate+`))`, "{{cpu}}"))
+		WithTarget(query(`sum by (cpu) (rate(`+exporter.MetricCPUEvents+`{`+inst+`, event=~"$event"}`+rate+`))`, "{{cpu}}"))
 
 	b := dashboard.NewDashboardBuilder("cacheheat").
 		Uid(UID).
@@ -83,21 +85,21 @@ func Build() (dashboard.Dashboard, error) {
 		Timezone(common.TimeZoneBrowser).
 		WithVariable(dashboard.NewDatasourceVariableBuilder("datasource").Label("Data source").Type("prometheus")).
 		WithVariable(dashboard.NewQueryVariableBuilder("instance").Label("Instance").Datasource(ds).
-			Query(dashboard.StringOrMap{String: cog.ToPtr("label_values(cacheheat_build_info, instance)")}).
+			Query(dashboard.StringOrMap{String: cog.ToPtr("label_values(" + exporter.MetricBuildInfo + ", instance)")}).
 			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).Multi(true).IncludeAll(true).AllValue(".*")).
 		WithVariable(dashboard.NewQueryVariableBuilder("event").Label("Event").Datasource(ds).
-			Query(dashboard.StringOrMap{String: cog.ToPtr(`label_values(cacheheat_cpu_events_total{` + inst + `}, event)`)}).
+			Query(dashboard.StringOrMap{String: cog.ToPtr(`label_values(` + exporter.MetricCPUEvents + `{` + inst + `}, event)`)}).
 			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).Multi(true).IncludeAll(true).AllValue(".*")).
 		WithVariable(dashboard.NewQueryVariableBuilder("cgroup").Label("Cgroup").Datasource(ds).
-			Query(dashboard.StringOrMap{String: cog.ToPtr(`label_values(cacheheat_cgroup_events_total{` + inst + `}, cgroup)`)}).
+			Query(dashboard.StringOrMap{String: cog.ToPtr(`label_values(` + exporter.MetricCgroupEvents + `{` + inst + `}, cgroup)`)}).
 			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).Multi(true).IncludeAll(true).AllValue(".*")).
 		WithVariable(dashboard.NewQueryVariableBuilder("reason").Label("Off-CPU reason").Datasource(ds).
-			Query(dashboard.StringOrMap{String: cog.ToPtr(`label_values(cacheheat_offcpu_seconds_count{` + inst + `}, reason)`)}).
+			Query(dashboard.StringOrMap{String: cog.ToPtr(`label_values(` + exporter.MetricOffCPU + `_count{` + inst + `}, reason)`)}).
 			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).Multi(true).IncludeAll(true).AllValue(".*")).
 		WithRow(dashboard.NewRowBuilder("CPUs and nodes")).
 		WithPanel(perCPU).
 		WithPanel(series("Event rate per NUMA node", "short", "Each node's rate of each event, all tasks.", 24,
-			query(`sum by (node, event) (rate(cacheheat_cpu_events_total{`+inst+`, event=~"$event"}`+rate+`))`, "node {{node}} {{event}}"))).
+			query(`sum by (node, event) (rate(`+exporter.MetricCPUEvents+`{`+inst+`, event=~"$event"}`+rate+`))`, "node {{node}} {{event}}"))).
 		WithRow(dashboard.NewRowBuilder("Cgroups and containers")).
 		WithPanel(series("CPU by cgroup (top 10)", "short", "CPUs' worth of time used by the tasks of each cgroup (cpu-clock).", 12,
 			query(`topk(10, sum by (cgroup) (rate(`+cgEvent+`, cgroup=~"$cgroup", event="cpu-clock"}`+rate+`)) / 1e9)`, "{{cgroup}}"))).
@@ -111,26 +113,26 @@ func Build() (dashboard.Dashboard, error) {
 			query(ratio("L1-dcache-load-misses", "L1-dcache-loads", ""), "{{container}}"))).
 		WithRow(dashboard.NewRowBuilder("Latency")).
 		WithPanel(latencyHeatmap("Run-queue latency", "Time from wakeup (or preemption) to running, for the tasks of the selected cgroups.",
-			"cacheheat_runqueue_latency_seconds", `, cgroup=~"$cgroup"`)).
+			exporter.MetricRunqLatency, `, cgroup=~"$cgroup"`)).
 		WithPanel(latencyHeatmap("Off-CPU time", "Time between a switch-out and the next switch-in, for the selected cgroups and reasons (the task's state when it left the CPU).",
-			"cacheheat_offcpu_seconds", `, cgroup=~"$cgroup", reason=~"$reason"`)).
+			exporter.MetricOffCPU, `, cgroup=~"$cgroup", reason=~"$reason"`)).
 		WithPanel(series("Run-queue latency p99 by cgroup", "s", "99th percentile of the run-queue latency, from the histogram's buckets (so within one power of two).", 12,
-			query(`histogram_quantile(0.99, sum by (cgroup, le) (rate(cacheheat_runqueue_latency_seconds_bucket{`+inst+`, cgroup=~"$cgroup"}`+rate+`)))`, "{{cgroup}}"))).
+			query(`histogram_quantile(0.99, sum by (cgroup, le) (rate(`+exporter.MetricRunqLatency+`_bucket{`+inst+`, cgroup=~"$cgroup"}`+rate+`)))`, "{{cgroup}}"))).
 		WithPanel(series("Off-CPU time by reason", "s", "Seconds off the CPU per second, summed over the selected cgroups' tasks.", 12,
-			query(`sum by (reason) (rate(cacheheat_offcpu_seconds_sum{`+inst+`, cgroup=~"$cgroup", reason=~"$reason"}`+rate+`))`, "{{reason}}"))).
+			query(`sum by (reason) (rate(`+exporter.MetricOffCPU+`_sum{`+inst+`, cgroup=~"$cgroup", reason=~"$reason"}`+rate+`))`, "{{reason}}"))).
 		WithRow(dashboard.NewRowBuilder("Exporter")).
 		WithPanel(series("Exporter CPU", "percentunit", "The exporter's own cost in CPUs: its process (user + system) and its BPF programs, as the kernel accounts them.", 8,
 			query(`rate(process_cpu_seconds_total{`+inst+`}`+rate+`)`+exporterOnly, "process {{instance}}"),
-			query(`sum by (instance) (rate(cacheheat_bpf_run_seconds_total{`+inst+`}`+rate+`))`, "bpf {{instance}}"))).
+			query(`sum by (instance) (rate(`+exporter.MetricBPFRun+`{`+inst+`}`+rate+`))`, "bpf {{instance}}"))).
 		WithPanel(series("Exporter memory", "bytes", "Resident memory of the exporter process.", 8,
 			query(`process_resident_memory_bytes{`+inst+`}`+exporterOnly, "{{instance}}"))).
 		WithPanel(series("Drops and map entries", "short", "Counts lost per second by reason (should stay 0), and the BPF maps' sizes.", 8,
-			query(`sum by (reason) (rate(cacheheat_dropped_total{`+inst+`}`+rate+`))`, "dropped {{reason}}"),
-			query(`sum by (map) (cacheheat_map_entries{`+inst+`})`, "entries {{map}}"))).
+			query(`sum by (reason) (rate(`+exporter.MetricDropped+`{`+inst+`}`+rate+`))`, "dropped {{reason}}"),
+			query(`sum by (map) (`+exporter.MetricMapEntries+`{`+inst+`})`, "entries {{map}}"))).
 		WithPanel(table.NewPanelBuilder().Title("Events these hosts cannot count").
 			Description("Requested events the kernel refused, with its reason. Panels that need them stay empty.").
 			Datasource(ds).Height(8).Span(24).
-			WithTarget(query(`max by (event, reason) (cacheheat_event_unsupported{`+inst+`})`, "").
+			WithTarget(query(`max by (event, reason) (`+exporter.MetricEventUnsupported+`{`+inst+`})`, "").
 				Format(prometheus.PromQueryFormatTable).Instant()))
 	return b.Build()
 }

@@ -27,16 +27,16 @@ type cgroupVal = bpf.CacheheatCgroupVal
 // snapshotCgroups reads the per-cgroup map and the count of updates it
 // refused.
 func (k *kernel) snapshotCgroups(s *snapshot) error {
-	s.cgroups = map[uint64]*cgroupVal{}
-	var id uint64
-	var v cgroupVal
-	it := k.objs.Cgroups.Iterate()
-	for it.Next(&id, &v) {
-		c := v
-		s.cgroups[id] = &c
+	vals, err := k.batchCgroups()
+	if err != nil {
+		// Batch lookups need Linux 5.6; one entry at a time otherwise.
+		if vals, err = k.iterateCgroups(); err != nil {
+			return err
+		}
 	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("reading the cgroup map: %w", err)
+	s.cgroups = make(map[uint64]*cgroupVal, len(vals))
+	for i := range vals {
+		s.cgroups[vals[i].id] = &vals[i].val
 	}
 	var zero uint32
 	var full []uint64
@@ -47,6 +47,48 @@ func (k *kernel) snapshotCgroups(s *snapshot) error {
 		s.cgroupFull += n
 	}
 	return nil
+}
+
+type cgroupEntry struct {
+	id  uint64
+	val cgroupVal
+}
+
+// cgroupBatch is the entries read per batch syscall.
+const cgroupBatch = 128
+
+// batchCgroups reads the map a batch of entries per syscall.
+func (k *kernel) batchCgroups() ([]cgroupEntry, error) {
+	var cursor ebpf.MapBatchCursor
+	keys := make([]uint64, cgroupBatch)
+	vals := make([]cgroupVal, cgroupBatch)
+	var out []cgroupEntry
+	for {
+		n, err := k.objs.Cgroups.BatchLookup(&cursor, keys, vals, nil)
+		for i := range n {
+			out = append(out, cgroupEntry{keys[i], vals[i]})
+		}
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading the cgroup map: %w", err)
+		}
+	}
+}
+
+func (k *kernel) iterateCgroups() ([]cgroupEntry, error) {
+	var out []cgroupEntry
+	var id uint64
+	var v cgroupVal
+	it := k.objs.Cgroups.Iterate()
+	for it.Next(&id, &v) {
+		out = append(out, cgroupEntry{id, v})
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("reading the cgroup map: %w", err)
+	}
+	return out, nil
 }
 
 // forgetCgroup deletes a removed cgroup's entry, so the map holds live

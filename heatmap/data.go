@@ -547,7 +547,8 @@ type ProcessRow struct {
 	TID     int    `json:"tid,omitempty"`
 	Comm    string `json:"comm"`
 	Cmdline string `json:"cmdline,omitempty"`
-	// Container is the process's container id or pod uid, when it had one.
+	// Container is the process's container id as `docker ps` shows it (12
+	// hex digits) or its pod uid, when it had one.
 	Container string   `json:"container,omitempty"`
 	Totals    []uint64 `json:"totals"` // in Events order
 }
@@ -595,7 +596,7 @@ func Processes(rec *profile.Recording, limit int) ProcessTable {
 		return v
 	}
 	for _, p := range ps {
-		t.Rows = append(t.Rows, ProcessRow{PID: p.PID, Comm: p.Comm, Container: p.Container, Cmdline: strings.Join(p.Cmdline, " "), Totals: vec(p.Totals)})
+		t.Rows = append(t.Rows, ProcessRow{PID: p.PID, Comm: p.Comm, Container: shortContainer(p.Container), Cmdline: strings.Join(p.Cmdline, " "), Totals: vec(p.Totals)})
 		for _, th := range p.Threads {
 			t.Rows = append(t.Rows, ProcessRow{PID: p.PID, TID: th.TID, Comm: th.Comm, Totals: vec(th.Totals)})
 		}
@@ -957,4 +958,13 @@ func round(v float64, d int) float64 {
 	}
 	f, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'g', d, 64), 64)
 	return f
+}
+
+// shortContainer shortens a 64-digit container id to the 12 digits
+// `docker ps` shows; anything else (a pod uid) is kept whole.
+func shortContainer(id string) string {
+	if len(id) == 64 {
+		return id[:12]
+	}
+	return id
 }

@@ -545,4 +545,11 @@ func TestRecordContainerTarget(t *testing.T) {
 	if !strings.Contains(string(text), "container="+id[:12]) {
 		t.Errorf("inspect does not name the container:\n%s", text)
 	}
+	html := filepath.Join(t.TempDir(), "c.html")
+	if out, err := exec.Command(bin, "report", rec, "-o", html).CombinedOutput(); err != nil {
+		t.Fatalf("report: %v\n%s", err, out)
+	}
+	if b, _ := os.ReadFile(html); !bytes.Contains(b, []byte("[container "+id[:12]+"]")) {
+		t.Error("the report does not name the container")
+	}
 }

@@ -304,11 +304,11 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 			ncpu: host.Topology.MaxCPU() + 1, sampled: len(cpus),
 			allTasks: tgt.Kind == profile.TargetAll,
 			procComm: procComm, procCmd: procCmdline,
-			procContainer: (&procContainers{}).get,
-			stackTable:    newStackTable(sym),
+			stackTable: newStackTable(sym),
 		},
 		start: start,
 	}
+	rec.meta.procContainer = (&procContainers{}).get
 	if o.ByCgroup {
 		rec.cgNames = newCgroupNames(cgroup2Mount())
 	}

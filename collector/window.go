@@ -58,19 +58,20 @@ type symbolizer interface {
 
 // windowMeta is what buildWindow needs besides the two snapshots.
 type windowMeta struct {
-	events    []string // measured events by slot
-	sampleEvs [2]string
-	sampleHz  int
-	ncpu      int // per-CPU arrays' length: MaxCPU()+1
-	sampled   int // CPUs sampled on
-	allTasks  bool
-	startNS   int64
-	endNS     int64
-	procComm  func(pid int) string
-	procCmd   func(pid int) []string
+	events     []string // measured events by slot
+	sampleEvs  [2]string
+	sampleHz   int
+	ncpu       int // per-CPU arrays' length: MaxCPU()+1
+	sampled    int // CPUs sampled on
+	allTasks   bool
+	startNS    int64
+	endNS      int64
+	procComm   func(pid int) string
+	procCmd    func(pid int) []string
+	stackTable *stackTable
+
 	// procContainer names a process's container ("" for none).
 	procContainer func(pid int) string
-	stackTable    *stackTable
 }
 
 // delta is cur-prev, treating a counter that went backwards (a reused key)

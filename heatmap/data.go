@@ -543,14 +543,15 @@ type ProcessTable struct {
 
 // ProcessRow is a process (TID 0) or one of its threads.
 type ProcessRow struct {
-	PID     int    `json:"pid"`
-	TID     int    `json:"tid,omitempty"`
-	Comm    string `json:"comm"`
-	Cmdline string `json:"cmdline,omitempty"`
+	PID     int      `json:"pid"`
+	TID     int      `json:"tid,omitempty"`
+	Comm    string   `json:"comm"`
+	Cmdline string   `json:"cmdline,omitempty"`
+	Totals  []uint64 `json:"totals"` // in Events order
+
 	// Container is the process's container id as `docker ps` shows it (12
 	// hex digits) or its pod uid, when it had one.
-	Container string   `json:"container,omitempty"`
-	Totals    []uint64 `json:"totals"` // in Events order
+	Container string `json:"container,omitempty"`
 }
 
 // Processes builds the process table, keeping the limit processes with

@@ -50,16 +50,17 @@ type Total struct {
 
 // ProcessSummary is one target process over the whole recording.
 type ProcessSummary struct {
-	PID     int      `json:"pid"`
-	Comm    string   `json:"comm"`
-	Cmdline []string `json:"cmdline,omitempty"`
-	// Container: the process's container id or pod uid, when it had one.
-	Container string            `json:"container,omitempty"`
-	Totals    map[string]uint64 `json:"totals"`
+	PID     int               `json:"pid"`
+	Comm    string            `json:"comm"`
+	Cmdline []string          `json:"cmdline,omitempty"`
+	Totals  map[string]uint64 `json:"totals"`
 	// Samples counts the process's stack samples of the primary sample
 	// event (samples.event); Summarize fills it.
 	Samples uint64          `json:"samples"`
 	Threads []ThreadSummary `json:"threads,omitempty"`
+
+	// Container: the process's container id or pod uid, when it had one.
+	Container string `json:"container,omitempty"`
 }
 
 // ThreadSummary is one thread over the whole recording.

@@ -259,6 +259,7 @@ const volatile bool by_cgroup = false;
 #define OFFCPU_IDLE 3 // TASK_IDLE (NOLOAD): idle kernel worker threads
 #define OFFCPU_OTHER 4 // stopped, traced, dead
 #define OFFCPU_REASONS 5
+#define OFFCPU_MASK 7ULL
 
 struct cgroup_val {
 	u64 counts[MAX_EVENTS];
@@ -277,14 +278,6 @@ struct {
 	__type(value, struct cgroup_val);
 } cgroups SEC(".maps");
 
-// The off-CPU reason of each switched-out thread, beside offcpu_ts.
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 32768);
-	__type(key, u32);
-	__type(value, u32);
-} offcpu_reason SEC(".maps");
-
 // cgroup_full[0] counts per-cgroup updates lost to a full cgroups map.
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -299,7 +292,9 @@ static __always_inline struct cgroup_val *cgroup_of(struct task_struct *t)
 {
 	if (!by_cgroup)
 		return NULL;
-	u64 id = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+	// Plain loads, not BPF_CORE_READ: t is a BTF pointer, so the verifier
+	// turns these into faulting loads, without a helper call per hop.
+	u64 id = t->cgroups->dfl_cgrp->kn->id;
 	struct cgroup_val *cv = bpf_map_lookup_elem(&cgroups, &id);
 	if (cv)
 		return cv;
@@ -487,11 +482,10 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		// queue latency starts now, as in runqlat.bt.
 		if (prev->__state == 0 /* TASK_RUNNING */)
 			bpf_map_update_elem(&wakeup_ts, &tid, &now, BPF_ANY);
-		bpf_map_update_elem(&offcpu_ts, &tid, &now, BPF_ANY);
-		if (by_cgroup) {
-			u32 reason = offcpu_reason_of(prev);
-			bpf_map_update_elem(&offcpu_reason, &tid, &reason, BPF_ANY);
-		}
+		// By cgroup, the off-CPU reason rides in the timestamp's low
+		// bits (OFFCPU_MASK ns of resolution), saving a map per switch.
+		u64 off = by_cgroup ? (now & ~OFFCPU_MASK) | offcpu_reason_of(prev) : now;
+		bpf_map_update_elem(&offcpu_ts, &tid, &off, BPF_ANY);
 	}
 
 	u32 ntid = next->pid;
@@ -515,24 +509,26 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	}
 	ts = bpf_map_lookup_elem(&offcpu_ts, &ntid);
 	if (ts) {
-		if (now >= *ts) {
-			u32 b = log2_bucket(now - *ts);
+		u64 off = *ts;
+		u32 r = OFFCPU_OTHER;
+		if (by_cgroup) {
+			r = off & OFFCPU_MASK;
+			off &= ~OFFCPU_MASK;
+		}
+		if (now >= off) {
+			u32 b = log2_bucket(now - off);
 			if (h)
 				h->offcpu[b]++;
 			if (by_cgroup) {
-				u32 *rp = bpf_map_lookup_elem(&offcpu_reason, &ntid);
-				u32 r = rp ? *rp : OFFCPU_OTHER;
 				if (!cv)
 					cv = cgroup_of(next);
 				if (cv && r < OFFCPU_REASONS && b < HIST_BUCKETS) {
 					__sync_fetch_and_add(&cv->offcpu[r][b], 1);
-					__sync_fetch_and_add(&cv->offcpu_ns[r], now - *ts);
+					__sync_fetch_and_add(&cv->offcpu_ns[r], now - off);
 				}
 			}
 		}
 		bpf_map_delete_elem(&offcpu_ts, &ntid);
-		if (by_cgroup)
-			bpf_map_delete_elem(&offcpu_reason, &ntid);
 	}
 	return 0;
 }
@@ -578,8 +574,6 @@ int BPF_PROG(on_exit, struct task_struct *t)
 	u32 tid = t->pid;
 	bpf_map_delete_elem(&wakeup_ts, &tid);
 	bpf_map_delete_elem(&offcpu_ts, &tid);
-	if (by_cgroup)
-		bpf_map_delete_elem(&offcpu_reason, &tid);
 	return 0;
 }
 

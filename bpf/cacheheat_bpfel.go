@@ -99,7 +99,6 @@ const (
 	CacheheatMapCtrl              = "ctrl"
 	CacheheatMapHists             = "hists"
 	CacheheatMapLast              = "last"
-	CacheheatMapOffcpuReason      = "offcpu_reason"
 	CacheheatMapOffcpuTs          = "offcpu_ts"
 	CacheheatMapSamples           = "samples"
 	CacheheatMapStacks0           = "stacks0"
@@ -202,7 +201,6 @@ type CacheheatMapSpecs struct {
 	Ctrl         *ebpf.MapSpec `ebpf:"ctrl"`
 	Hists        *ebpf.MapSpec `ebpf:"hists"`
 	Last         *ebpf.MapSpec `ebpf:"last"`
-	OffcpuReason *ebpf.MapSpec `ebpf:"offcpu_reason"`
 	OffcpuTs     *ebpf.MapSpec `ebpf:"offcpu_ts"`
 	Samples      *ebpf.MapSpec `ebpf:"samples"`
 	Stacks0      *ebpf.MapSpec `ebpf:"stacks0"`
@@ -267,7 +265,6 @@ type CacheheatMaps struct {
 	Ctrl         *ebpf.Map `ebpf:"ctrl"`
 	Hists        *ebpf.Map `ebpf:"hists"`
 	Last         *ebpf.Map `ebpf:"last"`
-	OffcpuReason *ebpf.Map `ebpf:"offcpu_reason"`
 	OffcpuTs     *ebpf.Map `ebpf:"offcpu_ts"`
 	Samples      *ebpf.Map `ebpf:"samples"`
 	Stacks0      *ebpf.Map `ebpf:"stacks0"`
@@ -302,7 +299,6 @@ func (m *CacheheatMaps) Close() error {
 		m.Ctrl,
 		m.Hists,
 		m.Last,
-		m.OffcpuReason,
 		m.OffcpuTs,
 		m.Samples,
 		m.Stacks0,

@@ -131,7 +131,6 @@ func openKernel(cfg kernelConfig) (_ *kernel, err error) {
 		// Unused in a recording: one entry each instead of megabytes of
 		// preallocated kernel memory.
 		spec.Maps["cgroups"].MaxEntries = 1
-		spec.Maps["offcpu_reason"].MaxEntries = 1
 	} else {
 		spec.Maps["cgroups"].MaxEntries = cgroupMapEntries
 	}

@@ -14,6 +14,9 @@ import (
 // that could be evaluated, most severe first, and every rule that could not
 // be evaluated with the reason.
 type Result struct {
+	// Warning is profile.SimulatedWarning when the recording's hardware
+	// counts are a simulated PMU's stand-ins.
+	Warning      string         `json:"warning,omitempty"`
 	Findings     []Finding      `json:"findings"`
 	NotEvaluated []NotEvaluated `json:"not_evaluated"`
 }
@@ -32,6 +35,10 @@ type Finding struct {
 	// Approximation says how a metric was approximated from generic events
 	// when no exact formula was available; empty when exact.
 	Approximation string `json:"approximation,omitempty"`
+	// Warning is profile.SimulatedWarning on a hardware finding of a
+	// recording made on a simulated PMU: its counts are software
+	// stand-ins, the finding shows the pipeline, not the program.
+	Warning string `json:"warning,omitempty"`
 }
 
 // Severity values.
@@ -74,6 +81,9 @@ type NotEvaluated struct {
 func Analyze(rec *profile.Recording) Result {
 	m := NewMetrics(rec)
 	res := Result{Findings: []Finding{}, NotEvaluated: []NotEvaluated{}}
+	if rec.Header.Simulated() {
+		res.Warning = profile.SimulatedWarning
+	}
 	for i := range table {
 		r := &table[i]
 		if ne, ok := r.notEvaluated(m); ok {
@@ -97,6 +107,9 @@ func Analyze(rec *profile.Recording) Result {
 // complete fills what every finding of a rule shares.
 func (r *Rule) complete(m *Metrics, f Finding) Finding {
 	f.Rule, f.Title, f.Approximation = r.ID, r.Title, r.Approximation
+	if r.Hardware() && m.rec.Header.Simulated() {
+		f.Warning = profile.SimulatedWarning
+	}
 	if f.Advice == "" {
 		f.Advice = r.Advice
 	}
@@ -169,13 +182,20 @@ func (m *Metrics) observedFraction(events []string) float64 {
 // rules that were not evaluated.
 func (res Result) WriteText(w io.Writer) error {
 	var b strings.Builder
+	if res.Warning != "" {
+		fmt.Fprintf(&b, "%s\n\n", res.Warning)
+	}
 	if len(res.Findings) == 0 {
 		b.WriteString("findings: none\n")
 	} else {
 		fmt.Fprintf(&b, "findings (%d)\n", len(res.Findings))
 	}
 	for _, f := range res.Findings {
-		fmt.Fprintf(&b, "\n  [%s] %s: %s (confidence %.2f)\n", f.Severity, f.Rule, f.Title, f.Confidence)
+		warn := ""
+		if f.Warning != "" {
+			warn = f.Warning + ": "
+		}
+		fmt.Fprintf(&b, "\n  [%s] %s%s: %s (confidence %.2f)\n", f.Severity, warn, f.Rule, f.Title, f.Confidence)
 		fmt.Fprintf(&b, "    scope     %s\n", f.Scope)
 		for i, e := range f.Evidence {
 			label := ""

@@ -7,7 +7,7 @@ import (
 	"github.com/cacheheat/cacheheat/profile"
 )
 
-// Event names the rules read, perf's names (DESIGN.md).
+// Event names the rules read, perf's names.
 const (
 	evCPUClock       = "cpu-clock"
 	evPageFaults     = "page-faults"
@@ -27,13 +27,19 @@ const (
 // hitmEvents are the vendor events that count loads served by another
 // core's modified line (a cache-to-cache transfer), by perf's names from
 // the kernel's pmu-events tables: Intel Skylake..Ice Lake call it
-// xsnp_hitm, Sapphire Rapids and later xsnp_fwd; AMD Zen 4 counts demand
-// fills from another core's cache in the same (near) or another (far) CCX.
+// xsnp_hitm, Sapphire Rapids and later xsnp_fwd; AMD counts demand fills
+// from another CCX's cache on this node and on another (Zen 4 near_cache
+// and far_cache, Zen 3 ext_cache_local and ext_cache_remote; Zen 2 only
+// the remote one is a pure cache-to-cache count). collector's vendor
+// table has the encodings.
 var hitmEvents = []string{
 	"mem_load_l3_hit_retired.xsnp_hitm",
 	"mem_load_l3_hit_retired.xsnp_fwd",
 	"ls_dmnd_fills_from_sys.near_cache",
 	"ls_dmnd_fills_from_sys.far_cache",
+	"ls_dmnd_fills_from_sys.ext_cache_local",
+	"ls_dmnd_fills_from_sys.ext_cache_remote",
+	"ls_refills_from_sys.ls_mabresp_rmt_cache",
 }
 
 // Metrics is what the rules read: a recording reduced to totals, rates,

@@ -3,6 +3,7 @@ package attribution
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -128,6 +129,30 @@ func Rules() []Rule {
 	copy(out, table)
 	return out
 }
+
+// Hardware says whether the rule needs a hardware event: one of its event
+// needs has no software alternative. Its findings come from PMU counts
+// (or a simulated PMU's stand-ins).
+func (r *Rule) Hardware() bool {
+	for _, n := range r.Needs {
+		if n.Kind != NeedEvent {
+			continue
+		}
+		hw := true
+		for _, e := range n.AnyOf {
+			if slices.Contains(softwareEvents, e) {
+				hw = false
+			}
+		}
+		if hw {
+			return true
+		}
+	}
+	return false
+}
+
+// softwareEvents are the kernel's software events the rules read.
+var softwareEvents = []string{evCPUClock, evPageFaults, evContextSwitch, evCPUMigrations}
 
 func (r *Rule) events() []string {
 	var out []string
@@ -255,7 +280,7 @@ func allPass(pairs ...any) (ev []Evidence, ok bool) {
 // Shared threshold rationales.
 const (
 	whyInstrFloor = "floor: below 10^8 instructions/s (a twentieth of one 2 GHz core at IPC 1) ratios are noise and the cost is small"
-	whyMemFloor   = "floor: 10^6 misses/s at 80 ns each (REFERENCE.md local memory 70-90 ns) is 8% of one core's time"
+	whyMemFloor   = "floor: 10^6 misses/s at 80 ns each (a local DRAM access on a two-socket server takes 70-90 ns) is 8% of one core's time"
 	whySampleMin  = "floor: 50 samples is half a CPU-second at the default 99 Hz; the standard error of a 90% share is then 4 points, and all 50 on one core would be a 1-in-190 chance at a true share of 90%"
 )
 
@@ -270,11 +295,11 @@ var table = []Rule{
 			"write-back/load = LLC-stores / LLC-loads on that core",
 		Thresholds: []Threshold{
 			{Metric: "samples", Op: ">=", Value: 50, Unit: UnitSamples, Why: whySampleMin},
-			{Metric: "top core share of samples", Op: ">", Value: 0.90, Unit: UnitRatio, Why: "REFERENCE.md bottleneck table: hotspot on one core (one core > 90%)"},
-			{Metric: "L1 miss ratio", Op: ">", Value: 0.75, Unit: UnitRatio, Why: "REFERENCE.md bottleneck table: L1/L2 miss ratio > 75%"},
-			{Metric: "write-back/load", Op: "<", Value: 0.3, Unit: "", Why: "REFERENCE.md bottleneck table: write-back/load < 0.3"},
+			{Metric: "top core share of samples", Op: ">", Value: 0.90, Unit: UnitRatio, Why: "the O3 performance guide's bottleneck table: a hotspot is one core with more than 90% of the load"},
+			{Metric: "L1 miss ratio", Op: ">", Value: 0.75, Unit: UnitRatio, Why: "the O3 performance guide's bottleneck table: L1/L2 miss ratio over 75%"},
+			{Metric: "write-back/load", Op: "<", Value: 0.3, Unit: "", Why: "the O3 performance guide's bottleneck table: write-back/load under 0.3"},
 		},
-		Source:        "REFERENCE.md, bottleneck patterns (the O3 guide's claim, not verified by this project)",
+		Source:        "the O3 performance guide's bottleneck patterns, implemented as stated and not verified by this project",
 		Advice:        "One core misses in L1 on most loads but writes little back: its working set streams through L1. Block (tile) the loop so a tile stays in L1/L2, or spread the work over more cores.",
 		Approximation: "write-back/load is approximated by LLC-stores / LLC-loads: generic perf events have no L1 or L2 write-back count.",
 		Confidence:    0.6,
@@ -288,12 +313,12 @@ var table = []Rule{
 			"LLC miss ratio = LLC-load-misses / LLC-loads; write-back/load = LLC-stores / LLC-loads",
 		Thresholds: []Threshold{
 			{Metric: "LLC-load-misses/s on the node", Op: ">=", Value: 1e6, Unit: UnitPerSecond, Why: whyMemFloor},
-			{Metric: "top core share of the node's misses", Op: "<=", Value: 0.90, Unit: UnitRatio, Why: "REFERENCE.md bottleneck table: spread across a NUMA node (not the one-core > 90% hotspot)"},
-			{Metric: "LLC miss ratio (low)", Op: ">=", Value: 0.40, Unit: UnitRatio, Why: "REFERENCE.md bottleneck table: miss ratio 40-60%"},
-			{Metric: "LLC miss ratio (high)", Op: "<=", Value: 0.60, Unit: UnitRatio, Why: "REFERENCE.md bottleneck table: miss ratio 40-60%"},
-			{Metric: "write-back/load", Op: ">", Value: 1.8, Unit: "", Why: "REFERENCE.md bottleneck table: write-back/load > 1.8"},
+			{Metric: "top core share of the node's misses", Op: "<=", Value: 0.90, Unit: UnitRatio, Why: "the O3 performance guide's bottleneck table: spread across a NUMA node (not the one-core hotspot)"},
+			{Metric: "LLC miss ratio (low)", Op: ">=", Value: 0.40, Unit: UnitRatio, Why: "the O3 performance guide's bottleneck table: miss ratio 40-60%"},
+			{Metric: "LLC miss ratio (high)", Op: "<=", Value: 0.60, Unit: UnitRatio, Why: "the O3 performance guide's bottleneck table: miss ratio 40-60%"},
+			{Metric: "write-back/load", Op: ">", Value: 1.8, Unit: "", Why: "the O3 performance guide's bottleneck table: write-back/load over 1.8"},
 		},
-		Source:        "REFERENCE.md, bottleneck patterns (the O3 guide's claim, not verified by this project)",
+		Source:        "the O3 performance guide's bottleneck patterns, implemented as stated and not verified by this project",
 		Advice:        "Many cores of one node write back more lines than they load: the L3/memory controller queue is the bottleneck. Reduce written data (in-place updates, narrower types), batch writes (write-combining), or spread the writers over nodes.",
 		Approximation: "write-back/load is approximated by LLC-stores / LLC-loads: generic perf events have no L3 write-back count.",
 		Confidence:    0.6,
@@ -321,9 +346,9 @@ var table = []Rule{
 		Formula: "remote share = node-load-misses / node-loads (perf's node events: loads served by the local node vs a remote one)",
 		Thresholds: []Threshold{
 			{Metric: "node-loads/s", Op: ">=", Value: 1e6, Unit: UnitPerSecond, Why: whyMemFloor},
-			{Metric: "remote share", Op: ">", Value: 0.2, Unit: UnitRatio, Why: "remote memory costs ~2.5x local (REFERENCE.md: 180-220 vs 70-90 ns); 20% remote raises the mean memory latency by ~30%"},
+			{Metric: "remote share", Op: ">", Value: 0.2, Unit: UnitRatio, Why: "remote DRAM costs about 2.5 times local on a two-socket server (180-220 ns against 70-90 ns); 20% remote raises the mean memory latency by ~30%"},
 		},
-		Source:     "perf generic node-loads/node-load-misses (kernel's per-model offcore/L3-miss encodings); latencies REFERENCE.md",
+		Source:     "perf generic node-loads/node-load-misses (the kernel's per-model offcore/L3-miss encodings); DRAM latencies: typical two-socket server figures",
 		Advice:     "Threads read memory that lives on another node. Bind threads and memory together (numactl --cpunodebind=N --membind=N), allocate on the thread that uses the data (first touch), or interleave shared data.",
 		Confidence: 0.8,
 		eval:       evalRemoteNUMA,
@@ -346,12 +371,12 @@ var table = []Rule{
 		ID:      "false-sharing",
 		Title:   "false sharing (cache-to-cache transfers of modified lines)",
 		Needs:   []Need{{Kind: NeedEvent, AnyOf: hitmEvents, Label: "HITM event (" + strings.Join(hitmEvents, " or ") + ")"}, event(evInstructions)},
-		Formula: "HITM per 1000 instructions = 1000 * (loads that hit a line modified in another core's cache) / instructions; the event is the vendor's (Intel mem_load_l3_hit_retired.xsnp_hitm/xsnp_fwd, AMD ls_dmnd_fills_from_sys.near_cache/far_cache, from the kernel's pmu-events)",
+		Formula: "HITM per 1000 instructions = 1000 * (loads that hit a line modified in another core's cache) / instructions; the vendor's events, summed where a model has several (Intel mem_load_l3_hit_retired.xsnp_hitm/xsnp_fwd; AMD Zen 4 ls_dmnd_fills_from_sys.near_cache + far_cache, Zen 3 ext_cache_local + ext_cache_remote, Zen 2 ls_refills_from_sys.ls_mabresp_rmt_cache; names from the kernel's pmu-events)",
 		Thresholds: []Threshold{
 			{Metric: "instructions/s", Op: ">=", Value: 1e8, Unit: UnitPerSecond, Why: whyInstrFloor},
-			{Metric: "HITM per 1000 instructions", Op: ">", Value: 0.25, Unit: UnitMPKI, Why: "an invalidation costs ~127 ns (REFERENCE.md), ~400 cycles at 3 GHz: 0.25 per 1000 instructions is ~10% of cycles at IPC 1"},
+			{Metric: "HITM per 1000 instructions", Op: ">", Value: 0.25, Unit: UnitMPKI, Why: "a load of a line modified in another core's cache costs ~127 ns (the O3 performance guide's figure), ~400 cycles at 3 GHz: 0.25 per 1000 instructions is ~10% of cycles at IPC 1, twice the 5%-of-cycles threshold of Intel TMA's Contested_Accesses node (toplev, tma_contested_accesses)"},
 		},
-		Source:     "Intel SDM / perf c2c (HITM loads), kernel tools/perf/pmu-events; cost REFERENCE.md",
+		Source:     "Intel TMA (toplev) Contested_Accesses, which counts the same HITM loads; perf c2c; event names from the kernel's tools/perf/pmu-events; cost: the O3 performance guide",
 		Advice:     "Cores write to cache lines that other cores read or write. Pad per-thread data to its own 64-byte line (alignas(64)), or batch updates per thread and combine at the end. 'perf c2c' names the lines.",
 		Confidence: 0.7,
 		eval:       evalFalseSharing,
@@ -363,11 +388,11 @@ var table = []Rule{
 		Formula: "top core share = target samples on the busiest core / all target samples; demand = (target on-CPU time on a core + its run-queue wait there) / recorded time, on-CPU time from cpu-clock (or samples / sample rate without it), run-queue wait from the runq-latency histogram when recorded",
 		Thresholds: []Threshold{
 			{Metric: "samples", Op: ">=", Value: 50, Unit: UnitSamples, Why: whySampleMin},
-			{Metric: "top core share of samples", Op: ">", Value: 0.90, Unit: UnitRatio, Why: "REFERENCE.md bottleneck table: hotspot on one core (one core > 90%)"},
+			{Metric: "top core share of samples", Op: ">", Value: 0.90, Unit: UnitRatio, Why: "the O3 performance guide's bottleneck table: a hotspot is one core with more than 90% of the load"},
 			{Metric: "top core demand", Op: ">=", Value: 0.5, Unit: UnitRatio, Why: "floor: the target runs or waits to run on that core at least half the time, so the concentration costs throughput (an idle target never fires); demand, not on-CPU time, so that competing load on a shared host does not hide it"},
 			{Metric: "least demanded other core", Op: "<", Value: 0.5, Unit: UnitRatio, Why: "the target leaves at least one other recorded core half unused"},
 		},
-		Source:     "REFERENCE.md bottleneck patterns (one core > 90%)",
+		Source:     "the O3 performance guide's bottleneck patterns (one core over 90%)",
 		Advice:     "The target runs on one core while others have spare time: it is single-threaded or pinned (taskset, cpuset, IRQ affinity). Parallelize the hot loop or widen the affinity mask.",
 		Confidence: 0.9,
 		eval:       evalCoreHotspot,
@@ -437,12 +462,12 @@ var table = []Rule{
 		Thresholds: []Threshold{
 			{Metric: "events per window", Op: ">=", Value: 20, Unit: UnitEvents, Why: "floor: a p99 of fewer events is the maximum of a handful"},
 			{Metric: "windows with enough events", Op: ">=", Value: 4, Unit: "windows", Why: "a median and a tail need several windows"},
-			{Metric: "tail window p99", Op: ">", Value: 1e6, Unit: UnitNS, Why: "floor: the REFERENCE.md long-tail buckets start at 1 ms"},
+			{Metric: "tail window p99", Op: ">", Value: 1e6, Unit: UnitNS, Why: "floor: the O3 performance guide's long-tail latency buckets start at 1 ms"},
 			{Metric: "tail p99 over median window p99", Op: ">=", Value: 4, Unit: UnitTimes, Why: "two log2 buckets above the median: not bucket jitter"},
 			{Metric: "cause rate over median window", Op: ">=", Value: 2, Unit: UnitTimes, Why: "the cause at least doubles in the tail windows"},
 			{Metric: "cause rate excess", Op: ">=", Value: 100, Unit: UnitPerSecond, Why: "floor: the cause adds at least 100 events/s, not a few"},
 		},
-		Source:     "REFERENCE.md long-tail latency attribution (generalized from the 'cache_miss' cause to any counter)",
+		Source:     "the O3 performance guide's long-tail latency attribution (generalized from its cache-miss cause to any counter)",
 		Advice:     "Latency spikes in some windows coincide with a burst of the named cause; fix that cause first (see the rule that matches it), then re-record.",
 		Confidence: 0.6,
 		eval:       evalLatencyTail,
@@ -574,14 +599,22 @@ func evalDTLB(m *Metrics, r *Rule) []Finding {
 }
 
 func evalFalseSharing(m *Metrics, r *Rule) []Finding {
-	var hitm string
+	// A model's cache-to-cache events count disjoint sources (same node,
+	// other node): their sum is every such load.
+	var names []string
+	var hitm float64
+	perCPU := map[int]float64{}
 	for _, e := range hitmEvents {
-		if m.Measured(e) {
-			hitm = e
-			break
+		if !m.Measured(e) {
+			continue
+		}
+		names = append(names, e)
+		hitm += m.Total(e)
+		for _, c := range m.CPUs {
+			perCPU[c] += m.PerCPU(e, c)
 		}
 	}
-	hpki := 1000 * ratio(m.Total(hitm), m.Total(evInstructions))
+	hpki := 1000 * ratio(hitm, m.Total(evInstructions))
 	ev, ok := allPass(
 		r.T("instructions/s"), m.Rate(evInstructions),
 		r.T("HITM per 1000 instructions"), hpki,
@@ -589,8 +622,14 @@ func evalFalseSharing(m *Metrics, r *Rule) []Finding {
 	if !ok {
 		return nil
 	}
-	ev[1].Metric = hitm + " per 1000 instructions"
-	return []Finding{{Severity: severity(r.T("HITM per 1000 instructions"), hpki), Scope: Scope{CPUs: m.mpkiCPUs(hitm, r.T("HITM per 1000 instructions"))}, Evidence: ev}}
+	ev[1].Metric = strings.Join(names, " + ") + " per 1000 instructions"
+	var cpus []int
+	for _, c := range m.CPUs {
+		if r.T("HITM per 1000 instructions").pass(1000 * ratio(perCPU[c], m.PerCPU(evInstructions, c))) {
+			cpus = append(cpus, c)
+		}
+	}
+	return []Finding{{Severity: severity(r.T("HITM per 1000 instructions"), hpki), Scope: Scope{CPUs: cpus}, Evidence: ev}}
 }
 
 func evalCoreHotspot(m *Metrics, r *Rule) []Finding {

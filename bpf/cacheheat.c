@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
 //go:build ignore
 
 // cacheheat's BPF side. Every measured event is a per-CPU counting perf
@@ -15,7 +16,14 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-#define MAX_EVENTS 16
+// MAX_EVENTS is the number of counter slots: one PERF_EVENT_ARRAY per slot
+// and one count per slot in every task record. It is sized so that the
+// whole catalogue of any CPU model cacheheat knows fits at once (checked by
+// collector's tests), so the slots never decide which events a recording
+// may ask for; a PMU with fewer counters multiplexes them instead. User
+// space takes the number from this object (the countersN maps), not from a
+// copy of this constant.
+#define MAX_EVENTS 40
 #define HIST_BUCKETS 40
 #define MAX_STACK_DEPTH 127
 #define TASK_COMM_LEN 16
@@ -40,6 +48,13 @@ const volatile u32 nr_events = 0;
 // the next task on the CPU; the switch is counted for prev here instead, as
 // perf counts it for the task switched out.
 const volatile s32 switch_slot = -1;
+// The slot whose enabled time stands for every slot's, or -1. A real PMU
+// multiplexes in the kernel, which reports each counter's own enabled and
+// running times. The simulated PMU (collector/simulated.go) rotates its
+// software stand-ins from user space by disabling them, which stops their
+// enabled clock too; there the enabled time is that of a counter that is
+// never rotated, and running stays each stand-in's own.
+const volatile s32 enabled_ref_slot = -1;
 
 // The per-CPU counting events: one PERF_EVENT_ARRAY per event slot,
 // indexed by CPU (max_entries is left to the loader, which sizes it to the
@@ -50,49 +65,26 @@ const volatile s32 switch_slot = -1;
 		__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY); \
 		__uint(key_size, sizeof(u32));           \
 		__uint(value_size, sizeof(u32));         \
-	} counters##n SEC(".maps")
+	} counters##n SEC(".maps");
 
-COUNTER_MAP(0);
-COUNTER_MAP(1);
-COUNTER_MAP(2);
-COUNTER_MAP(3);
-COUNTER_MAP(4);
-COUNTER_MAP(5);
-COUNTER_MAP(6);
-COUNTER_MAP(7);
-COUNTER_MAP(8);
-COUNTER_MAP(9);
-COUNTER_MAP(10);
-COUNTER_MAP(11);
-COUNTER_MAP(12);
-COUNTER_MAP(13);
-COUNTER_MAP(14);
-COUNTER_MAP(15);
+// FOR_EACH_SLOT(X) expands X(0) .. X(MAX_EVENTS-1).
+#define FOR_EACH_SLOT(X)                                                  \
+	X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9)                 \
+	X(10) X(11) X(12) X(13) X(14) X(15) X(16) X(17) X(18) X(19)       \
+	X(20) X(21) X(22) X(23) X(24) X(25) X(26) X(27) X(28) X(29)       \
+	X(30) X(31) X(32) X(33) X(34) X(35) X(36) X(37) X(38) X(39)
+
+FOR_EACH_SLOT(COUNTER_MAP)
 
 #define READ_SLOT(n) \
 	case n:      \
-		return bpf_perf_event_read_value(&counters##n, BPF_F_CURRENT_CPU, v, sizeof(*v))
+		return bpf_perf_event_read_value(&counters##n, BPF_F_CURRENT_CPU, v, sizeof(*v));
 
 // read_slot reads event slot i on this CPU.
 static __always_inline long read_slot(u32 i, struct bpf_perf_event_value *v)
 {
 	switch (i) {
-	READ_SLOT(0);
-	READ_SLOT(1);
-	READ_SLOT(2);
-	READ_SLOT(3);
-	READ_SLOT(4);
-	READ_SLOT(5);
-	READ_SLOT(6);
-	READ_SLOT(7);
-	READ_SLOT(8);
-	READ_SLOT(9);
-	READ_SLOT(10);
-	READ_SLOT(11);
-	READ_SLOT(12);
-	READ_SLOT(13);
-	READ_SLOT(14);
-	READ_SLOT(15);
+	FOR_EACH_SLOT(READ_SLOT)
 	}
 	return -1;
 }
@@ -118,6 +110,10 @@ struct task_key {
 struct task_val {
 	u64 counts[MAX_EVENTS];
 	char comm[TASK_COMM_LEN];
+	// exited is set when the thread exits. User space deletes the entry
+	// once a later snapshot has taken the thread's last counts, so the map
+	// holds live threads only (see collector's prune).
+	u64 exited;
 };
 
 // Cumulative per-thread counts of the target's tasks.
@@ -133,6 +129,11 @@ struct last_val {
 	u64 enabled[MAX_EVENTS];
 	u64 running[MAX_EVENTS];
 	u64 primed;
+	// busy is set while account() updates this CPU's values. A hardware
+	// sample arrives as an NMI and can interrupt on_switch half-way
+	// through; the nested account() then leaves the values alone, and the
+	// counts it would have taken are picked up whole by the next read.
+	u64 busy;
 };
 
 // The last counter values read on each CPU.
@@ -242,6 +243,30 @@ struct {
 	__type(value, u64);
 } samples SEC(".maps");
 
+// The task state field was renamed from state to __state in Linux 5.14.
+// These two views of task_struct let CO-RE read whichever this kernel has
+// (the ___suffix is dropped when matching kernel types).
+struct task_struct___pre514 {
+	long state;
+} __attribute__((preserve_access_index));
+
+struct task_struct___since514 {
+	unsigned int __state;
+} __attribute__((preserve_access_index));
+
+#define TASK_RUNNING 0
+#define TASK_DEAD 0x80
+
+static __always_inline long task_state(struct task_struct *t)
+{
+	struct task_struct___since514 *n = (void *)t;
+	struct task_struct___pre514 *o = (void *)t;
+
+	if (bpf_core_field_exists(n->__state))
+		return BPF_CORE_READ(n, __state);
+	return BPF_CORE_READ(o, state);
+}
+
 // Per-cgroup aggregation, for the exporter: set before load, and off for a
 // recording, where the verifier then drops the code below as dead. Counts,
 // run-queue latency and off-CPU time are summed by the task's cgroup v2 id
@@ -310,11 +335,10 @@ static __always_inline struct cgroup_val *cgroup_of(struct task_struct *t)
 	return bpf_map_lookup_elem(&cgroups, &id);
 }
 
-static __always_inline u32 offcpu_reason_of(struct task_struct *t)
+// offcpu_reason_of classifies a task's state at its switch-out.
+static __always_inline u32 offcpu_reason_of(long st)
 {
-	unsigned int st = t->__state;
-
-	if (st == 0 /* TASK_RUNNING */)
+	if (st == TASK_RUNNING)
 		return OFFCPU_PREEMPTED;
 	if (st & 0x400 /* TASK_NOLOAD */)
 		return OFFCPU_IDLE;
@@ -367,6 +391,14 @@ static __always_inline void account(struct task_struct *t, bool switching_out)
 	struct last_val *l = bpf_map_lookup_elem(&last, &zero);
 	if (!l)
 		return;
+	// One account() at a time per CPU: an NMI (a hardware sample) that
+	// lands inside another leaves this CPU's values to it. NMIs do not
+	// nest, and the interrupted run finishes before anything else runs on
+	// this CPU, so a plain flag suffices.
+	if (l->busy)
+		return;
+	l->busy = 1;
+	barrier();
 	bool target = is_target(t);
 	struct task_val *tv = NULL;
 	struct totals_val *tot = NULL;
@@ -392,8 +424,18 @@ static __always_inline void account(struct task_struct *t, bool switching_out)
 			bpf_probe_read_kernel_str(tv->comm, sizeof(tv->comm), t->comm);
 		tot = bpf_map_lookup_elem(&target_totals, &zero);
 	}
+	// With a reference slot, its enabled delta is every slot's.
+	u64 ref_de = 0;
+	bool have_ref = false;
+	if (enabled_ref_slot >= 0) {
+		u32 r = enabled_ref_slot;
+		struct bpf_perf_event_value rv = {};
+		if (r < MAX_EVENTS && !read_slot(r, &rv)) {
+			ref_de = rv.enabled - l->enabled[r];
+			have_ref = true;
+		}
+	}
 	struct cgroup_val *cv = attribute ? cgroup_of(t) : NULL;
-	u64 cdc[MAX_EVENTS] = {};
 	for (u32 i = 0; i < MAX_EVENTS; i++) {
 		if (i >= nr_events)
 			break;
@@ -401,7 +443,7 @@ static __always_inline void account(struct task_struct *t, bool switching_out)
 		if (read_slot(i, &v))
 			continue;
 		u64 dc = v.counter - l->counter[i];
-		u64 de = v.enabled - l->enabled[i];
+		u64 de = have_ref ? ref_de : v.enabled - l->enabled[i];
 		u64 dr = v.running - l->running[i];
 		l->counter[i] = v.counter;
 		l->enabled[i] = v.enabled;
@@ -416,19 +458,18 @@ static __always_inline void account(struct task_struct *t, bool switching_out)
 			__sync_fetch_and_add(&tv->counts[i], dc);
 		if (tot)
 			tot->counts[i] += dc;
-		if (by_cgroup)
-			cdc[i] = dc;
-	}
-	l->primed = 1;
-	// Added after the loop, under one null check: inside it the compiler
-	// turns &cv->counts[i] into a pointer the verifier cannot follow.
-	if (cv) {
-		for (u32 i = 0; i < MAX_EVENTS; i++) {
-			if (i >= nr_events)
-				break;
-			__sync_fetch_and_add(&cv->counts[i], cdc[i]);
+		if (cv) {
+			// A fresh copy per iteration: otherwise the compiler walks a
+			// pointer into *cv from before the null check, which the
+			// verifier refuses.
+			struct cgroup_val *c = cv;
+			barrier_var(c);
+			__sync_fetch_and_add(&c->counts[i], dc);
 		}
 	}
+	l->primed = 1;
+	barrier();
+	l->busy = 0;
 }
 
 static __always_inline u32 log2_bucket(u64 v)
@@ -474,17 +515,18 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 
 	// The last switch of an exiting task is not counted: perf has already
 	// removed the task's counters by then (perf_event_exit_task).
-	account(prev, !(prev->__state & 0x80 /* TASK_DEAD */));
+	long state = task_state(prev);
+	account(prev, !(state & TASK_DEAD));
 
 	if (is_target(prev)) {
 		u32 tid = prev->pid;
 		// A preempted task goes straight back onto the run queue: its run
 		// queue latency starts now, as in runqlat.bt.
-		if (prev->__state == 0 /* TASK_RUNNING */)
+		if (state == TASK_RUNNING)
 			bpf_map_update_elem(&wakeup_ts, &tid, &now, BPF_ANY);
 		// By cgroup, the off-CPU reason rides in the timestamp's low
 		// bits (OFFCPU_MASK ns of resolution), saving a map per switch.
-		u64 off = by_cgroup ? (now & ~OFFCPU_MASK) | offcpu_reason_of(prev) : now;
+		u64 off = by_cgroup ? (now & ~OFFCPU_MASK) | offcpu_reason_of(state) : now;
 		bpf_map_update_elem(&offcpu_ts, &tid, &off, BPF_ANY);
 	}
 
@@ -574,6 +616,12 @@ int BPF_PROG(on_exit, struct task_struct *t)
 	u32 tid = t->pid;
 	bpf_map_delete_elem(&wakeup_ts, &tid);
 	bpf_map_delete_elem(&offcpu_ts, &tid);
+	// The thread's last switch is still to come: mark its record for
+	// user space to delete after the next snapshot, not now.
+	struct task_key k = {.tgid = t->tgid, .pid = t->pid};
+	struct task_val *tv = bpf_map_lookup_elem(&tasks, &k);
+	if (tv)
+		tv->exited = 1;
 	return 0;
 }
 

@@ -15,7 +15,7 @@ import (
 
 type CacheheatCgroupVal struct {
 	_        structs.HostLayout
-	Counts   [16]uint64
+	Counts   [40]uint64
 	Runq     [40]uint64
 	RunqNs   uint64
 	Offcpu   [5][40]uint64
@@ -30,10 +30,11 @@ type CacheheatHistVal struct {
 
 type CacheheatLastVal struct {
 	_       structs.HostLayout
-	Counter [16]uint64
-	Enabled [16]uint64
-	Running [16]uint64
+	Counter [40]uint64
+	Enabled [40]uint64
+	Running [40]uint64
 	Primed  uint64
+	Busy    uint64
 }
 
 type CacheheatSampleKey struct {
@@ -65,13 +66,14 @@ type CacheheatTaskKey struct {
 
 type CacheheatTaskVal struct {
 	_      structs.HostLayout
-	Counts [16]uint64
+	Counts [40]uint64
 	Comm   [16]int8
+	Exited uint64
 }
 
 type CacheheatTotalsVal struct {
 	_      structs.HostLayout
-	Counts [16]uint64
+	Counts [40]uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -88,8 +90,32 @@ const (
 	CacheheatMapCounters13        = "counters13"
 	CacheheatMapCounters14        = "counters14"
 	CacheheatMapCounters15        = "counters15"
+	CacheheatMapCounters16        = "counters16"
+	CacheheatMapCounters17        = "counters17"
+	CacheheatMapCounters18        = "counters18"
+	CacheheatMapCounters19        = "counters19"
 	CacheheatMapCounters2         = "counters2"
+	CacheheatMapCounters20        = "counters20"
+	CacheheatMapCounters21        = "counters21"
+	CacheheatMapCounters22        = "counters22"
+	CacheheatMapCounters23        = "counters23"
+	CacheheatMapCounters24        = "counters24"
+	CacheheatMapCounters25        = "counters25"
+	CacheheatMapCounters26        = "counters26"
+	CacheheatMapCounters27        = "counters27"
+	CacheheatMapCounters28        = "counters28"
+	CacheheatMapCounters29        = "counters29"
 	CacheheatMapCounters3         = "counters3"
+	CacheheatMapCounters30        = "counters30"
+	CacheheatMapCounters31        = "counters31"
+	CacheheatMapCounters32        = "counters32"
+	CacheheatMapCounters33        = "counters33"
+	CacheheatMapCounters34        = "counters34"
+	CacheheatMapCounters35        = "counters35"
+	CacheheatMapCounters36        = "counters36"
+	CacheheatMapCounters37        = "counters37"
+	CacheheatMapCounters38        = "counters38"
+	CacheheatMapCounters39        = "counters39"
 	CacheheatMapCounters4         = "counters4"
 	CacheheatMapCounters5         = "counters5"
 	CacheheatMapCounters6         = "counters6"
@@ -117,6 +143,7 @@ const (
 	CacheheatProgSampleClock      = "sample_clock"
 	CacheheatProgSampleMiss       = "sample_miss"
 	CacheheatVarByCgroup          = "by_cgroup"
+	CacheheatVarEnabledRefSlot    = "enabled_ref_slot"
 	CacheheatVarNrEvents          = "nr_events"
 	CacheheatVarSwitchSlot        = "switch_slot"
 	CacheheatVarTargetCgroup      = "target_cgroup"
@@ -190,8 +217,32 @@ type CacheheatMapSpecs struct {
 	Counters13   *ebpf.MapSpec `ebpf:"counters13"`
 	Counters14   *ebpf.MapSpec `ebpf:"counters14"`
 	Counters15   *ebpf.MapSpec `ebpf:"counters15"`
+	Counters16   *ebpf.MapSpec `ebpf:"counters16"`
+	Counters17   *ebpf.MapSpec `ebpf:"counters17"`
+	Counters18   *ebpf.MapSpec `ebpf:"counters18"`
+	Counters19   *ebpf.MapSpec `ebpf:"counters19"`
 	Counters2    *ebpf.MapSpec `ebpf:"counters2"`
+	Counters20   *ebpf.MapSpec `ebpf:"counters20"`
+	Counters21   *ebpf.MapSpec `ebpf:"counters21"`
+	Counters22   *ebpf.MapSpec `ebpf:"counters22"`
+	Counters23   *ebpf.MapSpec `ebpf:"counters23"`
+	Counters24   *ebpf.MapSpec `ebpf:"counters24"`
+	Counters25   *ebpf.MapSpec `ebpf:"counters25"`
+	Counters26   *ebpf.MapSpec `ebpf:"counters26"`
+	Counters27   *ebpf.MapSpec `ebpf:"counters27"`
+	Counters28   *ebpf.MapSpec `ebpf:"counters28"`
+	Counters29   *ebpf.MapSpec `ebpf:"counters29"`
 	Counters3    *ebpf.MapSpec `ebpf:"counters3"`
+	Counters30   *ebpf.MapSpec `ebpf:"counters30"`
+	Counters31   *ebpf.MapSpec `ebpf:"counters31"`
+	Counters32   *ebpf.MapSpec `ebpf:"counters32"`
+	Counters33   *ebpf.MapSpec `ebpf:"counters33"`
+	Counters34   *ebpf.MapSpec `ebpf:"counters34"`
+	Counters35   *ebpf.MapSpec `ebpf:"counters35"`
+	Counters36   *ebpf.MapSpec `ebpf:"counters36"`
+	Counters37   *ebpf.MapSpec `ebpf:"counters37"`
+	Counters38   *ebpf.MapSpec `ebpf:"counters38"`
+	Counters39   *ebpf.MapSpec `ebpf:"counters39"`
 	Counters4    *ebpf.MapSpec `ebpf:"counters4"`
 	Counters5    *ebpf.MapSpec `ebpf:"counters5"`
 	Counters6    *ebpf.MapSpec `ebpf:"counters6"`
@@ -217,6 +268,7 @@ type CacheheatMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type CacheheatVariableSpecs struct {
 	ByCgroup          *ebpf.VariableSpec `ebpf:"by_cgroup"`
+	EnabledRefSlot    *ebpf.VariableSpec `ebpf:"enabled_ref_slot"`
 	NrEvents          *ebpf.VariableSpec `ebpf:"nr_events"`
 	SwitchSlot        *ebpf.VariableSpec `ebpf:"switch_slot"`
 	TargetCgroup      *ebpf.VariableSpec `ebpf:"target_cgroup"`
@@ -254,8 +306,32 @@ type CacheheatMaps struct {
 	Counters13   *ebpf.Map `ebpf:"counters13"`
 	Counters14   *ebpf.Map `ebpf:"counters14"`
 	Counters15   *ebpf.Map `ebpf:"counters15"`
+	Counters16   *ebpf.Map `ebpf:"counters16"`
+	Counters17   *ebpf.Map `ebpf:"counters17"`
+	Counters18   *ebpf.Map `ebpf:"counters18"`
+	Counters19   *ebpf.Map `ebpf:"counters19"`
 	Counters2    *ebpf.Map `ebpf:"counters2"`
+	Counters20   *ebpf.Map `ebpf:"counters20"`
+	Counters21   *ebpf.Map `ebpf:"counters21"`
+	Counters22   *ebpf.Map `ebpf:"counters22"`
+	Counters23   *ebpf.Map `ebpf:"counters23"`
+	Counters24   *ebpf.Map `ebpf:"counters24"`
+	Counters25   *ebpf.Map `ebpf:"counters25"`
+	Counters26   *ebpf.Map `ebpf:"counters26"`
+	Counters27   *ebpf.Map `ebpf:"counters27"`
+	Counters28   *ebpf.Map `ebpf:"counters28"`
+	Counters29   *ebpf.Map `ebpf:"counters29"`
 	Counters3    *ebpf.Map `ebpf:"counters3"`
+	Counters30   *ebpf.Map `ebpf:"counters30"`
+	Counters31   *ebpf.Map `ebpf:"counters31"`
+	Counters32   *ebpf.Map `ebpf:"counters32"`
+	Counters33   *ebpf.Map `ebpf:"counters33"`
+	Counters34   *ebpf.Map `ebpf:"counters34"`
+	Counters35   *ebpf.Map `ebpf:"counters35"`
+	Counters36   *ebpf.Map `ebpf:"counters36"`
+	Counters37   *ebpf.Map `ebpf:"counters37"`
+	Counters38   *ebpf.Map `ebpf:"counters38"`
+	Counters39   *ebpf.Map `ebpf:"counters39"`
 	Counters4    *ebpf.Map `ebpf:"counters4"`
 	Counters5    *ebpf.Map `ebpf:"counters5"`
 	Counters6    *ebpf.Map `ebpf:"counters6"`
@@ -288,8 +364,32 @@ func (m *CacheheatMaps) Close() error {
 		m.Counters13,
 		m.Counters14,
 		m.Counters15,
+		m.Counters16,
+		m.Counters17,
+		m.Counters18,
+		m.Counters19,
 		m.Counters2,
+		m.Counters20,
+		m.Counters21,
+		m.Counters22,
+		m.Counters23,
+		m.Counters24,
+		m.Counters25,
+		m.Counters26,
+		m.Counters27,
+		m.Counters28,
+		m.Counters29,
 		m.Counters3,
+		m.Counters30,
+		m.Counters31,
+		m.Counters32,
+		m.Counters33,
+		m.Counters34,
+		m.Counters35,
+		m.Counters36,
+		m.Counters37,
+		m.Counters38,
+		m.Counters39,
 		m.Counters4,
 		m.Counters5,
 		m.Counters6,
@@ -316,6 +416,7 @@ func (m *CacheheatMaps) Close() error {
 // It can be passed to LoadCacheheatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type CacheheatVariables struct {
 	ByCgroup          *ebpf.Variable `ebpf:"by_cgroup"`
+	EnabledRefSlot    *ebpf.Variable `ebpf:"enabled_ref_slot"`
 	NrEvents          *ebpf.Variable `ebpf:"nr_events"`
 	SwitchSlot        *ebpf.Variable `ebpf:"switch_slot"`
 	TargetCgroup      *ebpf.Variable `ebpf:"target_cgroup"`

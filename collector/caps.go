@@ -10,8 +10,8 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
 
+	"github.com/cacheheat/cacheheat/bpf"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -44,9 +44,12 @@ type Caps struct {
 	// Lockdown is the kernel lockdown mode ("none", "integrity",
 	// "confidentiality"), or "unknown" when the kernel does not say.
 	Lockdown string `json:"lockdown"`
-	// BPFLoad is the outcome of really loading a trivial BPF program.
+	// BPFLoad is the outcome of really loading cacheheat's BPF object.
 	BPFLoad BPFLoad `json:"bpf_load"`
-	CPU     CPUInfo `json:"cpu"`
+	// PMU is set when the events are a simulated PMU's stand-ins
+	// (CACHEHEAT_SIMULATED_PMU).
+	PMU *profile.PMU `json:"pmu,omitempty"`
+	CPU CPUInfo      `json:"cpu"`
 	// PMUs are the kernel's perf event sources (event_source/devices).
 	PMUs     []string              `json:"pmus"`
 	Topology profile.Topology      `json:"topology"`
@@ -70,7 +73,7 @@ type BPFLoad struct {
 // caps and record to set from their probes.
 func DetectHost(root string) (profile.Host, error) {
 	var h profile.Host
-	cpu, err := ReadCPUInfo(root)
+	cpu, err := hostCPU(root)
 	if err != nil {
 		return h, err
 	}
@@ -83,6 +86,15 @@ func DetectHost(root string) (profile.Host, error) {
 	h.CPUModel, h.Vendor, h.Family, h.Model, h.Stepping = cpu.ModelName, cpu.Vendor, cpu.Family, cpu.Model, cpu.Stepping
 	h.Topology = topo
 	return h, nil
+}
+
+// hostCPU is the CPU of the host at root: on the running host (root "/")
+// the simulated PMU's when CACHEHEAT_SIMULATED_PMU is set.
+func hostCPU(root string) (CPUInfo, error) {
+	if filepath.Clean(root) == "/" {
+		return LiveCPU()
+	}
+	return ReadCPUInfo(root)
 }
 
 // hostTopology is ReadTopology plus, on the running host (root "/") only,
@@ -141,8 +153,8 @@ func DetectCaps(root string) Caps {
 		warn(err)
 	}
 	c.Lockdown = readLockdown(root)
-	c.BPFLoad = TryLoadBPF()
-	if c.CPU, err = ReadCPUInfo(root); err != nil {
+	c.BPFLoad = LoadBPFObject()
+	if c.CPU, err = hostCPU(root); err != nil {
 		warn(err)
 	}
 	if c.PMUs, err = readPMUs(root); err != nil {
@@ -151,7 +163,8 @@ func DetectCaps(root string) Caps {
 	if c.Topology, err = hostTopology(root); err != nil {
 		warn(err)
 	}
-	c.Catalogue = Catalogue(c.CPU)
+	c.Catalogue = ModelCatalogue(c.CPU)
+	c.PMU = SimulatedPMU(c.CPU)
 	c.Events = ProbeEvents(c.Catalogue)
 	c.Conclude()
 	return c
@@ -224,28 +237,33 @@ func readPMUs(root string) ([]string, error) {
 	return names, nil
 }
 
-// TryLoadBPF loads and unloads the smallest valid BPF program (a socket
-// filter returning 0): the one sure way to know the kernel lets this
-// process load BPF.
-func TryLoadBPF() BPFLoad {
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-		Name:    "cacheheat_caps",
-		Type:    ebpf.SocketFilter,
-		License: "GPL",
-		Instructions: asm.Instructions{
-			asm.Mov.Imm(asm.R0, 0),
-			asm.Return(),
-		},
-	})
+// LoadBPFObject loads cacheheat's own BPF object, the programs and maps
+// record uses, and releases it again without attaching anything: what the
+// kernel's verifier accepts here is what record will run. On failure the
+// error names what was refused (the verifier's complaint, a missing map or
+// program type, or privileges).
+func LoadBPFObject() BPFLoad {
+	spec, err := bpf.LoadCacheheat()
 	if err != nil {
-		msg := err.Error()
-		if errors.Is(err, os.ErrPermission) {
-			msg += " (run as root or grant CAP_BPF and CAP_PERFMON)"
-		}
-		return BPFLoad{Error: msg}
+		return BPFLoad{Error: "reading the bpf object: " + err.Error()}
 	}
-	prog.Close()
-	return BPFLoad{OK: true}
+	var objs bpf.CacheheatObjects
+	err = spec.LoadAndAssign(&objs, nil)
+	if err == nil {
+		objs.Close()
+		return BPFLoad{OK: true}
+	}
+	var ve *ebpf.VerifierError
+	msg := err.Error()
+	switch {
+	case errors.As(err, &ve):
+		msg = "the kernel's verifier refused cacheheat's programs: " + fmt.Sprintf("%v", ve)
+	case errors.Is(err, ebpf.ErrNotSupported):
+		msg = "this kernel lacks a BPF feature cacheheat needs: " + msg
+	case errors.Is(err, os.ErrPermission):
+		msg += " (run as root or grant CAP_BPF and CAP_PERFMON)"
+	}
+	return BPFLoad{Error: msg}
 }
 
 // verdict is the one line caps ends with. It names the mode, then what is
@@ -264,6 +282,8 @@ func verdict(c Caps) string {
 	}
 	var v string
 	switch {
+	case c.PMU != nil && c.PMU.Simulated != "":
+		v = fmt.Sprintf("%s (%s, %s): hardware mode is simulated, every hardware event is a software counter standing in for it", profile.SimulatedWarning, c.PMU.Simulated, EnvSimulatedPMU)
 	case c.Mode == ModeHardware:
 		v = "hardware mode: cache events, software events and latency histograms are available"
 	case hwDenied && hasCorePMU(c.PMUs):
@@ -273,7 +293,7 @@ func verdict(c Caps) string {
 	default:
 		v = "software mode (no PMU): cache events are unavailable"
 	}
-	if c.Mode != ModeHardware {
+	if c.Mode != ModeHardware && c.PMU == nil {
 		switch {
 		case swMeasured && !swDenied:
 			v += ", software events and latency histograms are"

@@ -17,6 +17,9 @@ type CPUInfo struct {
 	Family    int    `json:"family"`     // "cpu family", decimal as /proc/cpuinfo prints it
 	Model     int    `json:"model"`
 	Stepping  int    `json:"stepping"`
+	// Simulated names the simulated PMU fixture this identity comes from
+	// (CACHEHEAT_SIMULATED_PMU); empty for the real CPU.
+	Simulated string `json:"simulated,omitempty"`
 }
 
 // String names the model the way an SRE reads it off a spec sheet.

@@ -3,6 +3,7 @@ package collector
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -35,11 +36,20 @@ type Event struct {
 	// encoding on this CPU (l2-misses on an unknown model); it says why, and
 	// such an event is never opened.
 	Missing string `json:"missing,omitempty"`
+	// Role says what the event measures (role* in vendor.go): the
+	// simulated PMU picks its stand-in by it.
+	Role string `json:"role,omitempty"`
+	// StandIn is the software event opened in this event's place on a
+	// simulated PMU (simulated.go); nil on a real one.
+	StandIn *Event `json:"stand_in,omitempty"`
 }
 
 // Attr is the counting perf_event_attr for the event: the same attr for
 // every kind, so hardware and software events take one code path.
 func (e Event) Attr() unix.PerfEventAttr {
+	if e.StandIn != nil {
+		return e.StandIn.Attr()
+	}
 	return unix.PerfEventAttr{
 		Type:        e.Type,
 		Config:      e.Config,
@@ -56,7 +66,7 @@ func (e Event) IsHardware() bool { return e.Kind != KindSoftware }
 // (perf_event_open(2)).
 func hwCache(id, op, result uint64) uint64 { return id | op<<8 | result<<16 }
 
-// catalogue is DESIGN.md's event list, in its order. The l2-* entries are
+// catalogue is the generic event list, perf's names. The l2-* entries are
 // placeholders resolved per CPU model by resolveL2.
 var catalogue = []Event{
 	{Name: "cpu-clock", Kind: KindSoftware, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CPU_CLOCK, Desc: "CPU time (ns) from the kernel's high-resolution timer"},
@@ -64,31 +74,32 @@ var catalogue = []Event{
 	{Name: "major-faults", Kind: KindSoftware, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_PAGE_FAULTS_MAJ, Desc: "page faults that needed I/O"},
 	{Name: "context-switches", Kind: KindSoftware, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CONTEXT_SWITCHES, Desc: "context switches"},
 	{Name: "cpu-migrations", Kind: KindSoftware, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CPU_MIGRATIONS, Desc: "moves of a task to another CPU (its cache stays behind)"},
-	{Name: "cycles", Kind: KindHardware, Type: unix.PERF_TYPE_HARDWARE, Config: unix.PERF_COUNT_HW_CPU_CYCLES, Desc: "core clock cycles"},
-	{Name: "instructions", Kind: KindHardware, Type: unix.PERF_TYPE_HARDWARE, Config: unix.PERF_COUNT_HW_INSTRUCTIONS, Desc: "instructions retired"},
-	{Name: "cache-references", Kind: KindHardware, Type: unix.PERF_TYPE_HARDWARE, Config: unix.PERF_COUNT_HW_CACHE_REFERENCES, Desc: "last-level cache references (the kernel's generic mapping)"},
-	{Name: "cache-misses", Kind: KindHardware, Type: unix.PERF_TYPE_HARDWARE, Config: unix.PERF_COUNT_HW_CACHE_MISSES, Desc: "last-level cache misses (the kernel's generic mapping)"},
-	{Name: "L1-dcache-loads", Kind: KindCache, Type: unix.PERF_TYPE_HW_CACHE, Config: hwCache(unix.PERF_COUNT_HW_CACHE_L1D, unix.PERF_COUNT_HW_CACHE_OP_READ, unix.PERF_COUNT_HW_CACHE_RESULT_ACCESS), Desc: "L1 data cache loads"},
-	{Name: "L1-dcache-load-misses", Kind: KindCache, Type: unix.PERF_TYPE_HW_CACHE, Config: hwCache(unix.PERF_COUNT_HW_CACHE_L1D, unix.PERF_COUNT_HW_CACHE_OP_READ, unix.PERF_COUNT_HW_CACHE_RESULT_MISS), Desc: "L1 data cache load misses"},
-	{Name: "LLC-loads", Kind: KindCache, Type: unix.PERF_TYPE_HW_CACHE, Config: hwCache(unix.PERF_COUNT_HW_CACHE_LL, unix.PERF_COUNT_HW_CACHE_OP_READ, unix.PERF_COUNT_HW_CACHE_RESULT_ACCESS), Desc: "last-level cache loads"},
-	{Name: "LLC-load-misses", Kind: KindCache, Type: unix.PERF_TYPE_HW_CACHE, Config: hwCache(unix.PERF_COUNT_HW_CACHE_LL, unix.PERF_COUNT_HW_CACHE_OP_READ, unix.PERF_COUNT_HW_CACHE_RESULT_MISS), Desc: "last-level cache load misses"},
-	{Name: "LLC-stores", Kind: KindCache, Type: unix.PERF_TYPE_HW_CACHE, Config: hwCache(unix.PERF_COUNT_HW_CACHE_LL, unix.PERF_COUNT_HW_CACHE_OP_WRITE, unix.PERF_COUNT_HW_CACHE_RESULT_ACCESS), Desc: "last-level cache stores"},
-	{Name: "LLC-store-misses", Kind: KindCache, Type: unix.PERF_TYPE_HW_CACHE, Config: hwCache(unix.PERF_COUNT_HW_CACHE_LL, unix.PERF_COUNT_HW_CACHE_OP_WRITE, unix.PERF_COUNT_HW_CACHE_RESULT_MISS), Desc: "last-level cache store misses"},
-	{Name: "dTLB-load-misses", Kind: KindCache, Type: unix.PERF_TYPE_HW_CACHE, Config: hwCache(unix.PERF_COUNT_HW_CACHE_DTLB, unix.PERF_COUNT_HW_CACHE_OP_READ, unix.PERF_COUNT_HW_CACHE_RESULT_MISS), Desc: "data TLB load misses"},
-	{Name: "node-loads", Kind: KindCache, Type: unix.PERF_TYPE_HW_CACHE, Config: hwCache(unix.PERF_COUNT_HW_CACHE_NODE, unix.PERF_COUNT_HW_CACHE_OP_READ, unix.PERF_COUNT_HW_CACHE_RESULT_ACCESS), Desc: "loads served by a NUMA node's memory"},
-	{Name: "node-load-misses", Kind: KindCache, Type: unix.PERF_TYPE_HW_CACHE, Config: hwCache(unix.PERF_COUNT_HW_CACHE_NODE, unix.PERF_COUNT_HW_CACHE_OP_READ, unix.PERF_COUNT_HW_CACHE_RESULT_MISS), Desc: "loads served by a remote NUMA node's memory"},
-	{Name: "branch-misses", Kind: KindHardware, Type: unix.PERF_TYPE_HARDWARE, Config: unix.PERF_COUNT_HW_BRANCH_MISSES, Desc: "mispredicted branches"},
-	{Name: "l2-misses", Kind: KindRaw, Type: unix.PERF_TYPE_RAW, Desc: "L2 cache misses (vendor raw event)"},
-	{Name: "l2-references", Kind: KindRaw, Type: unix.PERF_TYPE_RAW, Desc: "L2 cache references (vendor raw event)"},
+	{Name: "cycles", Kind: KindHardware, Type: unix.PERF_TYPE_HARDWARE, Config: unix.PERF_COUNT_HW_CPU_CYCLES, Desc: "core clock cycles", Role: roleCycles},
+	{Name: "instructions", Kind: KindHardware, Type: unix.PERF_TYPE_HARDWARE, Config: unix.PERF_COUNT_HW_INSTRUCTIONS, Desc: "instructions retired", Role: roleInstructions},
+	{Name: "cache-references", Kind: KindHardware, Type: unix.PERF_TYPE_HARDWARE, Config: unix.PERF_COUNT_HW_CACHE_REFERENCES, Desc: "last-level cache references (the kernel's generic mapping)", Role: roleAccess},
+	{Name: "cache-misses", Kind: KindHardware, Type: unix.PERF_TYPE_HARDWARE, Config: unix.PERF_COUNT_HW_CACHE_MISSES, Desc: "last-level cache misses (the kernel's generic mapping)", Role: roleMiss},
+	{Name: "L1-dcache-loads", Kind: KindCache, Type: unix.PERF_TYPE_HW_CACHE, Config: hwCache(unix.PERF_COUNT_HW_CACHE_L1D, unix.PERF_COUNT_HW_CACHE_OP_READ, unix.PERF_COUNT_HW_CACHE_RESULT_ACCESS), Desc: "L1 data cache loads", Role: roleAccess},
+	{Name: "L1-dcache-load-misses", Kind: KindCache, Type: unix.PERF_TYPE_HW_CACHE, Config: hwCache(unix.PERF_COUNT_HW_CACHE_L1D, unix.PERF_COUNT_HW_CACHE_OP_READ, unix.PERF_COUNT_HW_CACHE_RESULT_MISS), Desc: "L1 data cache load misses", Role: roleMiss},
+	{Name: "LLC-loads", Kind: KindCache, Type: unix.PERF_TYPE_HW_CACHE, Config: hwCache(unix.PERF_COUNT_HW_CACHE_LL, unix.PERF_COUNT_HW_CACHE_OP_READ, unix.PERF_COUNT_HW_CACHE_RESULT_ACCESS), Desc: "last-level cache loads", Role: roleAccess},
+	{Name: "LLC-load-misses", Kind: KindCache, Type: unix.PERF_TYPE_HW_CACHE, Config: hwCache(unix.PERF_COUNT_HW_CACHE_LL, unix.PERF_COUNT_HW_CACHE_OP_READ, unix.PERF_COUNT_HW_CACHE_RESULT_MISS), Desc: "last-level cache load misses", Role: roleMiss},
+	{Name: "LLC-stores", Kind: KindCache, Type: unix.PERF_TYPE_HW_CACHE, Config: hwCache(unix.PERF_COUNT_HW_CACHE_LL, unix.PERF_COUNT_HW_CACHE_OP_WRITE, unix.PERF_COUNT_HW_CACHE_RESULT_ACCESS), Desc: "last-level cache stores", Role: roleAccess},
+	{Name: "LLC-store-misses", Kind: KindCache, Type: unix.PERF_TYPE_HW_CACHE, Config: hwCache(unix.PERF_COUNT_HW_CACHE_LL, unix.PERF_COUNT_HW_CACHE_OP_WRITE, unix.PERF_COUNT_HW_CACHE_RESULT_MISS), Desc: "last-level cache store misses", Role: roleMiss},
+	{Name: "dTLB-load-misses", Kind: KindCache, Type: unix.PERF_TYPE_HW_CACHE, Config: hwCache(unix.PERF_COUNT_HW_CACHE_DTLB, unix.PERF_COUNT_HW_CACHE_OP_READ, unix.PERF_COUNT_HW_CACHE_RESULT_MISS), Desc: "data TLB load misses", Role: roleMiss},
+	{Name: "node-loads", Kind: KindCache, Type: unix.PERF_TYPE_HW_CACHE, Config: hwCache(unix.PERF_COUNT_HW_CACHE_NODE, unix.PERF_COUNT_HW_CACHE_OP_READ, unix.PERF_COUNT_HW_CACHE_RESULT_ACCESS), Desc: "loads served by a NUMA node's memory", Role: roleAccess},
+	{Name: "node-load-misses", Kind: KindCache, Type: unix.PERF_TYPE_HW_CACHE, Config: hwCache(unix.PERF_COUNT_HW_CACHE_NODE, unix.PERF_COUNT_HW_CACHE_OP_READ, unix.PERF_COUNT_HW_CACHE_RESULT_MISS), Desc: "loads served by a remote NUMA node's memory", Role: roleRemote},
+	{Name: "branch-misses", Kind: KindHardware, Type: unix.PERF_TYPE_HARDWARE, Config: unix.PERF_COUNT_HW_BRANCH_MISSES, Desc: "mispredicted branches", Role: roleOther},
+	{Name: "l2-misses", Kind: KindRaw, Type: unix.PERF_TYPE_RAW, Desc: "L2 cache misses (vendor raw event)", Role: roleMiss},
+	{Name: "l2-references", Kind: KindRaw, Type: unix.PERF_TYPE_RAW, Desc: "L2 cache references (vendor raw event)", Role: roleAccess},
 }
 
 // defaultSoftware are the software events recorded by default beside every
 // hardware and cache event.
 var defaultSoftware = []string{"cpu-clock", "page-faults", "major-faults", "context-switches", "cpu-migrations"}
 
-// Catalogue returns DESIGN.md's event list, in its order, with l2-misses and
-// l2-references resolved to cpu's raw events. On a CPU without a known
-// encoding they are still listed, with Missing saying why.
+// Catalogue returns the generic event list, in its order, with l2-misses
+// and l2-references resolved to cpu's raw events. On a CPU without a known
+// encoding they are still listed, with Missing saying why. On a simulated
+// CPU the hardware events carry their stand-ins.
 func Catalogue(cpu CPUInfo) []Event {
 	out := make([]Event, len(catalogue))
 	copy(out, catalogue)
@@ -97,28 +108,58 @@ func Catalogue(cpu CPUInfo) []Event {
 			out[i] = resolveL2(out[i], cpu)
 		}
 	}
-	return out
+	return simulate(out, cpu)
 }
 
-// DefaultEvents returns what record measures without -e: every hardware
-// and cache event (they are probed; the unsupported ones are recorded as
-// such) and the software events that work everywhere.
+// ModelCatalogue is Catalogue followed by the vendor events of cpu's
+// microarchitecture (vendor.go): every event cacheheat can name on it.
+func ModelCatalogue(cpu CPUInfo) []Event {
+	return append(Catalogue(cpu), simulate(VendorEvents(cpu), cpu)...)
+}
+
+// DefaultEvents returns what record measures without -e: the vendor's
+// curated hardware events (vendor.go), or every hardware and cache event
+// of the catalogue for a vendor without a curated list, then the software
+// events that work everywhere. Hardware events are probed; what the host
+// cannot count is recorded as unsupported with the reason.
 func DefaultEvents(cpu CPUInfo) []Event {
 	var out []Event
-	for _, e := range Catalogue(cpu) {
-		if e.IsHardware() {
-			out = append(out, e)
+	cat := ModelCatalogue(cpu)
+	find := func(name string) (Event, bool) {
+		for _, e := range cat {
+			if e.Name == name {
+				return e, true
+			}
+		}
+		return Event{}, false
+	}
+	if cur, ok := curatedDefaults[cpu.Vendor]; ok {
+		for _, name := range cur.generic {
+			if e, ok := find(name); ok {
+				out = append(out, e)
+			}
+		}
+		for _, e := range cat {
+			if e.Kind == KindRaw && (slices.Contains(cur.names, e.Name) || slices.Contains(cur.roles, e.Role)) && !strings.HasPrefix(e.Name, "l2-") {
+				out = append(out, e)
+			}
+		}
+	} else {
+		for _, e := range Catalogue(cpu) {
+			if e.IsHardware() {
+				out = append(out, e)
+			}
 		}
 	}
 	for _, name := range defaultSoftware {
-		e, _ := lookupCatalogue(name, cpu)
+		e, _ := find(name)
 		out = append(out, e)
 	}
 	return out
 }
 
 func lookupCatalogue(name string, cpu CPUInfo) (Event, bool) {
-	for _, e := range Catalogue(cpu) {
+	for _, e := range ModelCatalogue(cpu) {
 		if e.Name == name {
 			return e, true
 		}
@@ -126,30 +167,41 @@ func lookupCatalogue(name string, cpu CPUInfo) (Event, bool) {
 	return Event{}, false
 }
 
-// LookupEvent finds an event by its perf name, or parses a raw event
-// "rNNNN" (hexadecimal config, as perf writes it).
+// LookupEvent finds an event by its perf name (the generic catalogue and
+// the vendor events of cpu's model), or parses a raw event "rNNNN"
+// (hexadecimal config, as perf writes it). A vendor event of another
+// model is returned with Missing saying which models have it, so that it
+// is recorded as unsupported with the reason rather than refused.
 func LookupEvent(name string, cpu CPUInfo) (Event, error) {
 	if e, ok := lookupCatalogue(name, cpu); ok {
 		return e, nil
 	}
+	if uarchs := vendorEventElsewhere(name); len(uarchs) > 0 {
+		return Event{
+			Name: name, Kind: KindRaw, Type: unix.PERF_TYPE_RAW,
+			Missing: fmt.Sprintf("%s is an event of %s, not of this CPU (%s family %d model %d)", name, strings.Join(uarchs, ", "), orUnknown(cpu.Vendor), cpu.Family, cpu.Model),
+		}, nil
+	}
 	if hex, ok := strings.CutPrefix(name, "r"); ok && hex != "" {
 		config, err := strconv.ParseUint(hex, 16, 64)
 		if err == nil {
-			return Event{
+			e := Event{
 				Name:   name,
 				Kind:   KindRaw,
 				Type:   unix.PERF_TYPE_RAW,
 				Config: config,
 				Desc:   fmt.Sprintf("raw PMU event config 0x%x", config),
 				Source: "given on the command line",
-			}, nil
+				Role:   roleOther,
+			}
+			return simulate([]Event{e}, cpu)[0], nil
 		}
 	}
 	names := make([]string, 0, len(catalogue)+1)
 	for _, e := range catalogue {
 		names = append(names, e.Name)
 	}
-	names = append(names, "rNNNN (raw, hex)")
+	names = append(names, "rNNNN (raw, hex)", "the vendor events of docs/EVENTS.md")
 	return Event{}, fmt.Errorf("%w %q; valid events: %s", ErrUnknownEvent, name, strings.Join(names, ", "))
 }
 

@@ -193,7 +193,7 @@ func renderEventTables() string {
 		unix.PERF_TYPE_HW_CACHE: "PERF_TYPE_HW_CACHE",
 		unix.PERF_TYPE_RAW:      "PERF_TYPE_RAW",
 	}
-	b.WriteString("### The catalogue (DESIGN.md's order)\n\n| event | kind | type | config | counts |\n|---|---|---|---|---|\n")
+	b.WriteString("### The generic catalogue\n\n| event | kind | type | config | counts |\n|---|---|---|---|---|\n")
 	for _, e := range catalogue {
 		config := fmt.Sprintf("`%#x`", e.Config)
 		if e.Kind == KindRaw {
@@ -215,6 +215,47 @@ func renderEventTables() string {
 		fmt.Fprintf(&b, "| %s | %d (%#x) | %s | [`%s`](https://git.kernel.org/pub/scm/linux/kernel/git/torvalds/linux.git/tree/tools/perf/pmu-events/arch/x86/%s/cache.json) | `r%x` %s | `r%x` %s |\n",
 			r.vendor, r.family, r.family, strings.Join(models, ", "), r.uarch, r.uarch,
 			r.missConfig, r.missName, r.refConfig, r.refName)
+	}
+	b.WriteString("\n### Vendor events by microarchitecture\n\n")
+	b.WriteString("Named as `perf list` names them; each encoding is the `EventCode` and `UMask` of that entry in the file named, under `tools/perf/pmu-events/arch/x86/<directory>/` in the Linux kernel. The role decides the simulated PMU's stand-in.\n\n")
+	b.WriteString("| directory | event | config | role | file | counts |\n|---|---|---|---|---|---|\n")
+	for _, uarch := range []string{"skylakex", "icelakex", "sapphirerapids", "amdzen2", "amdzen3", "amdzen4"} {
+		for _, v := range vendorEvents[uarch] {
+			fmt.Fprintf(&b, "| `%s` | `%s` | `r%x` (event `%#02x`, umask `%#02x`) | %s | `%s` | %s |\n", uarch, v.name, x86Raw(v.event, v.umask), v.event, v.umask, v.role, v.file, v.desc)
+		}
+	}
+	b.WriteString("\n### Simulated PMUs (`CACHEHEAT_SIMULATED_PMU`)\n\n")
+	b.WriteString("| name | CPU | vendor, family, model | general counters | fixed | default hardware events |\n|---|---|---|---|---|---|\n")
+	for _, f := range simulatedPMUs {
+		cpu := f.cpu
+		cpu.Simulated = f.name
+		var def []string
+		for _, e := range DefaultEvents(cpu) {
+			if e.IsHardware() && e.Missing == "" {
+				def = append(def, "`"+e.Name+"`")
+			}
+		}
+		fixed := strings.Join(f.fixed, ", ")
+		if fixed == "" {
+			fixed = "none"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s %d (%#x), %d (%#x) | %d | %s | %s |\n", f.name, cpu.ModelName, cpu.Vendor, cpu.Family, cpu.Family, cpu.Model, cpu.Model, f.counters, fixed, strings.Join(def, ", "))
+	}
+	b.WriteString("\n### The substitution table\n\n| role | hardware events of that role | software stand-in |\n|---|---|---|\n")
+	for _, role := range []string{roleCycles, roleInstructions, roleAccess, roleMiss, roleCacheToCache, roleRemote, roleOther} {
+		var names []string
+		for _, e := range catalogue {
+			if e.Role == role {
+				names = append(names, "`"+e.Name+"`")
+			}
+		}
+		if role == roleCacheToCache || role == roleRemote {
+			names = append(names, "vendor events of this role")
+		}
+		if role == roleOther {
+			names = append(names, "raw `rNNNN`")
+		}
+		fmt.Fprintf(&b, "| %s | %s | `%s` |\n", role, strings.Join(names, ", "), standIns[role])
 	}
 	return b.String()
 }

@@ -59,6 +59,13 @@ func (p *perfCounter) enable() error {
 	return nil
 }
 
+func (p *perfCounter) disable() error {
+	if err := unix.IoctlSetInt(p.fd, unix.PERF_EVENT_IOC_DISABLE, 0); err != nil {
+		return fmt.Errorf("disabling perf event on cpu %d: %w", p.cpu, err)
+	}
+	return nil
+}
+
 func (p *perfCounter) read() (counterValue, error) {
 	var b [24]byte
 	n, err := unix.Read(p.fd, b[:])

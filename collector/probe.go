@@ -27,6 +27,9 @@ const (
 // Nothing is inferred from the CPU model: only the kernel's answer counts.
 func ProbeEvent(ev Event) profile.EventStatus {
 	st := profile.EventStatus{Name: ev.Name, Kind: ev.Kind}
+	if ev.Missing == "" && ev.StandIn != nil {
+		st.Simulated, st.StandIn = true, ev.StandIn.Name
+	}
 	if ev.Missing != "" {
 		st.Status, st.Reason = profile.StatusUnsupported, ev.Missing
 		return st
@@ -59,6 +62,9 @@ func ProbeEvents(evs []Event) []profile.EventStatus {
 // events that fail when opened for real.
 func ClassifyOpenError(ev Event, err error) profile.EventStatus {
 	st := profile.EventStatus{Name: ev.Name, Kind: ev.Kind, Status: profile.StatusUnsupported}
+	if ev.StandIn != nil {
+		st.Simulated, st.StandIn = true, ev.StandIn.Name
+	}
 	var errno unix.Errno
 	if !errors.As(err, &errno) {
 		st.Reason = err.Error()

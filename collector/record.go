@@ -158,12 +158,14 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 	}
 
 	// Events: every requested one is probed; measured ones get a slot.
+	// The CPU decides the default events and the vendor encodings; with
+	// events given, an unreadable /proc/cpuinfo only costs miss sampling.
+	cpu, err := LiveCPU()
+	if err != nil && (o.Events == nil || errors.Is(err, ErrUnknownPMU)) {
+		return nil, err
+	}
 	evs := o.Events
 	if evs == nil {
-		cpu, err := ReadCPUInfo("/")
-		if err != nil {
-			return nil, err
-		}
 		evs = DefaultEvents(cpu)
 	}
 	var statuses []profile.EventStatus
@@ -188,18 +190,28 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 		}
 		o.Warn(fmt.Sprintf("%d events not measured (%s): %s", len(unsupported), strings.Join(rs, "; "), strings.Join(unsupported, ", ")))
 	}
-	if len(kc.counted) > maxEvents {
-		return nil, fmt.Errorf("%d measurable events requested, at most %d can be measured at once: pick some with -e", len(kc.counted), maxEvents)
+	// A simulated PMU with more events than counters rotates them, and
+	// needs one counter that never rotates as the clock of their enabled
+	// time: cpu-clock is added when the selection has none.
+	if rotated, _, ref := muxPlan(kc.counted, cpu); len(rotated) > 0 && ref < 0 {
+		clock, _ := LookupEvent("cpu-clock", cpu)
+		kc.counted = append(kc.counted, clock)
+		statuses = append(statuses, ProbeEvent(clock))
+		o.Warn("cpu-clock added: the simulated PMU's rotation needs a counter that never rotates as its time reference")
+	}
+	kc.rotated, kc.muxCounters, kc.refSlot = muxPlan(kc.counted, cpu)
+	if len(kc.rotated) > 0 {
+		o.Warn(fmt.Sprintf("%s: %d events rotate over %d counters; their counts are scaled by enabled/running time", SimulatedWarning, len(kc.rotated), kc.muxCounters))
+	} else if cpu.Simulated != "" {
+		o.Warn(SimulatedWarning)
 	}
 	sampleEvs := [2]string{"cpu-clock", ""}
-	if cpu, err := ReadCPUInfo("/"); err == nil {
-		for _, name := range missEvents {
-			ev, err := LookupEvent(name, cpu)
-			if err == nil && ProbeEvent(ev).Status == profile.StatusMeasured {
-				kc.missEvent = &ev
-				sampleEvs[slotMiss] = name
-				break
-			}
+	for _, name := range missEvents {
+		ev, err := LookupEvent(name, cpu)
+		if err == nil && ProbeEvent(ev).Status == profile.StatusMeasured {
+			kc.missEvent = &ev
+			sampleEvs[slotMiss] = name
+			break
 		}
 	}
 	host.Mode = HostMode(statuses)
@@ -275,6 +287,7 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 	hdr := profile.Header{
 		Tool: "cacheheat", StartTime: start, Host: host,
 		Target: tgt.header(), Settings: settings, Events: statuses,
+		PMU: SimulatedPMU(cpu),
 	}
 	for _, s := range o.Sinks {
 		if err := s.Start(&hdr); err != nil {

@@ -4,6 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -11,10 +15,6 @@ import (
 
 	"github.com/cacheheat/cacheheat/bpf"
 )
-
-// maxEvents is the BPF side's fixed number of counter slots (MAX_EVENTS in
-// bpf/cacheheat.c).
-const maxEvents = 16
 
 // Sample slots of the BPF side: cpu-clock and the primary miss event.
 const (
@@ -49,6 +49,12 @@ type kernelConfig struct {
 	// missEvent, when non-nil, is sampled every missPeriod events.
 	missEvent  *Event
 	missPeriod uint64
+	// rotated are the slots a simulated PMU multiplexes over muxCounters
+	// counters, with refSlot's enabled time standing for theirs (muxPlan);
+	// empty on a real PMU, where the kernel multiplexes.
+	rotated     []int
+	muxCounters int
+	refSlot     int
 	// byCgroup counts by cgroup instead of by thread, without stacks
 	// (by_cgroup in bpf/cacheheat.c): the exporter's mode.
 	byCgroup bool
@@ -65,6 +71,12 @@ type kernel struct {
 	cfg      kernelConfig
 	buf      uint32 // active stack buffer
 	missOK   bool
+	mux      *rotator
+	// exited holds the task records the BPF side marked exited at the
+	// previous snapshot: deleted after the next one, which has their last
+	// counts.
+	exited []bpf.CacheheatTaskKey
+	pruned uint64
 }
 
 // checkPrivileges says what is missing for BPF recording, naming it.
@@ -97,9 +109,6 @@ func checkPrivileges() error {
 // openKernel opens the counters, loads and attaches the programs and then
 // enables the counters. On error everything opened so far is closed.
 func openKernel(cfg kernelConfig) (_ *kernel, err error) {
-	if len(cfg.counted) > maxEvents {
-		return nil, fmt.Errorf("%d events requested, at most %d can be measured at once", len(cfg.counted), maxEvents)
-	}
 	possible, err := ebpf.PossibleCPU()
 	if err != nil {
 		return nil, fmt.Errorf("counting possible cpus: %w", err)
@@ -115,6 +124,13 @@ func openKernel(cfg kernelConfig) (_ *kernel, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading bpf spec: %w", err)
 	}
+	if n := counterSlots(spec); len(cfg.counted) > n {
+		return nil, fmt.Errorf("%d distinct events requested; the bpf object has %d counter slots (MAX_EVENTS, sized to the largest CPU catalogue): pick fewer with -e", len(cfg.counted), n)
+	}
+	ref := int32(-1)
+	if len(cfg.rotated) > 0 {
+		ref = int32(cfg.refSlot)
+	}
 	for name, v := range map[string]any{
 		"target_mode":         cfg.mode,
 		"target_cgroup":       cfg.cgroupID,
@@ -122,6 +138,7 @@ func openKernel(cfg kernelConfig) (_ *kernel, err error) {
 		"nr_events":           uint32(len(cfg.counted)),
 		"switch_slot":         switchSlot(cfg.counted),
 		"by_cgroup":           cfg.byCgroup,
+		"enabled_ref_slot":    ref,
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("setting bpf variable %s: %w", name, err)
@@ -155,12 +172,7 @@ func openKernel(cfg kernelConfig) (_ *kernel, err error) {
 	// Counters go into the PERF_EVENT_ARRAY before the programs attach, so
 	// the first read on each CPU finds them.
 	k.counters = make([][]*perfCounter, len(cfg.counted))
-	counterMaps := []*ebpf.Map{
-		k.objs.Counters0, k.objs.Counters1, k.objs.Counters2, k.objs.Counters3,
-		k.objs.Counters4, k.objs.Counters5, k.objs.Counters6, k.objs.Counters7,
-		k.objs.Counters8, k.objs.Counters9, k.objs.Counters10, k.objs.Counters11,
-		k.objs.Counters12, k.objs.Counters13, k.objs.Counters14, k.objs.Counters15,
-	}
+	counterMaps := counterMapsOf(&k.objs.CacheheatMaps)
 	for slot, ev := range cfg.counted {
 		for _, cpu := range cfg.cpus {
 			pc, err := openCounter(ev, cpu)
@@ -207,11 +219,20 @@ func openKernel(cfg kernelConfig) (_ *kernel, err error) {
 		}
 	}
 
-	for _, cs := range k.counters {
+	for slot, cs := range k.counters {
+		if slices.Contains(cfg.rotated, slot) {
+			continue // the rotator enables them in turn
+		}
 		for _, pc := range cs {
 			if err := pc.enable(); err != nil {
 				return nil, err
 			}
+		}
+	}
+	if len(cfg.rotated) > 0 {
+		k.mux = newRotator(cfg.rotated, cfg.muxCounters, k.counters)
+		if err := k.mux.start(muxInterval); err != nil {
+			return nil, err
 		}
 	}
 	for _, pc := range k.samplers {
@@ -281,6 +302,8 @@ func (k *kernel) targetPIDs() ([]int, error) {
 // so no program runs on a closed counter.
 func (k *kernel) close() error {
 	var errs []error
+	errs = append(errs, k.mux.close())
+	k.mux = nil
 	for _, l := range k.links {
 		errs = append(errs, l.Close())
 	}
@@ -309,15 +332,19 @@ func (k *kernel) snapshot() (*snapshot, error) {
 	}
 	var key bpf.CacheheatTaskKey
 	var val bpf.CacheheatTaskVal
+	var exited []bpf.CacheheatTaskKey
 	it := k.objs.Tasks.Iterate()
 	for it.Next(&key, &val) {
-		tv := taskVal{comm: cString(val.Comm[:])}
-		copy(tv.counts[:], val.Counts[:])
+		tv := taskVal{comm: cString(val.Comm[:]), counts: append([]uint64(nil), val.Counts[:]...)}
 		s.tasks[taskKey{tgid: int(key.Tgid), tid: int(key.Pid)}] = tv
+		if val.Exited != 0 {
+			exited = append(exited, key)
+		}
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("reading the task map: %w", err)
 	}
+	k.prune(exited)
 
 	var zero uint32
 	var tots []bpf.CacheheatTotalsVal
@@ -338,6 +365,13 @@ func (k *kernel) snapshot() (*snapshot, error) {
 				return nil, err
 			}
 			s.host[slot][pc.cpu] = v
+		}
+	}
+	// A rotated stand-in's own enabled clock stops while it is out of
+	// turn; the reference slot's is the time it was meant to count.
+	for _, slot := range k.cfg.rotated {
+		for cpu := range s.host[slot] {
+			s.host[slot][cpu].Enabled = s.host[k.cfg.refSlot][cpu].Enabled
 		}
 	}
 
@@ -371,6 +405,53 @@ func (k *kernel) snapshot() (*snapshot, error) {
 		}
 	}
 	return s, nil
+}
+
+// prune deletes the task records marked exited at the previous snapshot
+// (this one has taken their last counts) and remembers those marked now.
+// A thread's last context switch follows its exit by microseconds, and
+// snapshots are at least MinInterval apart. The map thus holds live
+// threads only, however long the recording.
+func (k *kernel) prune(exitedNow []bpf.CacheheatTaskKey) {
+	for _, key := range k.exited {
+		if err := k.objs.Tasks.Delete(key); err == nil {
+			k.pruned++
+		}
+	}
+	k.exited = exitedNow
+}
+
+// counterSlots is the number of counter slots of the BPF object: its
+// countersN maps (MAX_EVENTS in bpf/cacheheat.c).
+func counterSlots(spec *ebpf.CollectionSpec) int {
+	n := 0
+	for spec.Maps["counters"+strconv.Itoa(n)] != nil {
+		n++
+	}
+	return n
+}
+
+// counterMapsOf lists the countersN maps by slot, from the generated
+// struct's ebpf tags, so that the Go side has no copy of their number.
+func counterMapsOf(m *bpf.CacheheatMaps) []*ebpf.Map {
+	v := reflect.ValueOf(m).Elem()
+	byslot := map[int]*ebpf.Map{}
+	for i := range v.NumField() {
+		n, ok := strings.CutPrefix(v.Type().Field(i).Tag.Get("ebpf"), "counters")
+		if !ok {
+			continue
+		}
+		if slot, err := strconv.Atoi(n); err == nil {
+			byslot[slot] = v.Field(i).Interface().(*ebpf.Map)
+		}
+	}
+	out := make([]*ebpf.Map, len(byslot))
+	for slot, mp := range byslot {
+		if slot < len(out) {
+			out[slot] = mp
+		}
+	}
+	return out
 }
 
 // drainSamples flips the active stack buffer, then takes every sample

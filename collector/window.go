@@ -13,7 +13,7 @@ type taskKey struct{ tgid, tid int }
 
 // taskVal is a thread's cumulative counts, slot-indexed.
 type taskVal struct {
-	counts [maxEvents]uint64
+	counts []uint64 // by slot
 	comm   string
 }
 
@@ -197,7 +197,7 @@ func buildProcesses(prev, cur *snapshot, m windowMeta) []profile.Process {
 		pv := prev.tasks[k]
 		counts := map[string]uint64{}
 		for slot, name := range m.events {
-			if d := delta(v.counts[slot], pv.counts[slot]); d != 0 {
+			if d := delta(at(v.counts, slot), at(pv.counts, slot)); d != 0 {
 				counts[name] = d
 			}
 		}

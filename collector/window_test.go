@@ -12,8 +12,8 @@ import (
 func TestBuildWindowDeltas(t *testing.T) {
 	prev := &snapshot{
 		tasks: map[taskKey]taskVal{
-			{10, 10}: {counts: [maxEvents]uint64{100, 5}, comm: "app"},
-			{10, 11}: {counts: [maxEvents]uint64{50, 1}, comm: "worker"},
+			{10, 10}: {counts: []uint64{100, 5}, comm: "app"},
+			{10, 11}: {counts: []uint64{50, 1}, comm: "worker"},
 		},
 		target: [][]uint64{{100, 50}, {5, 1}},
 		host:   [][]counterValue{{{Value: 1000, Enabled: 10, Running: 10}, {Value: 2000, Enabled: 10, Running: 10}}, {{}, {}}},
@@ -23,9 +23,9 @@ func TestBuildWindowDeltas(t *testing.T) {
 	}
 	cur := &snapshot{
 		tasks: map[taskKey]taskVal{
-			{10, 10}: {counts: [maxEvents]uint64{160, 5}, comm: "app"},
-			{10, 11}: {counts: [maxEvents]uint64{50, 1}, comm: "worker"}, // idle: left out
-			{10, 12}: {counts: [maxEvents]uint64{7, 2}, comm: "new"},     // new thread
+			{10, 10}: {counts: []uint64{160, 5}, comm: "app"},
+			{10, 11}: {counts: []uint64{50, 1}, comm: "worker"}, // idle: left out
+			{10, 12}: {counts: []uint64{7, 2}, comm: "new"},     // new thread
 		},
 		target: [][]uint64{{160, 57}, {5, 3}},
 		// CPU 1's counter was multiplexed: it ran half of the enabled time.

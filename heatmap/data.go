@@ -31,6 +31,8 @@ type Report struct {
 	Host      HostView     `json:"host"`
 	Quality   Quality      `json:"quality"`
 	Findings  *Findings    `json:"findings,omitempty"`
+	// Banner is the simulated or synthetic warning (simulated.go).
+	Banner string `json:"banner,omitempty"`
 }
 
 // Build computes the whole report's data. maxCells <= 0 means
@@ -40,6 +42,7 @@ func Build(rec *profile.Recording, maxCells int) Report {
 		maxCells = DefaultMaxCells
 	}
 	return Report{
+		Banner:    Banner(rec),
 		Summary:   BuildSummary(rec),
 		CPU:       CPUGrid(rec, maxCells),
 		Node:      NodeGrid(rec, maxCells),
@@ -932,6 +935,9 @@ func BuildQuality(rec *profile.Recording) Quality {
 	q.DropsTotal = q.Drops.Total()
 	for _, e := range rec.Header.Events {
 		eq := EventQuality{Name: e.Name, Kind: e.Kind, Status: e.Status, Reason: e.Reason, Errno: e.Errno}
+		if e.Simulated && e.Status == profile.StatusMeasured {
+			eq.Reason = "SIMULATED: counted by the software event " + e.StandIn
+		}
 		if running[e.Name] > 0 {
 			eq.Scale = round(float64(enabled[e.Name])/float64(running[e.Name]), 4)
 		}

@@ -94,6 +94,7 @@ func WriteDiff(w io.Writer, base, new *profile.Recording, res *compare.Result) e
 		return fmt.Errorf("rendering diff body: %w", err)
 	}
 	return WritePage(w, Page{
+		Banner: Banner(base, new),
 		Title:  "cacheheat diff: " + res.Headline(),
 		Body:   template.HTML(body.String()),
 		Data:   data,

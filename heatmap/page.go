@@ -50,6 +50,8 @@ type Page struct {
 	Script template.JS
 	// Style is extra static CSS after the shared styles.
 	Style template.CSS
+	// Banner, when set, is shown in red above everything (simulated.go).
+	Banner string
 }
 
 var shellTmpl = template.Must(template.New("shell").Parse(`<!DOCTYPE html>
@@ -60,11 +62,12 @@ var shellTmpl = template.Must(template.New("shell").Parse(`<!DOCTYPE html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
 <title>{{.Title}}</title>
-<style>{{.CSS}}{{.Style}}</style>
+<style>{{.CSS}}{{.Style}}{{if .Banner}}{{.BannerCSS}}{{end}}</style>
 <script>{{.Capture}}</script>
 </head>
 <body>
-{{.Body}}
+{{if .Banner}}<p class="sim-banner" role="alert">{{.Banner}}</p>
+{{end}}{{.Body}}
 <script type="application/json" id="{{.DataID}}">{{.Data}}</script>
 <script>{{.ECharts}}</script>
 <script>{{.Script}}</script>
@@ -81,16 +84,18 @@ func WritePage(w io.Writer, p Page) error {
 	// html/template passes invalid UTF-8 through; a page must be valid
 	// UTF-8, and U+FFFD is inert in every HTML context.
 	return shellTmpl.Execute(w, map[string]any{
-		"CSP":     CSP,
-		"Capture": template.JS(captureJS),
-		"Title":   strings.ToValidUTF8(p.Title, "\uFFFD"),
-		"CSS":     template.CSS(pageCSS),
-		"Style":   p.Style,
-		"Body":    template.HTML(strings.ToValidUTF8(string(p.Body), "\uFFFD")),
-		"DataID":  DataElementID,
-		"Data":    template.JS(data),
-		"ECharts": template.JS(echartsJS),
-		"Script":  p.Script,
+		"CSP":       CSP,
+		"Capture":   template.JS(captureJS),
+		"Title":     strings.ToValidUTF8(p.Title, "\uFFFD"),
+		"CSS":       template.CSS(pageCSS),
+		"Style":     p.Style,
+		"Body":      template.HTML(strings.ToValidUTF8(string(p.Body), "\uFFFD")),
+		"DataID":    DataElementID,
+		"Data":      template.JS(data),
+		"ECharts":   template.JS(echartsJS),
+		"Script":    p.Script,
+		"Banner":    strings.ToValidUTF8(p.Banner, "\uFFFD"),
+		"BannerCSS": template.CSS(bannerCSS),
 	})
 }
 

@@ -90,6 +90,7 @@ func RenderReport(w io.Writer, r Report) error {
 		data.Flames = append(data.Flames, s.Flame)
 	}
 	return WritePage(w, Page{
+		Banner: r.Banner,
 		Title:  r.Summary.Title,
 		Body:   template.HTML(body.String()),
 		Data:   data,

@@ -69,7 +69,36 @@ type Header struct {
 	Settings      Settings  `json:"settings"`
 	// Events lists every event that was asked for, measured or not.
 	Events []EventStatus `json:"events"`
+	// PMU is set when the hardware events were not counted by a real PMU:
+	// a simulated PMU's software stand-ins (see SimulatedWarning).
+	PMU *PMU `json:"pmu,omitempty"`
+	// Synthetic is set on a recording that no recorder made (bench/genrec):
+	// it says what made it. Its counts are invented to show an effect.
+	Synthetic string `json:"synthetic,omitempty"`
 }
+
+// SimulatedWarning is the sentence every output of a recording made on a
+// simulated PMU carries: its hardware counts are software stand-ins.
+const SimulatedWarning = "SIMULATED PMU: counts are software stand-ins, not cache events"
+
+// PMU describes the hardware counters behind a recording when they were
+// not a real PMU's.
+type PMU struct {
+	// Simulated names the fixture CPU (CACHEHEAT_SIMULATED_PMU) whose
+	// hardware events were opened as software stand-ins.
+	Simulated string `json:"simulated,omitempty"`
+	// Counters is the fixture's number of general-purpose counters per
+	// CPU, and Fixed the events it counts on fixed counters.
+	Counters int      `json:"counters,omitempty"`
+	Fixed    []string `json:"fixed,omitempty"`
+	// MuxIntervalNS is how often stand-ins were rotated over the counters
+	// when more were asked for than fit.
+	MuxIntervalNS int64 `json:"mux_interval_ns,omitempty"`
+}
+
+// Simulated says whether the recording's hardware counts are a simulated
+// PMU's stand-ins.
+func (h Header) Simulated() bool { return h.PMU != nil && h.PMU.Simulated != "" }
 
 // Host describes the machine the recording was made on.
 type Host struct {
@@ -153,6 +182,10 @@ type EventStatus struct {
 	Status string `json:"status"` // StatusMeasured, StatusUnsupported, StatusDenied
 	Reason string `json:"reason,omitempty"`
 	Errno  string `json:"errno,omitempty"` // e.g. "ENOENT"
+	// Simulated is true when the event was counted by a software
+	// stand-in on a simulated PMU; StandIn names that software event.
+	Simulated bool   `json:"simulated,omitempty"`
+	StandIn   string `json:"stand_in,omitempty"`
 }
 
 // Window is one closed time window of the recording.

@@ -6,28 +6,67 @@ import (
 	"strconv"
 )
 
-// Summary is the stable `inspect --json` document (DESIGN.md). Fields may
+// Summary is the stable `inspect --json` document. Fields may
 // be added; none may be renamed or removed without a new format_version.
 type Summary struct {
-	FormatVersion string             `json:"format_version"`
-	Host          SummaryHost        `json:"host"`
-	Target        Target             `json:"target"`
-	IntervalS     float64            `json:"interval_s"`
-	Windows       int                `json:"windows"`
-	DurationS     float64            `json:"duration_s"`
-	EndReason     string             `json:"end_reason"` // "" when truncated
-	ExitStatus    *int               `json:"exit_status,omitempty"`
-	Mode          string             `json:"mode"`
-	Truncated     bool               `json:"truncated"`
-	Warning       string             `json:"warning,omitempty"`
-	Events        []EventStatus      `json:"events"`
-	Totals        map[string]Total   `json:"totals"`
-	HostTotals    map[string]Total   `json:"host_totals"`
-	Processes     []ProcessSummary   `json:"processes"`
-	Histograms    []HistogramSummary `json:"histograms"`
-	Samples       SamplesSummary     `json:"samples"`
-	Drops         Drops              `json:"drops"`
-	AppMetrics    map[string]float64 `json:"app_metrics"`
+	FormatVersion string         `json:"format_version"`
+	Host          SummaryHost    `json:"host"`
+	Target        Target         `json:"target"`
+	IntervalS     float64        `json:"interval_s"`
+	Windows       int            `json:"windows"`
+	DurationS     float64        `json:"duration_s"`
+	EndReason     string         `json:"end_reason"` // "" when truncated
+	ExitStatus    *int           `json:"exit_status,omitempty"`
+	Mode          string         `json:"mode"`
+	Truncated     bool           `json:"truncated"`
+	Warning       string         `json:"warning,omitempty"`
+	Events        []EventSummary `json:"events"`
+	// PMU and Synthetic repeat the header's: a simulated or synthetic
+	// recording must never pass for a measured one.
+	PMU        *PMU               `json:"pmu,omitempty"`
+	Synthetic  string             `json:"synthetic,omitempty"`
+	Totals     map[string]Total   `json:"totals"`
+	HostTotals map[string]Total   `json:"host_totals"`
+	Processes  []ProcessSummary   `json:"processes"`
+	Histograms []HistogramSummary `json:"histograms"`
+	Samples    SamplesSummary     `json:"samples"`
+	Drops      Drops              `json:"drops"`
+	AppMetrics map[string]float64 `json:"app_metrics"`
+}
+
+// EventSummary is an event's status with its multiplexing over the whole
+// recording: the time its counters were enabled and running, summed over
+// CPUs and windows, and Scaling = enabled / running, the factor its
+// counts were extrapolated by (1 when it was never multiplexed, 0 when it
+// never counted).
+type EventSummary struct {
+	EventStatus
+	EnabledNS uint64  `json:"enabled_ns,omitempty"`
+	RunningNS uint64  `json:"running_ns,omitempty"`
+	Scaling   float64 `json:"scaling,omitempty"`
+}
+
+// EventScaling sums each counted event's enabled and running times over
+// the windows.
+func (r *Recording) EventScaling() map[string][2]uint64 {
+	out := map[string][2]uint64{}
+	for _, w := range r.Windows {
+		for _, c := range w.Counters {
+			t := out[c.Event]
+			t[0] += c.Enabled
+			t[1] += c.Running
+			out[c.Event] = t
+		}
+	}
+	return out
+}
+
+// ScalingFactor is enabled / running, 0 when the counter never ran.
+func ScalingFactor(enabled, running uint64) float64 {
+	if running == 0 {
+		return 0
+	}
+	return float64(enabled) / float64(running)
 }
 
 // SummaryHost is the host block of the summary.
@@ -113,7 +152,9 @@ func Summarize(r *Recording) Summary {
 		Mode:       h.Host.Mode,
 		Truncated:  r.Truncated,
 		Warning:    r.Warning,
-		Events:     h.Events,
+		Events:     []EventSummary{},
+		PMU:        h.PMU,
+		Synthetic:  h.Synthetic,
 		Totals:     map[string]Total{},
 		HostTotals: map[string]Total{},
 		Processes:  []ProcessSummary{},
@@ -123,8 +164,14 @@ func Summarize(r *Recording) Summary {
 	if s.Target.PIDs == nil {
 		s.Target.PIDs = []int{}
 	}
-	if s.Events == nil {
-		s.Events = []EventStatus{}
+	scaling := r.EventScaling()
+	for _, e := range h.Events {
+		es := EventSummary{EventStatus: e}
+		if t, ok := scaling[e.Name]; ok && e.Status == StatusMeasured {
+			es.EnabledNS, es.RunningNS = t[0], t[1]
+			es.Scaling = math.Round(ScalingFactor(t[0], t[1])*1000) / 1000
+		}
+		s.Events = append(s.Events, es)
 	}
 	if n := len(r.Windows); n > 0 {
 		s.DurationS = float64(r.Windows[n-1].EndNS-r.Windows[0].StartNS) / 1e9

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/cacheheat/cacheheat/collector"
 	"golang.org/x/sys/unix"
 )
 
@@ -60,7 +61,7 @@ func numaNodes() (map[int][]int, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reading cpus of node %d: %w", id, err)
 		}
-		cpus, err := parseCPUList(strings.TrimSpace(string(b)))
+		cpus, err := collector.ParseCPUList(strings.TrimSpace(string(b)))
 		if err != nil {
 			return nil, fmt.Errorf("parsing cpus of node %d: %w", id, err)
 		}
@@ -71,31 +72,6 @@ func numaNodes() (map[int][]int, error) {
 		nodes[0] = allowedCPUs()
 	}
 	return nodes, nil
-}
-
-// parseCPUList reads sysfs lists like "0-3,8,10-11".
-func parseCPUList(s string) ([]int, error) {
-	var cpus []int
-	if s == "" {
-		return nil, nil
-	}
-	for _, part := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			return nil, fmt.Errorf("cpu list %q: %w", s, err)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil {
-				return nil, fmt.Errorf("cpu list %q: %w", s, err)
-			}
-		}
-		for c := a; c <= b; c++ {
-			cpus = append(cpus, c)
-		}
-	}
-	return cpus, nil
 }
 
 // Memory policy constants from linux/mempolicy.h (not in x/sys/unix).

@@ -180,16 +180,6 @@ func TestNUMAOneNode(t *testing.T) {
 	}
 }
 
-func TestParseCPUList(t *testing.T) {
-	got, err := parseCPUList("0-2,5,7-8")
-	if err != nil || len(got) != 6 || got[3] != 5 || got[5] != 8 {
-		t.Fatalf("got %v %v", got, err)
-	}
-	if _, err := parseCPUList("a-b"); err == nil {
-		t.Error("bad list accepted")
-	}
-}
-
 func TestResolveRejectsBadInput(t *testing.T) {
 	cases := []struct {
 		w   *Workload

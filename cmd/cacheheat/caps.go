@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -30,6 +31,9 @@ func runCaps(name string, args []string, stdout io.Writer) error {
 	if fs.NArg() != 0 {
 		return usageErrorf("caps: takes no arguments, got %q; run 'cacheheat caps --help'", fs.Args())
 	}
+	if _, err := collector.LiveCPU(); errors.Is(err, collector.ErrUnknownPMU) {
+		return usageErrorf("caps: %v", err)
+	}
 	c := collector.DetectCaps("/")
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -38,6 +42,13 @@ func runCaps(name string, args []string, stdout io.Writer) error {
 	}
 	writeCaps(stdout, c)
 	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 func yesNo(b bool) string {
@@ -71,7 +82,7 @@ func writeCaps(w io.Writer, c collector.Caps) {
 
 	fmt.Fprintln(w, "\nBPF")
 	if c.BPFLoad.OK {
-		row("program load", "ok (a test socket filter was loaded and unloaded)")
+		row("program load", "ok (cacheheat's own BPF object was loaded and unloaded; nothing attached)")
 	} else {
 		row("program load", "FAILED: %s", c.BPFLoad.Error)
 	}
@@ -80,10 +91,14 @@ func writeCaps(w io.Writer, c collector.Caps) {
 	row("model", "%s", c.CPU.ModelName)
 	row("vendor", "%s, family %d (%#x), model %d (%#x), stepping %d", c.CPU.Vendor, c.CPU.Family, c.CPU.Family, c.CPU.Model, c.CPU.Model, c.CPU.Stepping)
 	pmus := strings.Join(c.PMUs, ", ")
-	if c.Mode != collector.ModeHardware {
+	if c.Mode != collector.ModeHardware || c.PMU != nil {
 		pmus += " (no core PMU among them)"
 	}
 	row("perf PMUs", "%s", pmus)
+	if c.PMU != nil {
+		row("PMU", "%s: %s, %d general counters, fixed %s; every hardware event opens a software stand-in (docs/EVENTS.md)",
+			profile.SimulatedWarning, c.PMU.Simulated, c.PMU.Counters, orNone(strings.Join(c.PMU.Fixed, ", ")))
+	}
 
 	fmt.Fprintln(w, "\nTopology")
 	writeTopology(row, c.Topology)
@@ -96,6 +111,9 @@ func writeCaps(w io.Writer, c collector.Caps) {
 		reason := e.Reason
 		if e.Errno != "" {
 			reason = e.Errno + ": " + reason
+		}
+		if e.Simulated && e.Status == profile.StatusMeasured {
+			reason = "SIMULATED by " + e.StandIn
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", e.Name, e.Kind, e.Status, reason)
 	}
@@ -170,9 +188,12 @@ func lockdownText(mode string) string {
 // has them all.
 const maxListed = 32
 
+// rowFunc prints one "key  value" line of caps' text output.
+type rowFunc func(k, format string, args ...any)
+
 // writeTopology prints the layout the way the report groups it: packages,
 // cores, NUMA nodes with their L3 domains, then every cache level.
-func writeTopology(row func(k, format string, args ...any), t profile.Topology) {
+func writeTopology(row rowFunc, t profile.Topology) {
 	ids := make([]int, len(t.CPUs))
 	for i, c := range t.CPUs {
 		ids[i] = c.ID
@@ -182,7 +203,14 @@ func writeTopology(row func(k, format string, args ...any), t profile.Topology) 
 		row("offline CPUs", "%s (present but offline: never counted)", collector.FormatCPUList(t.OfflineCPUs))
 	}
 	row("packages", "%s", groupText(t, func(c profile.CPU) int { return c.Package }, "package"))
+	writeCores(row, t)
+	writeNodes(row, t)
+	writeL3Domains(row, t)
+	writeCaches(row, t)
+}
 
+// writeCores prints the number of cores and whether SMT is on.
+func writeCores(row rowFunc, t profile.Topology) {
 	cores := map[[2]int][]int{}
 	for _, c := range t.CPUs {
 		k := [2]int{c.Package, c.Core}
@@ -192,19 +220,22 @@ func writeTopology(row func(k, format string, args ...any), t profile.Topology) 
 	for _, g := range cores {
 		maxThreads = max(maxThreads, len(g))
 	}
-	if maxThreads > 1 {
-		example := ""
-		for _, c := range t.CPUs {
-			if len(c.Siblings) > 1 {
-				example = collector.FormatCPUList(c.Siblings)
-				break
-			}
-		}
-		row("cores", "%d, SMT on: up to %d threads per core (siblings such as %s)", len(cores), maxThreads, example)
-	} else {
+	if maxThreads <= 1 {
 		row("cores", "%d, one thread per core (SMT off or absent)", len(cores))
+		return
 	}
+	example := ""
+	for _, c := range t.CPUs {
+		if len(c.Siblings) > 1 {
+			example = collector.FormatCPUList(c.Siblings)
+			break
+		}
+	}
+	row("cores", "%d, SMT on: up to %d threads per core (siblings such as %s)", len(cores), maxThreads, example)
+}
 
+// writeNodes prints each NUMA node with its CPUs, package and L3 domains.
+func writeNodes(row rowFunc, t profile.Topology) {
 	cpuByID := map[int]profile.CPU{}
 	for _, c := range t.CPUs {
 		cpuByID[c.ID] = c
@@ -231,40 +262,43 @@ func writeTopology(row func(k, format string, args ...any), t profile.Topology) 
 		}
 		row(fmt.Sprintf("  node %d", n.ID), "%s", desc)
 	}
+}
 
+// writeL3Domains prints the L3 domains, how many each package has, and
+// the CPUs of each.
+func writeL3Domains(row rowFunc, t profile.Topology) {
 	l3 := map[int][]int{}
+	perPkg := map[int]map[int]bool{}
 	for _, c := range t.CPUs {
-		if c.L3 >= 0 {
-			l3[c.L3] = append(l3[c.L3], c.ID)
+		if c.L3 < 0 {
+			continue
 		}
+		l3[c.L3] = append(l3[c.L3], c.ID)
+		if perPkg[c.Package] == nil {
+			perPkg[c.Package] = map[int]bool{}
+		}
+		perPkg[c.Package][c.L3] = true
 	}
 	if len(l3) == 0 {
 		row("L3 domains", "none reported")
-	} else {
-		perPkg := map[int]map[int]bool{}
-		for _, c := range t.CPUs {
-			if c.L3 < 0 {
-				continue
-			}
-			if perPkg[c.Package] == nil {
-				perPkg[c.Package] = map[int]bool{}
-			}
-			perPkg[c.Package][c.L3] = true
-		}
-		counts := map[int]bool{}
-		for _, m := range perPkg {
-			counts[len(m)] = true
-		}
-		row("L3 domains", "%d (per package: %s)", len(l3), joinInts(keys(counts), " or "))
-		for i, id := range keys(l3) {
-			if i == maxListed {
-				row("", "... and %d more L3 domains (see caps --json)", len(l3)-maxListed)
-				break
-			}
-			row(fmt.Sprintf("  L3 %d", id), "CPUs %s", collector.FormatCPUList(l3[id]))
-		}
+		return
 	}
+	counts := map[int]bool{}
+	for _, m := range perPkg {
+		counts[len(m)] = true
+	}
+	row("L3 domains", "%d (per package: %s)", len(l3), joinInts(keys(counts), " or "))
+	for i, id := range keys(l3) {
+		if i == maxListed {
+			row("", "... and %d more L3 domains (see caps --json)", len(l3)-maxListed)
+			break
+		}
+		row(fmt.Sprintf("  L3 %d", id), "CPUs %s", collector.FormatCPUList(l3[id]))
+	}
+}
 
+// writeCaches prints one line per cache level and type.
+func writeCaches(row rowFunc, t profile.Topology) {
 	if len(t.Caches) == 0 {
 		row("caches", "none exposed (no cpu*/cache in sysfs, common in VMs)")
 		return

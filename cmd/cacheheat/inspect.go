@@ -61,6 +61,12 @@ func readRecording(path string) (*profile.Recording, error) {
 }
 
 func printSummary(w io.Writer, s profile.Summary) {
+	if s.PMU != nil && s.PMU.Simulated != "" {
+		fmt.Fprintf(w, "%s (simulated %s)\n\n", profile.SimulatedWarning, s.PMU.Simulated)
+	}
+	if s.Synthetic != "" {
+		fmt.Fprintf(w, "SYNTHETIC RECORDING: %s\n\n", s.Synthetic)
+	}
 	fmt.Fprintf(w, "host      %s, %s, %s (%d CPUs, %d NUMA nodes)\n", s.Host.Hostname, s.Host.Kernel, s.Host.CPUModel, s.Host.CPUs, s.Host.NUMANodes)
 	fmt.Fprintf(w, "mode      %s\n", s.Mode)
 	target := s.Target.Kind
@@ -85,7 +91,18 @@ func printSummary(w io.Writer, s profile.Summary) {
 	for _, e := range s.Events {
 		if e.Status == profile.StatusMeasured {
 			t := s.Totals[e.Name]
-			fmt.Fprintf(w, "  %-24s %-11s %d\n", e.Name, e.Status, t.Total)
+			var notes []string
+			if e.Scaling > 1.005 {
+				notes = append(notes, fmt.Sprintf("scaled x%.3g (multiplexed)", e.Scaling))
+			}
+			if e.Simulated {
+				notes = append(notes, "SIMULATED by "+e.StandIn)
+			}
+			note := ""
+			if len(notes) > 0 {
+				note = "  (" + strings.Join(notes, "; ") + ")"
+			}
+			fmt.Fprintf(w, "  %-24s %-11s %d%s\n", e.Name, e.Status, t.Total, note)
 		} else {
 			fmt.Fprintf(w, "  %-24s %-11s %s\n", e.Name, e.Status, e.Reason)
 		}

@@ -27,7 +27,7 @@ func init() {
 		switch {
 		case errors.Is(err, collector.ErrHost):
 			return exitHost, true
-		case errors.Is(err, collector.ErrNoTarget), errors.Is(err, collector.ErrUnknownEvent):
+		case errors.Is(err, collector.ErrNoTarget), errors.Is(err, collector.ErrUnknownEvent), errors.Is(err, collector.ErrUnknownPMU):
 			return exitUsage, true
 		}
 		return 0, false
@@ -44,7 +44,7 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 	all := fs.BoolP("all-cpus", "a", false, "record every task on every CPU")
 	cgroup := fs.StringP("cgroup", "G", "", "record the tasks of this cgroup v2 and its descendants: a path (absolute or under the cgroup2 mount), a container id (or its first 12+ hex digits) or a pod uid")
 	cpuList := fs.StringP("cpu", "C", "", "only these CPUs (e.g. 0-3,8)")
-	events := fs.StringP("event", "e", "", "events to measure, comma-separated (default: every cache and hardware event the host has, plus cpu-clock, page-faults, major-faults, context-switches, cpu-migrations)")
+	events := fs.StringP("event", "e", "", "events to measure, comma-separated (default: a curated set of cache and hardware events for the CPU's vendor, plus cpu-clock, page-faults, major-faults, context-switches, cpu-migrations)")
 	dur := fs.StringP("duration", "d", "", "stop after this long (e.g. 10s, 1m); default: until the targets exit or Ctrl-C")
 	interval := fs.StringP("interval", "i", "1s", "window length, at least 10ms")
 	hz := fs.IntP("freq", "F", collector.DefaultSampleHz, "cpu-clock stack samples per second per CPU")
@@ -103,7 +103,10 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 		opts.CPUs = cpus
 	}
 	if *events != "" {
-		cpu, err := collector.ReadCPUInfo("/")
+		cpu, err := collector.LiveCPU()
+		if errors.Is(err, collector.ErrUnknownPMU) {
+			return usageErrorf("record: %v", err)
+		}
 		if err != nil {
 			return &hostError{err}
 		}

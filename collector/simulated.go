@@ -1,0 +1,225 @@
+package collector
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cacheheat/cacheheat/profile"
+)
+
+// EnvSimulatedPMU names a PMU fixture (simulatedPMUs) that cacheheat then
+// believes it runs on. It exists so that the hardware path (event
+// selection, counter slots, multiplexing, scaling, attribution of hardware
+// rules, the report) runs on hosts without a PMU, the machines the project
+// is built and tested on. Every count it produces is a software event
+// standing in for a hardware one, and everything says so.
+const EnvSimulatedPMU = "CACHEHEAT_SIMULATED_PMU"
+
+// SimulatedWarning is the one sentence every output of a simulated
+// recording carries.
+const SimulatedWarning = profile.SimulatedWarning
+
+// ErrUnknownPMU is returned (wrapped) for a CACHEHEAT_SIMULATED_PMU value
+// that names no fixture.
+var ErrUnknownPMU = errors.New("unknown simulated PMU")
+
+// pmuFixture is a CPU model's PMU as the simulation presents it: the CPU
+// identity the catalogue resolves vendor events for, the generic events
+// the model's kernel driver maps, and its counters.
+type pmuFixture struct {
+	name string
+	cpu  CPUInfo
+	// counters is the number of general-purpose counters per logical CPU
+	// (CPUID leaf 0xA on Intel, 6 core counters on Zen).
+	counters int
+	// fixed are the events counted on fixed counters, never multiplexed.
+	fixed []string
+	// generic are the catalogue's generic hardware and cache events the
+	// kernel maps on this model; the others are unsupported, as on the
+	// real CPU.
+	generic []string
+}
+
+// Generic events per vendor. Intel's driver maps all of them. AMD's
+// family 17h+ cache table (arch/x86/events/amd/core.c) has no LLC or NODE
+// entries, so LLC-* and node-* are ENOENT on Zen, and the kernel has no
+// L1-dcache store events there either.
+var (
+	intelGeneric = []string{"cycles", "instructions", "cache-references", "cache-misses",
+		"L1-dcache-loads", "L1-dcache-load-misses", "LLC-loads", "LLC-load-misses", "LLC-stores", "LLC-store-misses",
+		"dTLB-load-misses", "node-loads", "node-load-misses", "branch-misses", "l2-misses", "l2-references"}
+	amdGeneric = []string{"cycles", "instructions", "cache-references", "cache-misses",
+		"L1-dcache-loads", "L1-dcache-load-misses", "dTLB-load-misses", "branch-misses", "l2-misses", "l2-references"}
+)
+
+// simulatedPMUs are the fixtures, one per microarchitecture of the vendor
+// event table. CPU identities are those of a shipping part of each.
+var simulatedPMUs = []pmuFixture{
+	{name: "intel-skx", cpu: CPUInfo{Vendor: "GenuineIntel", ModelName: "Intel(R) Xeon(R) Gold 6148 CPU @ 2.40GHz", Family: 6, Model: 0x55, Stepping: 4},
+		counters: 4, fixed: []string{"instructions", "cycles"}, generic: intelGeneric},
+	{name: "intel-icx", cpu: CPUInfo{Vendor: "GenuineIntel", ModelName: "Intel(R) Xeon(R) Platinum 8380 CPU @ 2.30GHz", Family: 6, Model: 0x6a, Stepping: 6},
+		counters: 8, fixed: []string{"instructions", "cycles"}, generic: intelGeneric},
+	{name: "intel-spr", cpu: CPUInfo{Vendor: "GenuineIntel", ModelName: "Intel(R) Xeon(R) Platinum 8480+", Family: 6, Model: 0x8f, Stepping: 8},
+		counters: 8, fixed: []string{"instructions", "cycles"}, generic: intelGeneric},
+	{name: "amd-zen2", cpu: CPUInfo{Vendor: "AuthenticAMD", ModelName: "AMD EPYC 7742 64-Core Processor", Family: 0x17, Model: 0x31, Stepping: 0},
+		counters: 6, generic: amdGeneric},
+	{name: "amd-zen3", cpu: CPUInfo{Vendor: "AuthenticAMD", ModelName: "AMD EPYC 7763 64-Core Processor", Family: 0x19, Model: 0x01, Stepping: 1},
+		counters: 6, generic: amdGeneric},
+	{name: "amd-zen4", cpu: CPUInfo{Vendor: "AuthenticAMD", ModelName: "AMD EPYC 9654 96-Core Processor", Family: 0x19, Model: 0x11, Stepping: 1},
+		counters: 6, generic: amdGeneric},
+}
+
+// SimulatedPMUNames lists the fixtures.
+func SimulatedPMUNames() []string {
+	var out []string
+	for _, f := range simulatedPMUs {
+		out = append(out, f.name)
+	}
+	return out
+}
+
+func findFixture(name string) (pmuFixture, bool) {
+	for _, f := range simulatedPMUs {
+		if f.name == name {
+			return f, true
+		}
+	}
+	return pmuFixture{}, false
+}
+
+// simulatedFixture returns the fixture the environment asks for, if any.
+func simulatedFixture() (*pmuFixture, error) {
+	name := os.Getenv(EnvSimulatedPMU)
+	if name == "" {
+		return nil, nil
+	}
+	f, ok := findFixture(name)
+	if !ok {
+		return nil, fmt.Errorf("%w %s=%q; known: %s", ErrUnknownPMU, EnvSimulatedPMU, name, strings.Join(SimulatedPMUNames(), ", "))
+	}
+	return &f, nil
+}
+
+// LiveCPU is the running host's CPU, or the simulated PMU's CPU when
+// CACHEHEAT_SIMULATED_PMU is set (CPUInfo.Simulated then names it). The
+// topology is always the real one.
+func LiveCPU() (CPUInfo, error) {
+	f, err := simulatedFixture()
+	if err != nil {
+		return CPUInfo{}, err
+	}
+	if f == nil {
+		return ReadCPUInfo("/")
+	}
+	cpu := f.cpu
+	cpu.Simulated = f.name
+	return cpu, nil
+}
+
+// SimulatedPMU returns the header's PMU description of a recording made
+// with cpu: nil on a real PMU.
+func SimulatedPMU(cpu CPUInfo) *profile.PMU {
+	f, ok := findFixture(cpu.Simulated)
+	if !ok {
+		return nil
+	}
+	return &profile.PMU{Simulated: f.name, Counters: f.counters, Fixed: f.fixed, MuxIntervalNS: int64(muxInterval)}
+}
+
+// standIns is the substitution table: the software counter opened for a
+// hardware event of each role (docs/EVENTS.md explains the choice). They
+// are real kernel counts of something else; nothing is made up, and every
+// event opened this way is marked simulated.
+var standIns = map[string]string{
+	roleCycles:       "cpu-clock",
+	roleInstructions: "task-clock",
+	roleAccess:       "minor-faults",
+	roleMiss:         "page-faults",
+	roleCacheToCache: "context-switches",
+	roleRemote:       "cpu-migrations",
+	roleOther:        "major-faults",
+}
+
+// standInEvents are the software events the table names that the
+// catalogue does not list (perf knows them by these names).
+var standInEvents = []Event{
+	{Name: "task-clock", Kind: KindSoftware, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_TASK_CLOCK, Desc: "task clock (ns); CPU-wide it counts like cpu-clock"},
+	{Name: "minor-faults", Kind: KindSoftware, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_PAGE_FAULTS_MIN, Desc: "page faults served without I/O"},
+}
+
+func standInFor(role string) Event {
+	name := standIns[role]
+	if name == "" {
+		name = standIns[roleOther]
+	}
+	for _, e := range standInEvents {
+		if e.Name == name {
+			return e
+		}
+	}
+	e, _ := lookupCatalogue(name, CPUInfo{})
+	return e
+}
+
+// simulate turns the catalogue of a simulated CPU into stand-ins: each
+// hardware event the fixture has opens its role's software counter, the
+// others are unsupported, as the real model's kernel would say.
+func simulate(evs []Event, cpu CPUInfo) []Event {
+	f, ok := findFixture(cpu.Simulated)
+	if !ok {
+		return evs
+	}
+	for i, e := range evs {
+		if !e.IsHardware() || e.Missing != "" {
+			continue
+		}
+		if e.Kind != KindRaw || strings.HasPrefix(e.Name, "l2-") {
+			if !slices.Contains(f.generic, e.Name) {
+				evs[i].Missing = fmt.Sprintf("%s (simulated %s: the kernel maps no such generic event on this model)", ReasonNoSuchEvent, f.name)
+				continue
+			}
+		}
+		si := standInFor(e.Role)
+		evs[i].StandIn = &si
+	}
+	return evs
+}
+
+// muxInterval is how often the simulated PMU rotates its stand-ins when
+// more events are asked for than it has counters. The kernel rotates a
+// hardware PMU every 4 ms by default (perf_event_mux_interval_ms); the
+// simulation rotates from user space, so at a quarter of that rate to
+// keep its ioctls cheap.
+const muxInterval = 16 * time.Millisecond
+
+// muxPlan decides, for the counted events of a simulated PMU, which slots
+// rotate over its general counters and which slot's enabled time stands
+// for theirs. rotated is empty when everything fits.
+func muxPlan(counted []Event, cpu CPUInfo) (rotated []int, counters, ref int) {
+	ref = -1
+	f, ok := findFixture(cpu.Simulated)
+	if !ok {
+		return nil, 0, -1
+	}
+	var fixedOrSoftware []int
+	for i, e := range counted {
+		if e.StandIn != nil && !slices.Contains(f.fixed, e.Name) {
+			rotated = append(rotated, i)
+		} else {
+			fixedOrSoftware = append(fixedOrSoftware, i)
+		}
+	}
+	if len(rotated) <= f.counters {
+		return nil, f.counters, -1
+	}
+	if len(fixedOrSoftware) > 0 {
+		ref = fixedOrSoftware[0]
+	}
+	return rotated, f.counters, ref
+}

@@ -51,6 +51,7 @@ type Exporter struct {
 	mu          sync.Mutex
 	events      []string    // measured, by slot
 	unsupported [][2]string // event, reason
+	simulated   [][2]string // event, fixture: counted by a software stand-in
 	cpuNode     map[int]int // online CPU -> NUMA node
 	cpus        []int       // online CPUs, sorted
 	perCPU      [][]uint64  // [slot][cpu] cumulative, all tasks
@@ -123,10 +124,13 @@ func (e *Exporter) Start(h *profile.Header) error {
 		e.cpus = append(e.cpus, c.ID)
 	}
 	sort.Ints(e.cpus)
-	e.events, e.unsupported = nil, nil
+	e.events, e.unsupported, e.simulated = nil, nil, nil
 	for _, ev := range h.Events {
 		if ev.Status == profile.StatusMeasured {
 			e.events = append(e.events, ev.Name)
+			if ev.Simulated && h.Simulated() {
+				e.simulated = append(e.simulated, [2]string{ev.Name, h.PMU.Simulated})
+			}
 		} else {
 			e.unsupported = append(e.unsupported, [2]string{ev.Name, ev.Reason})
 		}
@@ -242,6 +246,7 @@ const (
 	MetricMapEntries       = "cacheheat_map_entries"
 	MetricBuildInfo        = "cacheheat_build_info"
 	MetricEventUnsupported = "cacheheat_event_unsupported"
+	MetricEventSimulated   = "cacheheat_event_simulated"
 )
 
 var (
@@ -261,13 +266,15 @@ var (
 		"Entries in cacheheat's BPF maps that grow with the host.", []string{"map"}, nil)
 	descBuildInfo = prometheus.NewDesc(MetricBuildInfo,
 		"Always 1; the version of cacheheat.", []string{"version"}, nil)
+	descSimulated = prometheus.NewDesc(MetricEventSimulated,
+		"1 for each event counted by a software stand-in of a simulated PMU (CACHEHEAT_SIMULATED_PMU): its counts are not the hardware event's.", []string{"event", "pmu"}, nil)
 	descUnsupported = prometheus.NewDesc(MetricEventUnsupported,
 		"1 for each requested event this host cannot count, with the reason.", []string{"event", "reason"}, nil)
 )
 
 // Describe sends every metric's description.
 func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descCPUEvents, descCgroupEvents, descRunq, descOffCPU, descBPFRun, descDropped, descMapEntries, descBuildInfo, descUnsupported} {
+	for _, d := range []*prometheus.Desc{descCPUEvents, descCgroupEvents, descRunq, descOffCPU, descBPFRun, descDropped, descMapEntries, descBuildInfo, descUnsupported, descSimulated} {
 		ch <- d
 	}
 }
@@ -282,6 +289,9 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, u := range e.unsupported {
 		ch <- prometheus.MustNewConstMetric(descUnsupported, prometheus.GaugeValue, 1, u[0], u[1])
+	}
+	for _, s := range e.simulated {
+		ch <- prometheus.MustNewConstMetric(descSimulated, prometheus.GaugeValue, 1, s[0], s[1])
 	}
 	for slot, ev := range e.events {
 		for _, cpu := range e.cpus {

@@ -161,3 +161,26 @@ func TestHistogramBuckets(t *testing.T) {
 		t.Errorf("off-CPU histograms without counts: %v", off)
 	}
 }
+
+// Events counted by a simulated PMU's stand-ins say so; real ones do not.
+func TestSimulatedEvents(t *testing.T) {
+	e := New(Options{})
+	h := header()
+	h.PMU = &profile.PMU{Simulated: "intel-icx"}
+	h.Events = append(h.Events, profile.EventStatus{Name: "LLC-loads", Status: profile.StatusMeasured, Simulated: true})
+	e.Start(h)
+	got := gather(t, e)["cacheheat_event_simulated"].GetMetric()
+	if len(got) != 1 {
+		t.Fatalf("simulated events: %v, want LLC-loads only", got)
+	}
+	for _, l := range got[0].GetLabel() {
+		if (l.GetName() == "event" && l.GetValue() != "LLC-loads") || (l.GetName() == "pmu" && l.GetValue() != "intel-icx") {
+			t.Errorf("label %s=%s", l.GetName(), l.GetValue())
+		}
+	}
+	e2 := New(Options{})
+	e2.Start(header())
+	if f := gather(t, e2)["cacheheat_event_simulated"]; f != nil {
+		t.Errorf("a real PMU's events marked simulated: %v", f)
+	}
+}

@@ -41,11 +41,28 @@ bench: build
 	bash bench/report.sh
 	bash bench/diff.sh
 
-# Records a bundled workload for about 10 s and writes an HTML report.
+# Records the rcu workload's bad variant (a read-mostly config behind a
+# lock) and its good one (RCU-style), in software mode as on any VM,
+# writes both reports and the diff of the two, and says what to open.
+# On a host with a hardware PMU it records falseshare as well, whose
+# cache-line contention only a PMU can see. About 20 s on 2 CPUs.
+DEMO_REC := $(BIN) record -q -i 250ms -d 5s
 demo: build
 	@mkdir -p out
-	$(BIN) caps
-	$(BIN) record -d 10s -o out/demo.rec -- $(BIN) workload run falseshare -t 2 -d 10s
-	$(BIN) inspect out/demo.rec
-	@$(BIN) report out/demo.rec -o out/demo.html >/dev/null
-	@echo "report: $(CURDIR)/out/demo.html"
+	@$(BIN) caps | tail -1
+	$(DEMO_REC) -o out/rcu-bad.rec -- $(BIN) workload run rcu --variant bad -d 5s
+	$(DEMO_REC) -o out/rcu-good.rec -- $(BIN) workload run rcu --variant good -d 5s
+	@$(BIN) report out/rcu-bad.rec -o out/rcu-bad.html >/dev/null
+	@$(BIN) report out/rcu-good.rec -o out/rcu-good.html >/dev/null
+	@$(BIN) diff out/rcu-bad.rec out/rcu-good.rec -o out/rcu-diff.html > out/rcu-diff.txt; \
+	  rc=$$?; if [ $$rc -gt 1 ]; then exit $$rc; fi
+	@if $(BIN) caps --json | grep -q '"mode": "hardware"'; then \
+	  $(DEMO_REC) -o out/falseshare-bad.rec -- $(BIN) workload run falseshare --variant bad -d 5s && \
+	  $(BIN) report out/falseshare-bad.rec -o out/falseshare-bad.html >/dev/null && \
+	  echo "  $(CURDIR)/out/falseshare-bad.html  false sharing, seen by the PMU"; fi
+	@echo
+	@echo "rcu bad, findings:"; $(BIN) analyze out/rcu-bad.rec | grep -E '^  \[' || true
+	@echo "rcu bad -> good, diff: $$(tail -1 out/rcu-diff.txt)"
+	@echo "Open first:  $(CURDIR)/out/rcu-bad.html   (findings, then the per-core heatmap and the flame graph)"
+	@echo "then:        $(CURDIR)/out/rcu-diff.html  (bad -> good: what the fix changed, with significance)"
+	@echo "and:         $(CURDIR)/out/rcu-good.html"

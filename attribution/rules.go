@@ -52,6 +52,8 @@ func (n Need) String() string {
 	switch n.Kind {
 	case NeedSamples:
 		return "stack samples"
+	case NeedFunctions:
+		return "--func functions"
 	case NeedHistogram:
 		return strings.Join(n.AnyOf, " or ") + " histogram"
 	}
@@ -200,6 +202,11 @@ func (r *Rule) notEvaluated(m *Metrics) (NotEvaluated, bool) {
 // name and why, from the recording's event status.
 func (m *Metrics) satisfies(n Need) (name, reason string, ok bool) {
 	switch n.Kind {
+	case NeedFunctions:
+		if len(m.rec.Header.Functions) > 0 {
+			return "", "", true
+		}
+		return n.String(), "not recorded (add --func SYMBOL)", false
 	case NeedSamples:
 		if m.HasSamples() {
 			return "", "", true
@@ -471,6 +478,23 @@ var table = []Rule{
 		Advice:     "Latency spikes in some windows coincide with a burst of the named cause; fix that cause first (see the rule that matches it), then re-record.",
 		Confidence: 0.6,
 		eval:       evalLatencyTail,
+	},
+	{
+		ID:      "function-tail",
+		Title:   "a function's slowest calls, and what they did more of",
+		Needs:   []Need{functions},
+		Formula: "per --func function: tail = calls in the log2 latency bucket holding p99 and above, median = calls in the bucket holding p50 and its two neighbours (never overlapping the tail); per-call means of latency and of each counter in both groups; the extra time of a tail call (tail mean latency minus median) is split over on-CPU, run-queue and blocked time; the cause is the fault, switch or migration counter whose per-call mean is the largest multiple of the median's (a counter absent from the median calls counts as 0.01 per call)",
+		Thresholds: []Threshold{
+			{Metric: "calls", Op: ">=", Value: 100, Unit: "calls", Why: "floor: with fewer calls the p99 is the slowest call or two"},
+			{Metric: "tail mean over median mean", Op: ">=", Value: 4, Unit: UnitTimes, Why: "two log2 buckets: more than bucket jitter"},
+			{Metric: "tail calls with counters", Op: ">=", Value: 1, Unit: "calls", Why: "per-call means need a call whose counters were read on one thread"},
+			{Metric: "cause per call, tail over median", Op: ">=", Value: tailCauseRatio, Unit: UnitTimes, Why: "a counter that rises less than the latency itself explains little of it"},
+			{Metric: "cause per call, tail minus median", Op: ">=", Value: tailCauseExcess, Unit: UnitEvents, Why: "floor: at least one more event per slow call, not a stray one in many"},
+		},
+		Source:     "per-call deltas of the thread's own kernel counters (task_struct), bucketed by latency in BPF; docs/FUNCTIONS.md",
+		Advice:     "The finding's verdict names where the slow calls' extra time went and what they did more of; fix that cause and re-record.",
+		Confidence: 0.8,
+		eval:       evalFunctionTail,
 	},
 }
 

@@ -172,6 +172,20 @@ var ruleCases = []ruleCase{
 			counter(evPageFaults, []uint64{u(2000 * x), 0}, 4)
 		return b.done()
 	}},
+	{"function-tail", "tail mean over median mean", func(t *testing.T, x float64) *profile.Recording {
+		// 1000 calls of 20 us, 20 of 80x us: the tail is 4x the median.
+		return newRec(t, 2, 3, swEvents...).function(map[int]fb{
+			14: {calls: 1000, lat: 20e3},
+			16: {calls: 20, lat: 4 * x * 20e3, sums: map[string]float64{profile.FuncMinFlt: 1024}},
+		}).done()
+	}},
+	{"function-tail", "calls", func(t *testing.T, x float64) *profile.Recording {
+		n := u(100 * x)
+		return newRec(t, 2, 3, swEvents...).function(map[int]fb{
+			14: {calls: n - 2, lat: 20e3},
+			20: {calls: 2, lat: 1.5e6, sums: map[string]float64{profile.FuncMinFlt: 1024}},
+		}).done()
+	}},
 }
 
 // TestSaturationSaysWho: cpu-saturation tells the target's own
@@ -262,7 +276,7 @@ func TestEveryRuleHasACase(t *testing.T) {
 	// Issue 6 fixes these ids; scripts and CI depend on them.
 	for _, id := range []string{"l1-bandwidth-contention", "l3-writeback-congestion", "llc-thrashing", "remote-numa",
 		"dtlb-pressure", "false-sharing", "core-hotspot", "cpu-saturation", "off-cpu-blocking",
-		"page-fault-storm", "migration-churn", "latency-tail"} {
+		"page-fault-storm", "migration-churn", "latency-tail", "function-tail"} {
 		if !ids[id] {
 			t.Errorf("rule %s is missing from the table", id)
 		}

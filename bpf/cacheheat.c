@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
 //go:build ignore
 
-// cacheheat's BPF side. Every measured event is a per-CPU counting perf
-// event (pid=-1) whose fd sits in the `counters` PERF_EVENT_ARRAY; the
-// programs here read those counters at each context switch and at each
-// sample, and attribute the delta since the previous read on that CPU to
-// the task that was running. Events are data: software and hardware events
-// take the same path. User space turns the cumulative values kept here into
+// cacheheat's BPF side. At each context switch and each sample, the
+// programs attribute what happened on the CPU since the last switch or
+// sample to the task that was running, when it is a target. Software
+// events come from what the scheduler and the task already keep (switch
+// timestamps, the task's fault and migration counters, the switch itself),
+// so a switch reads no perf counter; every other event (a hardware PMU's)
+// is a per-CPU counting perf event (pid=-1) whose fd sits in a
+// PERF_EVENT_ARRAY, read with bpf_perf_event_read_value, and only around
+// target tasks. User space turns the cumulative values kept here into
 // per-window deltas, so nothing is ever reset under a running program.
 
 #include "vmlinux.h"
@@ -43,11 +46,35 @@ const volatile u64 target_cgroup = 0;
 // in descendant cgroups (a container's, a service's children) count too.
 const volatile u32 target_cgroup_level = 0;
 const volatile u32 nr_events = 0;
-// The slot of context-switches, or -1. The kernel bumps that counter after
-// the sched_switch tracepoint, so a read there would hand each switch to
-// the next task on the CPU; the switch is counted for prev here instead, as
-// perf counts it for the task switched out.
-const volatile s32 switch_slot = -1;
+
+// Where each slot's counts come from (SRC_*), set by user space. The
+// software events are counted as perf counts them for a task, without
+// reading their perf counters:
+// - cpu-clock: the time between the task's switch-in (or last sample) and
+//   its switch-out, from bpf_ktime_get_ns;
+// - context-switches: one per switch-out of the task. perf bumps that
+//   counter after the sched_switch tracepoint, for the task switched out;
+// - cpu-migrations: from the task's se.nr_migrations. A task is migrated
+//   while it is off the CPU, and perf counts the migration when it next
+//   runs, on the new CPU, once however many moves there were; so is it
+//   here, at the end of that slice;
+// - page-faults, major-faults: perf counts a fault where it enters the
+//   fault handler, with registers; the task's min_flt and maj_flt also
+//   count faults taken on its behalf without them (get_user_pages: mlock,
+//   MAP_POPULATE), and not the ones that failed. So these two are still
+//   read from their perf counters, but only at the end of a slice in
+//   which the task's own fault counts moved: a slice without faults reads
+//   nothing.
+#define SRC_COUNTER 0
+#define SRC_CLOCK 1
+#define SRC_SWITCH 2
+#define SRC_MIGRATION 3
+#define SRC_FAULT 4
+#define SRC_MAJFAULT 5
+const volatile u32 slot_src[MAX_EVENTS] = {};
+// The number of SRC_COUNTER slots, and the fault slots (bit i: slot i).
+const volatile u32 nr_counters = 0;
+const volatile u64 fault_slots = 0;
 // The slot whose enabled time stands for every slot's, or -1. A real PMU
 // multiplexes in the kernel, which reports each counter's own enabled and
 // running times. The simulated PMU (collector/simulated.go) rotates its
@@ -55,6 +82,9 @@ const volatile s32 switch_slot = -1;
 // enabled clock too; there the enabled time is that of a counter that is
 // never rotated, and running stays each stand-in's own.
 const volatile s32 enabled_ref_slot = -1;
+// CLOCK_MONOTONIC when the recording was set up. A task started since has
+// all its migrations counted; an older one from the first time it is seen.
+const volatile u64 start_ns = 0;
 
 // The per-CPU counting events: one PERF_EVENT_ARRAY per event slot,
 // indexed by CPU (max_entries is left to the loader, which sizes it to the
@@ -110,11 +140,20 @@ struct task_key {
 struct task_val {
 	u64 counts[MAX_EVENTS];
 	char comm[TASK_COMM_LEN];
+	u64 migrations; // se.nr_migrations when last counted
 	// exited is set when the thread exits. User space deletes the entry
 	// once a later snapshot has taken the thread's last counts, so the map
 	// holds live threads only (see collector's prune).
 	u64 exited;
 };
+
+// Scratch space for a new task record (task_entry).
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct task_val);
+} task_scratch SEC(".maps");
 
 // Cumulative per-thread counts of the target's tasks.
 struct {
@@ -128,15 +167,26 @@ struct last_val {
 	u64 counter[MAX_EVENTS];
 	u64 enabled[MAX_EVENTS];
 	u64 running[MAX_EVENTS];
-	u64 primed;
-	// busy is set while account() updates this CPU's values. A hardware
-	// sample arrives as an NMI and can interrupt on_switch half-way
-	// through; the nested account() then leaves the values alone, and the
-	// counts it would have taken are picked up whole by the next read.
-	u64 busy;
+	u64 ts;        // when the running task was switched in or last accounted
+	u64 faults;    // its min_flt + maj_flt then
+	u64 majfaults; // its maj_flt then
+	u64 ref_enabled; // enabled time of enabled_ref_slot at the last read
+	u32 pid;       // the running task (thread id); 0 until the first switch
+	u32 counted;   // counter[] of the SRC_COUNTER slots was read for pid
+	// Fault slots whose counter[] is not the counter's value now (bit i:
+	// slot i): faults of a task that is not a target moved them unread.
+	u64 faults_stale;
+	// busy is set while a switch (or an exec or exit) updates this CPU's
+	// values. A hardware sample arrives as an NMI, and a cpu-clock sample
+	// as an interrupt during exec and exit, and can land half-way through;
+	// the sample then leaves the values alone (its stack is still taken),
+	// and what it would have counted is picked up whole by the next
+	// account.
+	u32 busy;
 };
 
-// The last counter values read on each CPU.
+// What each CPU's running task and counters were at the last switch or
+// sample.
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -272,8 +322,9 @@ static __always_inline long task_state(struct task_struct *t)
 // run-queue latency and off-CPU time are summed by the task's cgroup v2 id
 // (the kernfs node id, which is the cgroup directory's inode number), so
 // tasks that exit between two reads still count for their cgroup. In this
-// mode there are no per-thread counts and no stacks: a host-wide exporter
-// would otherwise fill the tasks map with every thread it ever saw.
+// mode there are no stacks; the per-thread records stay, for each thread's
+// baselines (and are pruned as threads exit), but the collector builds no
+// processes from them.
 const volatile bool by_cgroup = false;
 
 // Why a task left the CPU, from its state at the switch (OFFCPU_* index the
@@ -355,6 +406,12 @@ static __always_inline struct stats_val *get_stats(void)
 	return bpf_map_lookup_elem(&stats, &zero);
 }
 
+static __always_inline struct last_val *get_last(void)
+{
+	u32 zero = 0;
+	return bpf_map_lookup_elem(&last, &zero);
+}
+
 static __always_inline bool is_target(struct task_struct *t)
 {
 	u32 tgid = t->tgid;
@@ -382,80 +439,171 @@ static __always_inline bool is_target(struct task_struct *t)
 	return false;
 }
 
-// account reads every counter on this CPU and adds the delta since the last
-// read to task t when it is a target. Multiplexed counters are scaled by
-// the enabled/running deltas, as perf does.
-static __always_inline void account(struct task_struct *t, bool switching_out)
+// task_entry returns target task t's counts, creating them (with its name)
+// the first time t is seen; a rename updates the name (on_rename).
+static __always_inline struct task_val *task_entry(struct task_struct *t)
 {
+	struct task_key k = {.tgid = t->tgid, .pid = t->pid};
+	struct task_val *tv = bpf_map_lookup_elem(&tasks, &k);
+	if (tv)
+		return tv;
+	// A new record is built in scratch space: with MAX_EVENTS counts it is
+	// too big for the BPF stack.
 	u32 zero = 0;
-	struct last_val *l = bpf_map_lookup_elem(&last, &zero);
-	if (!l)
-		return;
-	// One account() at a time per CPU: an NMI (a hardware sample) that
-	// lands inside another leaves this CPU's values to it. NMIs do not
-	// nest, and the interrupted run finishes before anything else runs on
-	// this CPU, so a plain flag suffices.
-	if (l->busy)
-		return;
-	l->busy = 1;
-	barrier();
-	bool target = is_target(t);
-	struct task_val *tv = NULL;
-	struct totals_val *tot = NULL;
-	bool attribute = target && l->primed;
-	if (attribute && !by_cgroup) {
-		struct task_key k = {.tgid = t->tgid, .pid = t->pid};
-		tv = bpf_map_lookup_elem(&tasks, &k);
-		if (!tv) {
-			struct task_val init = {};
-			long err = bpf_map_update_elem(&tasks, &k, &init, BPF_NOEXIST);
-			if (err && err != -17 /* EEXIST */) {
-				struct stats_val *s = get_stats();
-				if (s) {
-					if (err == -7 /* E2BIG: map full */)
-						__sync_fetch_and_add(&s->proc_map_full, 1);
-					else
-						__sync_fetch_and_add(&s->map_errors, 1);
-				}
-			}
-			tv = bpf_map_lookup_elem(&tasks, &k);
+	struct task_val *init = bpf_map_lookup_elem(&task_scratch, &zero);
+	if (!init)
+		return NULL;
+	__builtin_memset(init, 0, sizeof(*init));
+	// A task started during the recording has all its migrations counted;
+	// an older one from now on.
+	if (t->start_time < start_ns)
+		init->migrations = t->se.nr_migrations;
+	bpf_probe_read_kernel_str(init->comm, sizeof(init->comm), t->comm);
+	long err = bpf_map_update_elem(&tasks, &k, init, BPF_NOEXIST);
+	if (err && err != -17 /* EEXIST */) {
+		struct stats_val *s = get_stats();
+		if (s) {
+			if (err == -7 /* E2BIG: map full */)
+				s->proc_map_full++;
+			else
+				s->map_errors++;
 		}
-		if (tv)
-			bpf_probe_read_kernel_str(tv->comm, sizeof(tv->comm), t->comm);
-		tot = bpf_map_lookup_elem(&target_totals, &zero);
+		return NULL;
 	}
-	// With a reference slot, its enabled delta is every slot's.
-	u64 ref_de = 0;
-	bool have_ref = false;
-	if (enabled_ref_slot >= 0) {
-		u32 r = enabled_ref_slot;
-		struct bpf_perf_event_value rv = {};
-		if (r < MAX_EVENTS && !read_slot(r, &rv)) {
-			ref_de = rv.enabled - l->enabled[r];
-			have_ref = true;
-		}
-	}
-	struct cgroup_val *cv = attribute ? cgroup_of(t) : NULL;
+	return bpf_map_lookup_elem(&tasks, &k);
+}
+
+static __always_inline bool is_fault_src(u32 src)
+{
+	return src == SRC_FAULT || src == SRC_MAJFAULT;
+}
+
+// take_over starts this CPU's accounting for task t from now: its clock and
+// fault counts; for a target with counters, also the perf counters of the
+// SRC_COUNTER slots, and those of the fault slots that are stale.
+static __always_inline void take_over(struct last_val *l, struct task_struct *t, u64 now, bool target)
+{
+	l->pid = t->pid;
+	l->ts = now;
+	l->faults = t->min_flt + t->maj_flt;
+	l->majfaults = t->maj_flt;
+	l->counted = 0;
+	if (!target || (!nr_counters && !l->faults_stale))
+		return;
 	for (u32 i = 0; i < MAX_EVENTS; i++) {
 		if (i >= nr_events)
 			break;
+		u32 src = slot_src[i];
+		if (src != SRC_COUNTER && !(is_fault_src(src) && (l->faults_stale & (1ull << i))))
+			continue;
 		struct bpf_perf_event_value v = {};
 		if (read_slot(i, &v))
 			continue;
-		u64 dc = v.counter - l->counter[i];
-		u64 de = have_ref ? ref_de : v.enabled - l->enabled[i];
-		u64 dr = v.running - l->running[i];
 		l->counter[i] = v.counter;
 		l->enabled[i] = v.enabled;
 		l->running[i] = v.running;
-		if (!attribute)
-			continue;
-		if (dr && dr < de)
-			dc = dc * de / dr;
-		if ((s32)i == switch_slot)
-			dc = switching_out ? 1 : 0;
+		l->faults_stale &= ~(1ull << i);
+	}
+	l->counted = nr_counters != 0;
+	if (enabled_ref_slot >= 0) {
+		struct bpf_perf_event_value rv = {};
+		if (!read_slot(enabled_ref_slot, &rv))
+			l->ref_enabled = rv.enabled;
+	}
+}
+
+// leave notes that task t, not a target, leaves the CPU: the faults it
+// took moved the fault counters past their last read.
+static __always_inline void leave(struct last_val *l, struct task_struct *t)
+{
+	if (l->pid != t->pid || t->min_flt + t->maj_flt != l->faults)
+		l->faults_stale = fault_slots;
+}
+
+// account adds to target task t, the task running on this CPU, what this
+// CPU counted since t was switched in or last accounted, and returns its
+// counts. switch_out is 1 when t is leaving the CPU (the switch is
+// counted), 0 otherwise.
+static __always_inline struct task_val *account(struct last_val *l, struct task_struct *t, u64 now, u64 switch_out)
+{
+	if (l->pid != t->pid) {
+		// t started running before this CPU's first switch or sample:
+		// nothing to attribute yet.
+		l->faults_stale = fault_slots;
+		return NULL;
+	}
+	struct task_val *tv = task_entry(t);
+	u32 zero = 0;
+	struct totals_val *tot = bpf_map_lookup_elem(&target_totals, &zero);
+	u64 faults = t->min_flt + t->maj_flt;
+	u64 majfaults = t->maj_flt;
+	u64 migrations = t->se.nr_migrations;
+	// perf counts a migration when the task next runs, once however many
+	// times it was moved while waiting: so one per slice that follows a
+	// move.
+	u64 mig = 0;
+	if (tv) {
+		mig = migrations != tv->migrations;
+		tv->migrations = migrations;
+	}
+	// With a reference slot, its enabled delta is every counter slot's.
+	u64 ref_de = 0;
+	bool have_ref = false;
+	if (enabled_ref_slot >= 0 && l->counted) {
+		struct bpf_perf_event_value rv = {};
+		if (!read_slot(enabled_ref_slot, &rv)) {
+			ref_de = rv.enabled - l->ref_enabled;
+			l->ref_enabled = rv.enabled;
+			have_ref = true;
+		}
+	}
+	struct cgroup_val *cv = cgroup_of(t);
+	for (u32 i = 0; i < MAX_EVENTS; i++) {
+		if (i >= nr_events)
+			break;
+		u64 dc = 0;
+		u32 src = slot_src[i];
+		switch (src) {
+		case SRC_CLOCK:
+			dc = now - l->ts;
+			break;
+		case SRC_SWITCH:
+			dc = switch_out;
+			break;
+		case SRC_MIGRATION:
+			dc = mig;
+			break;
+		default: {
+			// A fault slot is read only when t faulted in this slice.
+			if (src == SRC_FAULT && faults == l->faults)
+				break;
+			if (src == SRC_MAJFAULT && majfaults == l->majfaults)
+				break;
+			if (src == SRC_COUNTER && !l->counted)
+				continue;
+			struct bpf_perf_event_value v = {};
+			if (read_slot(i, &v))
+				continue;
+			bool stale = is_fault_src(src) && (l->faults_stale & (1ull << i));
+			l->faults_stale &= ~(1ull << i);
+			dc = v.counter - l->counter[i];
+			u64 de = have_ref && src == SRC_COUNTER ? ref_de : v.enabled - l->enabled[i];
+			u64 dr = v.running - l->running[i];
+			l->counter[i] = v.counter;
+			l->enabled[i] = v.enabled;
+			l->running[i] = v.running;
+			if (stale)
+				continue; // the baseline is gone: a new one from now
+			// Multiplexed counters are scaled by their enabled/running
+			// times, as perf does.
+			if (dr && dr < de)
+				dc = dc * de / dr;
+		}
+		}
+		// Only this CPU writes its own total, and t runs on one CPU at a
+		// time: plain adds.
 		if (tv)
-			__sync_fetch_and_add(&tv->counts[i], dc);
+			tv->counts[i] += dc;
 		if (tot)
 			tot->counts[i] += dc;
 		if (cv) {
@@ -467,9 +615,10 @@ static __always_inline void account(struct task_struct *t, bool switching_out)
 			__sync_fetch_and_add(&c->counts[i], dc);
 		}
 	}
-	l->primed = 1;
-	barrier();
-	l->busy = 0;
+	l->ts = now;
+	l->faults = faults;
+	l->majfaults = majfaults;
+	return tv;
 }
 
 static __always_inline u32 log2_bucket(u64 v)
@@ -484,13 +633,33 @@ static __always_inline u32 log2_bucket(u64 v)
 	return b;
 }
 
+// set_ts records a timestamp for thread tid in place; entries stay until
+// the thread exits (on_exit), so a switch allocates nothing.
+static __always_inline void set_ts(void *map, u32 tid, u64 now)
+{
+	u64 *ts = bpf_map_lookup_elem(map, &tid);
+	if (ts)
+		*ts = now;
+	else
+		bpf_map_update_elem(map, &tid, &now, BPF_NOEXIST);
+}
+
+// take_ts returns and clears thread tid's timestamp, 0 when none is set.
+static __always_inline u64 take_ts(void *map, u32 tid)
+{
+	u64 *ts = bpf_map_lookup_elem(map, &tid);
+	if (!ts)
+		return 0;
+	u64 v = *ts;
+	*ts = 0;
+	return v;
+}
+
 static __always_inline void record_wakeup(struct task_struct *p)
 {
 	if (!is_target(p))
 		return;
-	u32 tid = p->pid;
-	u64 now = bpf_ktime_get_ns();
-	bpf_map_update_elem(&wakeup_ts, &tid, &now, BPF_ANY);
+	set_ts(&wakeup_ts, p->pid, bpf_ktime_get_ns());
 }
 
 SEC("tp_btf/sched_wakeup")
@@ -510,55 +679,63 @@ int BPF_PROG(on_wakeup_new, struct task_struct *p)
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
+	struct last_val *l = get_last();
+	if (!l)
+		return 0;
+	bool prev_target = is_target(prev);
+	bool next_target = is_target(next);
 	u64 now = bpf_ktime_get_ns();
-	u32 zero = 0;
+	l->busy = 1;
+	barrier();
 
-	// The last switch of an exiting task is not counted: perf has already
-	// removed the task's counters by then (perf_event_exit_task).
-	long state = task_state(prev);
-	account(prev, !(state & TASK_DEAD));
-
-	if (is_target(prev)) {
+	if (prev_target) {
 		u32 tid = prev->pid;
+		long state = task_state(prev);
+		// An exiting task's last slice is not counted (on_exit).
+		if (!(state & TASK_DEAD))
+			account(l, prev, now, 1);
 		// A preempted task goes straight back onto the run queue: its run
 		// queue latency starts now, as in runqlat.bt.
 		if (state == TASK_RUNNING)
-			bpf_map_update_elem(&wakeup_ts, &tid, &now, BPF_ANY);
+			set_ts(&wakeup_ts, tid, now);
 		// By cgroup, the off-CPU reason rides in the timestamp's low
 		// bits (OFFCPU_MASK ns of resolution), saving a map per switch.
-		u64 off = by_cgroup ? (now & ~OFFCPU_MASK) | offcpu_reason_of(state) : now;
-		bpf_map_update_elem(&offcpu_ts, &tid, &off, BPF_ANY);
+		set_ts(&offcpu_ts, tid, by_cgroup ? (now & ~OFFCPU_MASK) | offcpu_reason_of(state) : now);
+	} else {
+		leave(l, prev);
 	}
-
-	u32 ntid = next->pid;
-	if (ntid == 0)
+	// The counters are read only around targets: at a target's switch-in
+	// for its baseline, at its switch-out for its delta (account).
+	take_over(l, next, now, next_target);
+	barrier();
+	l->busy = 0;
+	if (!next_target)
 		return 0;
+
+	u32 zero = 0;
+	u32 ntid = next->pid;
 	struct hist_val *h = bpf_map_lookup_elem(&hists, &zero);
 	struct cgroup_val *cv = NULL;
-	u64 *ts = bpf_map_lookup_elem(&wakeup_ts, &ntid);
-	if (ts) {
-		if (now >= *ts) {
-			u32 b = log2_bucket(now - *ts);
-			if (h)
-				h->runq[b]++;
-			cv = cgroup_of(next);
-			if (cv && b < HIST_BUCKETS) {
-				__sync_fetch_and_add(&cv->runq[b], 1);
-				__sync_fetch_and_add(&cv->runq_ns, now - *ts);
-			}
+	u64 ts = take_ts(&wakeup_ts, ntid);
+	if (ts && now >= ts) {
+		u32 b = log2_bucket(now - ts);
+		if (h)
+			h->runq[b]++;
+		cv = cgroup_of(next);
+		if (cv && b < HIST_BUCKETS) {
+			__sync_fetch_and_add(&cv->runq[b], 1);
+			__sync_fetch_and_add(&cv->runq_ns, now - ts);
 		}
-		bpf_map_delete_elem(&wakeup_ts, &ntid);
 	}
-	ts = bpf_map_lookup_elem(&offcpu_ts, &ntid);
+	ts = take_ts(&offcpu_ts, ntid);
 	if (ts) {
-		u64 off = *ts;
 		u32 r = OFFCPU_OTHER;
 		if (by_cgroup) {
-			r = off & OFFCPU_MASK;
-			off &= ~OFFCPU_MASK;
+			r = ts & OFFCPU_MASK;
+			ts &= ~OFFCPU_MASK;
 		}
-		if (now >= off) {
-			u32 b = log2_bucket(now - off);
+		if (now >= ts) {
+			u32 b = log2_bucket(now - ts);
 			if (h)
 				h->offcpu[b]++;
 			if (by_cgroup) {
@@ -566,11 +743,10 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 					cv = cgroup_of(next);
 				if (cv && r < OFFCPU_REASONS && b < HIST_BUCKETS) {
 					__sync_fetch_and_add(&cv->offcpu[r][b], 1);
-					__sync_fetch_and_add(&cv->offcpu_ns[r], now - off);
+					__sync_fetch_and_add(&cv->offcpu_ns[r], now - ts);
 				}
 			}
 		}
-		bpf_map_delete_elem(&offcpu_ts, &ntid);
 	}
 	return 0;
 }
@@ -589,7 +765,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	if (bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY)) {
 		struct stats_val *s = get_stats();
 		if (s)
-			__sync_fetch_and_add(&s->map_errors, 1);
+			s->map_errors++;
 	}
 	return 0;
 }
@@ -603,16 +779,56 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	u8 *v = bpf_map_lookup_elem(&targets, &tgid);
 	if (!v || *v != TARGET_AT_EXEC)
 		return 0;
-	// Counts up to here belong to the launcher: move this CPU's baseline
-	// past them, then start counting.
-	account(p, false);
+	// Counts up to here belong to the launcher: this CPU's accounting of
+	// p starts now, and so do its migrations.
 	*v = TARGET_YES;
+	struct last_val *l = get_last();
+	if (!l)
+		return 0;
+	l->busy = 1;
+	barrier();
+	take_over(l, p, bpf_ktime_get_ns(), true);
+	struct task_val *tv = task_entry(p);
+	if (tv)
+		tv->migrations = p->se.nr_migrations;
+	barrier();
+	l->busy = 0;
+	return 0;
+}
+
+// A task's name changes by exec, prctl(PR_SET_NAME) or a write to
+// /proc/PID/comm (by any thread, even of another process), all through
+// __set_task_comm, which fires this with the new name: names are copied
+// here and when a task is first seen, never at a switch.
+SEC("tp_btf/task_rename")
+int BPF_PROG(on_rename, struct task_struct *t, const char *comm)
+{
+	struct task_key k = {.tgid = t->tgid, .pid = t->pid};
+	struct task_val *tv = bpf_map_lookup_elem(&tasks, &k);
+	if (tv)
+		bpf_probe_read_kernel_str(tv->comm, sizeof(tv->comm), comm);
 	return 0;
 }
 
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(on_exit, struct task_struct *t)
 {
+	// perf stops counting an exiting task later in do_exit
+	// (perf_event_exit_task), after this tracepoint and the release of the
+	// task's memory; its counts so far are taken here, what follows until
+	// its last switch-out only if it is switched out meanwhile (the final
+	// switch-out counts nothing). On a loop of short processes this is
+	// closer to perf's task-clock than counting the final slice too (+8%).
+	if (is_target(t)) {
+		struct last_val *l = get_last();
+		if (l) {
+			l->busy = 1;
+			barrier();
+			account(l, t, bpf_ktime_get_ns(), 0);
+			barrier();
+			l->busy = 0;
+		}
+	}
 	u32 tid = t->pid;
 	bpf_map_delete_elem(&wakeup_ts, &tid);
 	bpf_map_delete_elem(&offcpu_ts, &tid);
@@ -625,19 +841,39 @@ int BPF_PROG(on_exit, struct task_struct *t)
 	return 0;
 }
 
+// in_kernel says whether a sample interrupted kernel code (x86: the code
+// segment's privilege level); only then is there a kernel stack to take.
+// The context's registers may only be read as whole words: volatile keeps
+// the compiler from narrowing the load to cs's two bytes.
+static __always_inline bool in_kernel(struct bpf_perf_event_data *ctx)
+{
+	u64 cs = *(volatile u64 *)((void *)&ctx->regs + __builtin_offsetof(struct pt_regs, cs));
+	return (cs & 3) == 0;
+}
+
 static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 {
 	u32 zero = 0;
 	struct stats_val *s = get_stats();
-	if (!s)
+	struct last_val *l = get_last();
+	if (!s || !l)
 		return 0;
 	s->fires[slot & 1]++;
 	struct task_struct *t = (struct task_struct *)bpf_get_current_task_btf();
-	// Attribute counters here too, so a thread that runs for a long time
-	// without a context switch shows up in the window it ran in.
-	account(t, false);
 	if (!is_target(t))
 		return 0;
+	// Attribute counts here too, so a thread that runs for a long time
+	// without a context switch shows up in the window it ran in; a thread
+	// that was already running when the programs were attached is taken
+	// over here.
+	u64 now = bpf_ktime_get_ns();
+	// A switch, exec or exit that was interrupted keeps its values.
+	if (!l->busy) {
+		if (l->pid == t->pid)
+			account(l, t, now, 0);
+		else
+			take_over(l, t, now, true);
+	}
 	s->samples[slot & 1]++;
 	if (by_cgroup)
 		return 0; // counts by cgroup only: no stacks
@@ -649,36 +885,37 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 		.pid = id >> 32,
 		.tid = (u32)id,
 		.cpu = bpf_get_smp_processor_id(),
+		.kstack = -14, // -EFAULT, what bpf_get_stackid says for no stack
 		.slot = slot,
 		.buf = buf,
 	};
+	bool kernel = in_kernel(ctx);
 	if (buf) {
 		k.ustack = bpf_get_stackid(ctx, &stacks1, BPF_F_USER_STACK);
-		k.kstack = bpf_get_stackid(ctx, &stacks1, 0);
+		if (kernel)
+			k.kstack = bpf_get_stackid(ctx, &stacks1, 0);
 	} else {
 		k.ustack = bpf_get_stackid(ctx, &stacks0, BPF_F_USER_STACK);
-		k.kstack = bpf_get_stackid(ctx, &stacks0, 0);
+		if (kernel)
+			k.kstack = bpf_get_stackid(ctx, &stacks0, 0);
 	}
 	// -EFAULT: no user stack (a kernel thread), not a loss.
 	if ((k.ustack < 0 && k.ustack != -14) || (k.kstack < 0 && k.kstack != -14))
 		s->stack_errors++;
 
+	// The key holds this CPU, so only this CPU updates the entry: a plain
+	// add.
 	u64 *cnt = bpf_map_lookup_elem(&samples, &k);
 	if (cnt) {
-		__sync_fetch_and_add(cnt, 1);
+		(*cnt)++;
 		return 0;
 	}
 	u64 one = 1;
 	long err = bpf_map_update_elem(&samples, &k, &one, BPF_NOEXIST);
-	if (err == -17 /* EEXIST: raced with another CPU */) {
-		cnt = bpf_map_lookup_elem(&samples, &k);
-		if (cnt)
-			__sync_fetch_and_add(cnt, 1);
-	} else if (err == -7 /* E2BIG */) {
+	if (err == -7 /* E2BIG */)
 		s->sample_map_full++;
-	} else if (err) {
+	else if (err)
 		s->map_errors++;
-	}
 	return 0;
 }
 

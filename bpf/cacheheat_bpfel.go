@@ -29,12 +29,19 @@ type CacheheatHistVal struct {
 }
 
 type CacheheatLastVal struct {
-	_       structs.HostLayout
-	Counter [40]uint64
-	Enabled [40]uint64
-	Running [40]uint64
-	Primed  uint64
-	Busy    uint64
+	_           structs.HostLayout
+	Counter     [40]uint64
+	Enabled     [40]uint64
+	Running     [40]uint64
+	Ts          uint64
+	Faults      uint64
+	Majfaults   uint64
+	RefEnabled  uint64
+	Pid         uint32
+	Counted     uint32
+	FaultsStale uint64
+	Busy        uint32
+	_           [4]byte
 }
 
 type CacheheatSampleKey struct {
@@ -65,10 +72,11 @@ type CacheheatTaskKey struct {
 }
 
 type CacheheatTaskVal struct {
-	_      structs.HostLayout
-	Counts [40]uint64
-	Comm   [16]int8
-	Exited uint64
+	_          structs.HostLayout
+	Counts     [40]uint64
+	Comm       [16]int8
+	Migrations uint64
+	Exited     uint64
 }
 
 type CacheheatTotalsVal struct {
@@ -132,11 +140,13 @@ const (
 	CacheheatMapStats             = "stats"
 	CacheheatMapTargetTotals      = "target_totals"
 	CacheheatMapTargets           = "targets"
+	CacheheatMapTaskScratch       = "task_scratch"
 	CacheheatMapTasks             = "tasks"
 	CacheheatMapWakeupTs          = "wakeup_ts"
 	CacheheatProgOnExec           = "on_exec"
 	CacheheatProgOnExit           = "on_exit"
 	CacheheatProgOnFork           = "on_fork"
+	CacheheatProgOnRename         = "on_rename"
 	CacheheatProgOnSwitch         = "on_switch"
 	CacheheatProgOnWakeup         = "on_wakeup"
 	CacheheatProgOnWakeupNew      = "on_wakeup_new"
@@ -144,8 +154,11 @@ const (
 	CacheheatProgSampleMiss       = "sample_miss"
 	CacheheatVarByCgroup          = "by_cgroup"
 	CacheheatVarEnabledRefSlot    = "enabled_ref_slot"
+	CacheheatVarFaultSlots        = "fault_slots"
+	CacheheatVarNrCounters        = "nr_counters"
 	CacheheatVarNrEvents          = "nr_events"
-	CacheheatVarSwitchSlot        = "switch_slot"
+	CacheheatVarSlotSrc           = "slot_src"
+	CacheheatVarStartNs           = "start_ns"
 	CacheheatVarTargetCgroup      = "target_cgroup"
 	CacheheatVarTargetCgroupLevel = "target_cgroup_level"
 	CacheheatVarTargetMode        = "target_mode"
@@ -196,6 +209,7 @@ type CacheheatProgramSpecs struct {
 	OnExec      *ebpf.ProgramSpec `ebpf:"on_exec"`
 	OnExit      *ebpf.ProgramSpec `ebpf:"on_exit"`
 	OnFork      *ebpf.ProgramSpec `ebpf:"on_fork"`
+	OnRename    *ebpf.ProgramSpec `ebpf:"on_rename"`
 	OnSwitch    *ebpf.ProgramSpec `ebpf:"on_switch"`
 	OnWakeup    *ebpf.ProgramSpec `ebpf:"on_wakeup"`
 	OnWakeupNew *ebpf.ProgramSpec `ebpf:"on_wakeup_new"`
@@ -259,6 +273,7 @@ type CacheheatMapSpecs struct {
 	Stats        *ebpf.MapSpec `ebpf:"stats"`
 	TargetTotals *ebpf.MapSpec `ebpf:"target_totals"`
 	Targets      *ebpf.MapSpec `ebpf:"targets"`
+	TaskScratch  *ebpf.MapSpec `ebpf:"task_scratch"`
 	Tasks        *ebpf.MapSpec `ebpf:"tasks"`
 	WakeupTs     *ebpf.MapSpec `ebpf:"wakeup_ts"`
 }
@@ -269,8 +284,11 @@ type CacheheatMapSpecs struct {
 type CacheheatVariableSpecs struct {
 	ByCgroup          *ebpf.VariableSpec `ebpf:"by_cgroup"`
 	EnabledRefSlot    *ebpf.VariableSpec `ebpf:"enabled_ref_slot"`
+	FaultSlots        *ebpf.VariableSpec `ebpf:"fault_slots"`
+	NrCounters        *ebpf.VariableSpec `ebpf:"nr_counters"`
 	NrEvents          *ebpf.VariableSpec `ebpf:"nr_events"`
-	SwitchSlot        *ebpf.VariableSpec `ebpf:"switch_slot"`
+	SlotSrc           *ebpf.VariableSpec `ebpf:"slot_src"`
+	StartNs           *ebpf.VariableSpec `ebpf:"start_ns"`
 	TargetCgroup      *ebpf.VariableSpec `ebpf:"target_cgroup"`
 	TargetCgroupLevel *ebpf.VariableSpec `ebpf:"target_cgroup_level"`
 	TargetMode        *ebpf.VariableSpec `ebpf:"target_mode"`
@@ -348,6 +366,7 @@ type CacheheatMaps struct {
 	Stats        *ebpf.Map `ebpf:"stats"`
 	TargetTotals *ebpf.Map `ebpf:"target_totals"`
 	Targets      *ebpf.Map `ebpf:"targets"`
+	TaskScratch  *ebpf.Map `ebpf:"task_scratch"`
 	Tasks        *ebpf.Map `ebpf:"tasks"`
 	WakeupTs     *ebpf.Map `ebpf:"wakeup_ts"`
 }
@@ -406,6 +425,7 @@ func (m *CacheheatMaps) Close() error {
 		m.Stats,
 		m.TargetTotals,
 		m.Targets,
+		m.TaskScratch,
 		m.Tasks,
 		m.WakeupTs,
 	)
@@ -417,8 +437,11 @@ func (m *CacheheatMaps) Close() error {
 type CacheheatVariables struct {
 	ByCgroup          *ebpf.Variable `ebpf:"by_cgroup"`
 	EnabledRefSlot    *ebpf.Variable `ebpf:"enabled_ref_slot"`
+	FaultSlots        *ebpf.Variable `ebpf:"fault_slots"`
+	NrCounters        *ebpf.Variable `ebpf:"nr_counters"`
 	NrEvents          *ebpf.Variable `ebpf:"nr_events"`
-	SwitchSlot        *ebpf.Variable `ebpf:"switch_slot"`
+	SlotSrc           *ebpf.Variable `ebpf:"slot_src"`
+	StartNs           *ebpf.Variable `ebpf:"start_ns"`
 	TargetCgroup      *ebpf.Variable `ebpf:"target_cgroup"`
 	TargetCgroupLevel *ebpf.Variable `ebpf:"target_cgroup_level"`
 	TargetMode        *ebpf.Variable `ebpf:"target_mode"`
@@ -431,6 +454,7 @@ type CacheheatPrograms struct {
 	OnExec      *ebpf.Program `ebpf:"on_exec"`
 	OnExit      *ebpf.Program `ebpf:"on_exit"`
 	OnFork      *ebpf.Program `ebpf:"on_fork"`
+	OnRename    *ebpf.Program `ebpf:"on_rename"`
 	OnSwitch    *ebpf.Program `ebpf:"on_switch"`
 	OnWakeup    *ebpf.Program `ebpf:"on_wakeup"`
 	OnWakeupNew *ebpf.Program `ebpf:"on_wakeup_new"`
@@ -443,6 +467,7 @@ func (p *CacheheatPrograms) Close() error {
 		p.OnExec,
 		p.OnExit,
 		p.OnFork,
+		p.OnRename,
 		p.OnSwitch,
 		p.OnWakeup,
 		p.OnWakeupNew,

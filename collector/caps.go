@@ -296,7 +296,7 @@ func verdict(c Caps) string {
 	if c.Mode != ModeHardware && c.PMU == nil {
 		switch {
 		case swMeasured && !swDenied:
-			v += ", software events and latency histograms are"
+			v += "; software events and latency histograms are available"
 		case swDenied:
 			v += "; software events are denied too (run as root or grant CAP_PERFMON)"
 		}

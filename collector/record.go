@@ -42,17 +42,25 @@ type Options struct {
 	// OnWindow is called after each window is written; it must return
 	// quickly, the recorder waits for it.
 	OnWindow func(*profile.Window, Status)
-	// Warn receives one-line warnings (unsupported events, ...).
+	// Sinks receive the header and every window in memory (WindowSink).
+	Sinks []WindowSink
+	// Warn receives one-line warnings (data lost, application metrics
+	// unreadable, ...).
 	Warn func(string)
-	// Sinks receive the header and every window in memory (sink.go).
-	// With sinks, Output may be empty: then no file is written.
-	Sinks []Sink
+	// Funcs are functions whose calls are timed, with the calling task's
+	// counters per call (--func); FuncEvents also keeps each call.
+	Funcs      []FuncSpec
+	FuncEvents bool
+	// Note receives the one line that says how many requested events
+	// this host cannot measure; nil drops it (record -q).
+	Note func(string)
 	// ByCgroup counts by cgroup v2 instead of by thread and takes no
-	// stacks: windows have no processes or samples, and sinks get each
-	// cgroup's counts and latency histograms.
+	// stacks: windows have no processes or samples, and ExtrasSinks get
+	// each cgroup's counts and latency histograms. With sinks, Output may
+	// be empty: then no file is written.
 	ByCgroup bool
 	// BPFStats turns the kernel's BPF run-time accounting on while the
-	// recorder runs, for SinkWindow.Programs.
+	// recorder runs, for WindowExtras.Programs.
 	BPFStats bool
 }
 
@@ -179,7 +187,7 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 			unsupported = append(unsupported, ev.Name)
 		}
 	}
-	if len(unsupported) > 0 {
+	if len(unsupported) > 0 && o.Note != nil {
 		reasons := map[string]bool{}
 		var rs []string
 		for _, st := range statuses {
@@ -188,7 +196,8 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 				rs = append(rs, st.Reason)
 			}
 		}
-		o.Warn(fmt.Sprintf("%d events not measured (%s): %s", len(unsupported), strings.Join(rs, "; "), strings.Join(unsupported, ", ")))
+		mode := HostMode(statuses) + " mode: "
+		o.Note(fmt.Sprintf("%s%d of %d events not measured: %s; 'cacheheat caps' says which and why", mode, len(unsupported), len(statuses), strings.Join(rs, "; ")))
 	}
 	// A simulated PMU with more events than counters rotates them, and
 	// needs one counter that never rotates as the clock of their enabled
@@ -253,6 +262,27 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 		}
 	}()
 
+	// Function probes attach before the command is released, so its
+	// first call is timed.
+	var fk *funcKernel
+	if len(o.Funcs) > 0 {
+		fc := funcConfig{specs: o.Funcs, target: tgt, events: o.FuncEvents, hwReason: funcHardwareReason(host.Mode)}
+		switch tgt.Kind {
+		case profile.TargetPID, profile.TargetCommand:
+			fc.pids = tgt.PIDs
+		case profile.TargetCgroup:
+			fc.cgroupID, fc.cgroupLevel = kc.cgroupID, kc.cgroupLevel
+		}
+		if fk, err = openFuncs(fc); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if cerr := fk.close(); cerr != nil && err == nil {
+				err = fmt.Errorf("releasing function probes: %w", cerr)
+			}
+		}()
+	}
+
 	names := make([]string, len(kc.counted))
 	for i, ev := range kc.counted {
 		names[i] = ev.Name
@@ -284,31 +314,28 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 		}
 	}
 	start := time.Now()
-	hdr := profile.Header{
-		Tool: "cacheheat", StartTime: start, Host: host,
+	header := profile.Header{
+		FormatVersion: profile.FormatVersion(),
+		Tool:          "cacheheat", StartTime: start, Host: host,
 		Target: tgt.header(), Settings: settings, Events: statuses,
 		PMU: SimulatedPMU(cpu),
 	}
-	for _, s := range o.Sinks {
-		if err := s.Start(&hdr); err != nil {
-			return nil, err
-		}
+	if fk != nil {
+		fk.startMono.Store(monoNow())
+		header.Functions = fk.specs()
 	}
 	var w *profile.Writer
 	if o.Output != "" {
-		if w, err = profile.Create(o.Output, hdr); err != nil {
-			return nil, err
-		}
-		r.mu.Lock()
-		r.w = w
-		r.mu.Unlock()
-	}
-
-	if cm != nil {
-		if err := cm.release(); err != nil {
+		if w, err = profile.Create(o.Output, header); err != nil {
 			return nil, err
 		}
 	}
+	for _, s := range o.Sinks {
+		s.Header(header)
+	}
+	r.mu.Lock()
+	r.w = w
+	r.mu.Unlock()
 
 	rec := &run{
 		k: k, sym: sym, am: am,
@@ -316,7 +343,7 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 			events: names, sampleEvs: sampleEvs, sampleHz: o.SampleHz,
 			ncpu: host.Topology.MaxCPU() + 1, sampled: len(cpus),
 			allTasks: tgt.Kind == profile.TargetAll,
-			procComm: procComm, procCmd: procCmdline,
+			procComm: procComm, procCmd: newCmdlines().get,
 			stackTable: newStackTable(sym),
 		},
 		start: start,
@@ -324,9 +351,25 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 	rec.meta.procContainer = (&procContainers{}).get
 	if o.ByCgroup {
 		rec.cgNames = newCgroupNames(cgroup2Mount())
+		// Counting by cgroup, windows carry no processes: nothing is read
+		// from /proc per process and window.
+		rec.meta.procComm, rec.meta.procCmd, rec.meta.procContainer = nil, nil, nil
 	}
+	// The first snapshot is taken before a command starts, so that none of
+	// its counts can land between the snapshot's reads of the task map and
+	// of the per-CPU totals.
 	if rec.prev, err = k.snapshot(); err != nil {
 		return nil, err
+	}
+	if fk != nil {
+		// The function maps start at zero when loaded, before the command
+		// is released: a snapshot taken now would hide its first calls.
+		rec.fk, rec.fprev = fk, fk.zeroSnap()
+	}
+	if cm != nil {
+		if err := cm.release(); err != nil {
+			return nil, err
+		}
 	}
 
 	exited := make(chan struct{})
@@ -414,6 +457,11 @@ loop:
 			o.Warn(msg)
 		}
 	}
+	if f := rec.flost; f.unmatched+f.inflightFull+f.eventsDropped > 0 {
+		msg := fmt.Sprintf("function calls not timed: %d returns without their entry (in-flight map full or entered before recording), %d entries not stored; %d per-call events dropped", f.unmatched, f.inflightFull, f.eventsDropped)
+		trailer.Warnings = append(trailer.Warnings, msg)
+		o.Warn(msg)
+	}
 	if d := rec.drops; d.Total() > 0 {
 		trailer.Warnings = append(trailer.Warnings, fmt.Sprintf("data lost: %d stack errors, %d samples (sample map full), %d counter deltas (task map full), %d other map errors", d.StackErrors, d.SampleMapFull, d.ProcMapFull, d.MapErrors))
 	}
@@ -441,6 +489,9 @@ type run struct {
 	samples uint64
 	drops   profile.Drops
 	windows int
+	fk      *funcKernel // nil without --func
+	fprev   *funcSnap
+	flost   struct{ unmatched, inflightFull, eventsDropped uint64 }
 	cgNames *cgroupNames // by-cgroup mode
 }
 
@@ -457,24 +508,51 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 	if err != nil {
 		return err
 	}
-	if last && endNS-rc.lastNS < int64(time.Millisecond) && len(samples) == 0 {
+	var funcs []profile.FunctionWindow
+	var fcur *funcSnap
+	calls := false
+	if rc.fk != nil {
+		if fcur, err = rc.fk.snapshot(); err != nil {
+			return err
+		}
+		funcs = rc.fk.window(rc.fprev, fcur, endNS)
+		for _, f := range funcs {
+			rc.flost.unmatched += f.Unmatched
+			rc.flost.inflightFull += f.InflightFull
+			rc.flost.eventsDropped += f.EventsDropped
+			calls = calls || len(f.Buckets) > 0 || f.Entries > 0 || f.Unmatched > 0
+		}
+	}
+	if last && endNS-rc.lastNS < int64(time.Millisecond) && len(samples) == 0 && !calls {
 		return nil
 	}
-	// Mappings of every process seen are read now, while it may still run.
-	seen := map[int]bool{}
+	// Mappings of a process sampled are read now, while it may still run,
+	// when they were never read or no longer cover its stacks.
+	addrs := map[int][]uint64{}
 	for _, s := range samples {
-		if !seen[s.pid] {
-			seen[s.pid] = true
-			_ = rc.sym.Snapshot(s.pid)
+		if len(s.user) > 0 {
+			addrs[s.pid] = append(addrs[s.pid], s.user...)
+		}
+	}
+	for pid, a := range addrs {
+		if rc.sym.NeedsSnapshot(pid, a) {
+			_ = rc.sym.Snapshot(pid)
 		}
 	}
 	m := rc.meta
 	m.startNS, m.endNS = rc.lastNS, endNS
 	win := buildWindow(rc.prev, cur, samples, lost, m)
+	if r.opts.ByCgroup {
+		win.Processes = nil
+	}
+	win.Functions = funcs
+	if fcur != nil {
+		rc.fprev = fcur
+	}
 	if rc.am != nil {
 		win.AppMetrics = rc.am.poll(last)
 	}
-	sw, err := r.sinkWindow(rc, cur, win)
+	x, err := r.windowExtras(rc, cur, win)
 	if err != nil {
 		return err
 	}
@@ -501,13 +579,11 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 	if r.opts.OnWindow != nil {
 		r.opts.OnWindow(win, st)
 	}
-	if sw != nil {
-		sw.Status = st
-		for _, s := range r.opts.Sinks {
-			if err := s.Window(sw); err != nil {
-				return err
-			}
+	for _, s := range r.opts.Sinks {
+		if xs, ok := s.(ExtrasSink); ok && x != nil {
+			xs.Extras(x)
 		}
+		s.Window(win, st)
 	}
 	return nil
 }
@@ -573,4 +649,36 @@ func procCmdline(pid int) []string {
 		return nil
 	}
 	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+}
+
+// cmdlines caches each process's command line while its name stays the
+// same: an exec renames it, so /proc is read once per process and program
+// rather than every window. A process that exits keeps the last one read.
+type cmdlines struct {
+	m map[int]cmdline
+}
+
+type cmdline struct {
+	comm string
+	argv []string
+}
+
+func newCmdlines() *cmdlines { return &cmdlines{m: map[int]cmdline{}} }
+
+func (c *cmdlines) get(pid int, comm string) []string {
+	if e, ok := c.m[pid]; ok && e.comm == comm {
+		return e.argv
+	}
+	if len(c.m) >= 1<<16 {
+		clear(c.m) // a long recording of a busy host: start over
+	}
+	argv := procCmdline(pid)
+	if argv == nil {
+		if e, ok := c.m[pid]; ok {
+			return e.argv
+		}
+		return nil
+	}
+	c.m[pid] = cmdline{comm: comm, argv: argv}
+	return argv
 }

@@ -71,7 +71,11 @@ type kernel struct {
 	cfg      kernelConfig
 	buf      uint32 // active stack buffer
 	missOK   bool
-	mux      *rotator
+	drains   int // drainSamples calls, for the periodic stack map sweep
+	// Buffers of the batch reads, kept from window to window.
+	taskBuf   batchBuf[bpf.CacheheatTaskKey, bpf.CacheheatTaskVal]
+	sampleBuf batchBuf[bpf.CacheheatSampleKey, uint64]
+	mux       *rotator
 	// exited holds the task records the BPF side marked exited at the
 	// previous snapshot: deleted after the next one, which has their last
 	// counts.
@@ -131,12 +135,20 @@ func openKernel(cfg kernelConfig) (_ *kernel, err error) {
 	if len(cfg.rotated) > 0 {
 		ref = int32(cfg.refSlot)
 	}
+	src, nrCounters, faultSlots := slotSources(cfg.counted, counterSlots(spec))
+	var now unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err != nil {
+		return nil, fmt.Errorf("reading the monotonic clock: %w", err)
+	}
 	for name, v := range map[string]any{
 		"target_mode":         cfg.mode,
 		"target_cgroup":       cfg.cgroupID,
 		"target_cgroup_level": cfg.cgroupLevel,
 		"nr_events":           uint32(len(cfg.counted)),
-		"switch_slot":         switchSlot(cfg.counted),
+		"slot_src":            src,
+		"nr_counters":         nrCounters,
+		"fault_slots":         faultSlots,
+		"start_ns":            uint64(now.Nano()),
 		"by_cgroup":           cfg.byCgroup,
 		"enabled_ref_slot":    ref,
 	} {
@@ -196,6 +208,7 @@ func openKernel(cfg kernelConfig) (_ *kernel, err error) {
 		{k.objs.OnFork, "sched_process_fork"},
 		{k.objs.OnExec, "sched_process_exec"},
 		{k.objs.OnExit, "sched_process_exit"},
+		{k.objs.OnRename, "task_rename"},
 	} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: a.prog})
 		if err != nil {
@@ -243,15 +256,54 @@ func openKernel(cfg kernelConfig) (_ *kernel, err error) {
 	return k, nil
 }
 
-// switchSlot is the slot of context-switches among the counted events, or
-// -1 (see switch_slot in bpf/cacheheat.c).
-func switchSlot(evs []Event) int32 {
+// Where the BPF side takes a slot's counts from (SRC_* in bpf/cacheheat.c).
+const (
+	srcCounter   = 0 // its per-CPU perf counter
+	srcClock     = 1
+	srcSwitch    = 2
+	srcMigration = 3
+	srcFault     = 4
+	srcMajFault  = 5
+)
+
+// softwareSources are the software events the BPF side counts from the
+// scheduler and the task's own counters instead of reading their perf
+// counters at every switch.
+var softwareSources = map[uint64]uint32{
+	unix.PERF_COUNT_SW_CPU_CLOCK:        srcClock,
+	unix.PERF_COUNT_SW_CONTEXT_SWITCHES: srcSwitch,
+	unix.PERF_COUNT_SW_CPU_MIGRATIONS:   srcMigration,
+	unix.PERF_COUNT_SW_PAGE_FAULTS:      srcFault,
+	unix.PERF_COUNT_SW_PAGE_FAULTS_MAJ:  srcMajFault,
+}
+
+// slotSources says, per slot (n of them: MAX_EVENTS), where its counts
+// come from, how many slots are read from perf counters at every switch of
+// a target, and which are fault slots (bit i: slot i), read only after the
+// task faulted. Only events of the software kind qualify: an event of
+// another kind opened as a software counter (a simulated PMU's stand-in)
+// still takes the counter path, except a context-switches stand-in, which
+// perf bumps after the switch tracepoint, so that a counter read there
+// would charge each switch to the next task.
+func slotSources(evs []Event, n int) (src []uint32, counters uint32, faults uint64) {
+	src = make([]uint32, n)
 	for i, ev := range evs {
-		if ev.Type == unix.PERF_TYPE_SOFTWARE && ev.Config == unix.PERF_COUNT_SW_CONTEXT_SWITCHES {
-			return int32(i)
+		s, ok := softwareSources[ev.Config]
+		switch attr := ev.Attr(); {
+		case attr.Type == unix.PERF_TYPE_SOFTWARE && attr.Config == unix.PERF_COUNT_SW_CONTEXT_SWITCHES:
+			s = srcSwitch
+		case ev.Kind != KindSoftware || ev.StandIn != nil || ev.Type != unix.PERF_TYPE_SOFTWARE || !ok:
+			s = srcCounter
+			counters++
+		}
+		if s == srcFault || s == srcMajFault {
+			faults |= 1 << i
+		}
+		if i < n {
+			src[i] = s
 		}
 	}
-	return -1
+	return src, counters, faults
 }
 
 func (k *kernel) attachSampler(prog *ebpf.Program, ev Event, cpu, hz int, period uint64) error {
@@ -330,19 +382,17 @@ func (k *kernel) snapshot() (*snapshot, error) {
 		target: make([][]uint64, len(k.cfg.counted)),
 		host:   make([][]counterValue, len(k.cfg.counted)),
 	}
-	var key bpf.CacheheatTaskKey
-	var val bpf.CacheheatTaskVal
+	keys, vals, err := k.taskBuf.readAll(k.objs.Tasks)
+	if err != nil {
+		return nil, fmt.Errorf("reading the task map: %w", err)
+	}
 	var exited []bpf.CacheheatTaskKey
-	it := k.objs.Tasks.Iterate()
-	for it.Next(&key, &val) {
-		tv := taskVal{comm: cString(val.Comm[:]), counts: append([]uint64(nil), val.Counts[:]...)}
+	for i, key := range keys {
+		tv := taskVal{comm: cString(vals[i].Comm[:]), counts: append([]uint64(nil), vals[i].Counts[:]...)}
 		s.tasks[taskKey{tgid: int(key.Tgid), tid: int(key.Pid)}] = tv
-		if val.Exited != 0 {
+		if vals[i].Exited != 0 {
 			exited = append(exited, key)
 		}
-	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("reading the task map: %w", err)
 	}
 	k.prune(exited)
 
@@ -469,17 +519,24 @@ func (k *kernel) drainSamples() ([]rawSample, uint64, error) {
 	if old == 1 {
 		stacks = k.objs.Stacks1
 	}
+	all, counts, err := k.sampleBuf.readAll(k.objs.Samples)
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading samples: %w", err)
+	}
 	var keys []bpf.CacheheatSampleKey
-	var key bpf.CacheheatSampleKey
-	var cnt uint64
-	it := k.objs.Samples.Iterate()
-	for it.Next(&key, &cnt) {
+	var cnts []uint64
+	for i, key := range all {
 		if uint32(key.Buf) == old {
 			keys = append(keys, key)
+			cnts = append(cnts, counts[i])
 		}
 	}
-	if err := it.Err(); err != nil {
-		return nil, 0, fmt.Errorf("reading samples: %w", err)
+	if len(keys) > 0 {
+		// Only this process deletes samples, and the programs write to the
+		// other buffer now: every key read is still there.
+		if _, err := k.objs.Samples.BatchDelete(keys, nil); err != nil {
+			return nil, 0, fmt.Errorf("clearing samples: %w", err)
+		}
 	}
 	cache := map[int32][]uint64{}
 	readStack := func(id int32) ([]uint64, bool) {
@@ -506,10 +563,8 @@ func (k *kernel) drainSamples() ([]rawSample, uint64, error) {
 	}
 	var out []rawSample
 	var lost uint64
-	for _, key := range keys {
-		if err := k.objs.Samples.LookupAndDelete(&key, &cnt); err != nil {
-			continue // taken by nobody else: only we delete
-		}
+	for i, key := range keys {
+		cnt := cnts[i]
 		us, ok1 := readStack(key.Ustack)
 		ks, ok2 := readStack(key.Kstack)
 		if !ok1 || !ok2 {
@@ -521,18 +576,69 @@ func (k *kernel) drainSamples() ([]rawSample, uint64, error) {
 		})
 	}
 	// Clear the drained buffer's stack ids; the kernel hands out the same
-	// ids again for other stacks.
-	var id uint32
-	var ids []uint32
-	var raw [127]uint64
-	sit := stacks.Iterate()
-	for sit.Next(&id, &raw) {
-		ids = append(ids, id)
+	// ids again for other stacks. The ids the samples named are deleted
+	// one by one (a stack map has no batch operations); a stack whose
+	// sample was lost (a full sample map) is swept every sweepEvery
+	// drains.
+	k.drains++
+	if k.drains%sweepEvery == 0 {
+		var id uint32
+		var raw [127]uint64
+		sit := stacks.Iterate()
+		for sit.Next(&id, &raw) {
+			cache[int32(id)] = nil
+		}
 	}
-	for _, id := range ids {
-		_ = stacks.Delete(id)
+	for id := range cache {
+		if id >= 0 {
+			_ = stacks.Delete(uint32(id))
+		}
 	}
 	return out, lost, nil
+}
+
+// sweepEvery is how often (in drains) every id of a stack map is cleared.
+const sweepEvery = 64
+
+// batchBuf reads every entry of a hash map in batches: a few system calls
+// for the whole map, where iterating costs two per entry. Kernels without
+// batch operations (before 5.6) are iterated. What readAll returns is
+// valid until its next call.
+type batchBuf[K, V any] struct {
+	keys []K
+	vals []V
+}
+
+func (b *batchBuf[K, V]) readAll(m *ebpf.Map) ([]K, []V, error) {
+	const chunk = 4096
+	b.keys, b.vals = b.keys[:0], b.vals[:0]
+	var cursor ebpf.MapBatchCursor
+	for {
+		n := len(b.keys)
+		b.keys, b.vals = slices.Grow(b.keys, chunk)[:n+chunk], slices.Grow(b.vals, chunk)[:n+chunk]
+		got, err := m.BatchLookup(&cursor, b.keys[n:], b.vals[n:], nil)
+		b.keys, b.vals = b.keys[:n+got], b.vals[:n+got]
+		switch {
+		case errors.Is(err, ebpf.ErrKeyNotExist):
+			return b.keys, b.vals, nil
+		case errors.Is(err, ebpf.ErrNotSupported):
+			return iterateAll[K, V](m)
+		case err != nil:
+			return nil, nil, err
+		}
+	}
+}
+
+func iterateAll[K, V any](m *ebpf.Map) ([]K, []V, error) {
+	var outK []K
+	var outV []V
+	var k K
+	var v V
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		outK, outV = append(outK, k), append(outV, v)
+	}
+	return outK, outV, it.Err()
 }
 
 func cString(b []int8) string {

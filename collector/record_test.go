@@ -2,8 +2,10 @@ package collector
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,9 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
-
-	"github.com/cacheheat/cacheheat/bpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/cacheheat/cacheheat/profile"
 )
@@ -55,6 +55,35 @@ func runHelper(h string) {
 		for i := 0; i < n; i++ {
 			mem[i*page] = 1
 		}
+	case "work":
+		// n pages touched, then about 100 ms of CPU.
+		page := os.Getpagesize()
+		mem, err := syscall.Mmap(-1, 0, n*page, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+		if err != nil {
+			panic(err)
+		}
+		for i := 0; i < n; i++ {
+			mem[i*page] = 1
+		}
+		x := uint64(n)
+		for start := time.Now(); time.Since(start) < 100*time.Millisecond; {
+			for j := 0; j < 100_000; j++ {
+				x = x*6364136223846793005 + 1442695040888963407
+			}
+		}
+		sink.Add(x)
+	case "rename":
+		// Another thread renames the process (its main thread) while the
+		// main thread sleeps, as the bundled workloads do; then it exits.
+		time.Sleep(50 * time.Millisecond)
+		done := make(chan struct{})
+		go func() {
+			runtime.LockOSThread()
+			os.WriteFile("/proc/self/comm", []byte(f[2]), 0)
+			close(done)
+		}()
+		<-done
+		time.Sleep(200 * time.Millisecond)
 	case "sleeps":
 		for i := 0; i < n; i++ {
 			time.Sleep(time.Millisecond)
@@ -115,43 +144,34 @@ func events(t *testing.T, names ...string) []Event {
 	return out
 }
 
-// ourPrograms lists the loaded BPF programs that are cacheheat's, by name.
-func ourPrograms(t *testing.T) []string {
+// kernelFDs lists this process's file descriptors of BPF objects and perf
+// events. Only the test's own process is looked at: other profilers, and
+// other cacheheat instances, may run on the host at the same time.
+func kernelFDs(t *testing.T) []string {
 	t.Helper()
-	names := map[string]bool{}
-	spec, err := loadSpecNames()
+	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range spec {
-		names[n] = true
-	}
 	var found []string
-	var id ebpf.ProgramID
-	for {
-		next, err := ebpf.ProgramGetNextID(id)
+	for _, e := range ents {
+		target, err := os.Readlink("/proc/self/fd/" + e.Name())
 		if err != nil {
-			break
+			continue // the fd of the directory being read
 		}
-		id = next
-		p, err := ebpf.NewProgramFromID(id)
-		if err != nil {
-			continue
-		}
-		info, err := p.Info()
-		p.Close()
-		if err == nil && names[info.Name] {
-			found = append(found, fmt.Sprintf("%s (id %d)", info.Name, id))
+		if strings.HasPrefix(target, "anon_inode:bpf") || target == "anon_inode:[perf_event]" {
+			found = append(found, e.Name()+" "+target)
 		}
 	}
 	return found
 }
 
 // record runs a recording in the test and reads it back, checking that
-// nothing of ours stays loaded afterwards.
+// the recorder closed every BPF object and perf event it opened (so the
+// kernel unloads them).
 func record(t *testing.T, ctx context.Context, opts Options) *profile.Recording {
 	t.Helper()
-	before := ourPrograms(t)
+	before := kernelFDs(t)
 	if opts.Output == "" {
 		opts.Output = filepath.Join(t.TempDir(), "r.rec")
 	}
@@ -162,6 +182,8 @@ func record(t *testing.T, ctx context.Context, opts Options) *profile.Recording 
 		opts.Interval = 200 * time.Millisecond
 	}
 	opts.Warn = func(s string) { t.Log("warning:", s) }
+	sink := &memSink{}
+	opts.Sinks = append(opts.Sinks, sink)
 	r, err := NewRecorder(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -169,17 +191,8 @@ func record(t *testing.T, ctx context.Context, opts Options) *profile.Recording 
 	if _, err := r.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// The kernel frees detached tracing programs after an RCU grace
-	// period, so "released" is checked until it settles.
-	var after []string
-	for range 50 {
-		if after = ourPrograms(t); len(after) <= len(before) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if len(after) > len(before) {
-		t.Errorf("BPF programs still loaded 5s after the recording: %v (before: %v)", after, before)
+	if after := kernelFDs(t); len(after) > len(before) {
+		t.Errorf("BPF objects or perf events left open after the recording: %v (before: %v)", after, before)
 	}
 	rec, err := profile.ReadFile(opts.Output)
 	if err != nil {
@@ -188,7 +201,49 @@ func record(t *testing.T, ctx context.Context, opts Options) *profile.Recording 
 	if rec.Trailer == nil {
 		t.Fatalf("recording has no trailer: %s", rec.Warning)
 	}
+	sink.check(t, rec)
 	return rec
+}
+
+// memSink keeps what a WindowSink receives, to compare with the file.
+type memSink struct {
+	headers int
+	header  profile.Header
+	windows []*profile.Window
+}
+
+func (m *memSink) Header(h profile.Header)            { m.headers++; m.header = h }
+func (m *memSink) Window(w *profile.Window, _ Status) { m.windows = append(m.windows, w) }
+
+// check asserts that the sink got, in memory, the header and windows the
+// file holds: one header before the windows, and the same counters,
+// samples and histograms window by window.
+func (m *memSink) check(t *testing.T, rec *profile.Recording) {
+	t.Helper()
+	if m.headers != 1 {
+		t.Fatalf("sink got %d headers, want 1", m.headers)
+	}
+	hj, _ := json.Marshal(m.header)
+	fj, _ := json.Marshal(rec.Header)
+	if string(hj) != string(fj) {
+		t.Errorf("sink's header differs from the file's:\n%s\n%s", hj, fj)
+	}
+	if len(m.windows) != len(rec.Windows) {
+		t.Fatalf("sink got %d windows, the file has %d", len(m.windows), len(rec.Windows))
+	}
+	for i, w := range m.windows {
+		f := rec.Windows[i]
+		for _, part := range []struct {
+			name string
+			a, b any
+		}{{"counters", w.Counters, f.Counters}, {"samples", w.Samples, f.Samples}, {"histograms", w.Histograms, f.Histograms}} {
+			a, _ := json.Marshal(part.a)
+			b, _ := json.Marshal(part.b)
+			if string(a) != string(b) {
+				t.Errorf("window %d: the sink's %s differ from the file's", i, part.name)
+			}
+		}
+	}
 }
 
 func helperCommand(t *testing.T, h string) []string {
@@ -239,6 +294,78 @@ func TestRecordCommandPageFaults(t *testing.T) {
 	}
 	if perCPU < got {
 		t.Errorf("per-CPU target page-faults %d below the process's %d", perCPU, got)
+	}
+}
+
+// TestRecordSoftwareSourcesMatchCounters records cpu-clock and
+// page-faults twice in one run: as software events (switch timestamps, and
+// the fault counter read only after slices with faults) and as stand-ins
+// of another kind, which take the path of hardware events (their perf
+// counters read at every switch of the target). The two must agree.
+func TestRecordSoftwareSourcesMatchCounters(t *testing.T) {
+	needBPF(t)
+	evs := events(t, "cpu-clock", "page-faults", "context-switches")
+	evs = append(evs,
+		Event{Name: "cpu-clock-by-counter", Kind: KindRaw, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CPU_CLOCK},
+		Event{Name: "page-faults-by-counter", Kind: KindRaw, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_PAGE_FAULTS})
+	if src, counters, faults := slotSources(evs, 16); src[0] != srcClock || src[3] != srcCounter || counters != 2 || faults != 1<<1 {
+		t.Fatalf("slot sources %v, %d counters, fault slots %b: want the stand-ins on counters", src[:5], counters, faults)
+	}
+	rec := record(t, context.Background(), Options{
+		Target: Target{Kind: profile.TargetCommand, Command: helperCommand(t, "work 5000")},
+		Events: evs,
+	})
+	pid := rec.Header.Target.PIDs[0]
+	for _, c := range []struct {
+		soft, counter string
+		tol           float64
+	}{{"cpu-clock", "cpu-clock-by-counter", 0.02}, {"page-faults", "page-faults-by-counter", 0.01}} {
+		s, k := processTotal(rec, pid, c.soft), processTotal(rec, pid, c.counter)
+		t.Logf("%s %d, %s %d", c.soft, s, c.counter, k)
+		if s == 0 || math.Abs(float64(s)-float64(k)) > c.tol*float64(k) {
+			t.Errorf("%s %d, %s %d: want them within %.0f%%", c.soft, s, c.counter, k, c.tol*100)
+		}
+	}
+	if pf := processTotal(rec, pid, "page-faults"); pf < 5000 {
+		t.Errorf("page-faults %d with 5000 pages touched", pf)
+	}
+}
+
+// TestRecordRename: a process renamed by another of its threads (a write
+// to /proc/self/comm) is recorded under its new name, also once it has
+// exited and /proc has nothing left to ask.
+func TestRecordRename(t *testing.T) {
+	needBPF(t)
+	rec := record(t, context.Background(), Options{
+		Target: Target{Kind: profile.TargetCommand, Command: helperCommand(t, "rename 0 ch-renamed")},
+		Events: events(t, "cpu-clock", "context-switches"),
+	})
+	pid := rec.Header.Target.PIDs[0]
+	for _, p := range rec.ProcessTotals() {
+		if p.PID == pid && p.Comm != "ch-renamed" {
+			t.Errorf("process %d recorded as %q, want ch-renamed", pid, p.Comm)
+		}
+	}
+}
+
+func TestSlotSources(t *testing.T) {
+	evs := events(t, "cpu-clock", "page-faults", "major-faults", "context-switches", "cpu-migrations")
+	// Hardware events, and a software counter standing in for one (a
+	// simulated PMU), are read from their counters; a context-switches
+	// stand-in is counted at the switch.
+	evs = append(evs, Event{Name: "cycles", Kind: KindHardware, Type: unix.PERF_TYPE_HARDWARE, Config: unix.PERF_COUNT_HW_CPU_CYCLES},
+		Event{Name: "LLC-load-misses", Kind: KindCache, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_PAGE_FAULTS},
+		Event{Name: "xsnp_hitm", Kind: KindRaw, Type: unix.PERF_TYPE_RAW, Config: 0x4d2,
+			StandIn: &Event{Name: "context-switches", Kind: KindSoftware, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CONTEXT_SWITCHES}})
+	src, counters, faults := slotSources(evs, 40)
+	want := []uint32{srcClock, srcFault, srcMajFault, srcSwitch, srcMigration, srcCounter, srcCounter, srcSwitch}
+	for i, w := range want {
+		if src[i] != w {
+			t.Errorf("slot %d (%s): source %d, want %d", i, evs[i].Name, src[i], w)
+		}
+	}
+	if len(src) != 40 || counters != 2 || faults != 0b110 {
+		t.Errorf("%d slots, %d counter slots, fault slots %b: want 40, 2 and 110", len(src), counters, faults)
 	}
 }
 
@@ -429,19 +556,6 @@ func TestRecordErrors(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "r.rec")); err == nil {
 		t.Error("a failed recording left a file")
 	}
-}
-
-// loadSpecNames lists the names of cacheheat's BPF programs.
-func loadSpecNames() ([]string, error) {
-	spec, err := bpf.LoadCacheheat()
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for name := range spec.Programs {
-		names = append(names, name)
-	}
-	return names, nil
 }
 
 // stopAfterWindows returns a context that is cancelled, as by a SIGINT,

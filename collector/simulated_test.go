@@ -391,15 +391,13 @@ func TestPruneExitedTasks(t *testing.T) {
 // nothing); as root on this kernel it must load.
 func TestLoadBPFObject(t *testing.T) {
 	needBPF(t)
-	before := ourPrograms(t)
+	before := kernelFDs(t)
 	if r := LoadBPFObject(); !r.OK {
 		t.Fatalf("cacheheat's BPF object did not load: %s", r.Error)
 	}
-	for range 50 {
-		if after := ourPrograms(t); len(after) <= len(before) {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	// Only this process's fds are looked at: other BPF users may load and
+	// unload programs on the host meanwhile.
+	if after := kernelFDs(t); len(after) > len(before) {
+		t.Errorf("caps left BPF objects open: %v (before: %v)", after, before)
 	}
-	t.Error("caps left programs loaded")
 }

@@ -12,24 +12,28 @@ import (
 	"github.com/cacheheat/cacheheat/profile"
 )
 
-// Sink receives a recording in memory as it is made: the header once, then
-// every closed window in order, on the recorder's goroutine. A sink must
-// return quickly (the next window waits) and must not keep a window's
-// slices past the call unless it copies them. An error from a sink ends the
-// recording with that error.
+// WindowSink receives a recording in memory as it is made, beside the
+// file: the header once, before the first window, then every window right
+// after it was written. The live view is one; nothing is read back from
+// disk. Both calls run on the recorder's goroutine and must return
+// quickly; the window must not be modified (the sink may keep it).
 //
-// The recording file is one consumer of windows, a sink another: the
-// exporter runs a recorder with sinks and no file.
-type Sink interface {
-	Start(h *profile.Header) error
-	Window(w *SinkWindow) error
+// A recorder with sinks may have no file (Options.Output ""): the exporter
+// is such a sink.
+type WindowSink interface {
+	Header(h profile.Header)
+	Window(w *profile.Window, s Status)
 }
 
-// SinkWindow is one closed window as sinks see it: the window the file
-// holds, plus what only a live consumer needs.
-type SinkWindow struct {
-	*profile.Window
-	Status Status
+// ExtrasSink is a WindowSink that also wants, just before each window,
+// what only a live consumer needs and the file does not hold.
+type ExtrasSink interface {
+	WindowSink
+	Extras(x *WindowExtras)
+}
+
+// WindowExtras is what an ExtrasSink gets beside a window.
+type WindowExtras struct {
 	// Cgroups holds every cgroup with a change in the window when the
 	// recorder counts by cgroup (Options.ByCgroup), and every cgroup that
 	// was removed since the last window, marked Removed.
@@ -86,31 +90,36 @@ type ProgramStats struct {
 	RunCount uint64
 }
 
-// sinkWindow builds what the sinks get beside win; nil without sinks. It
-// runs before cur becomes the previous snapshot.
-func (r *Recorder) sinkWindow(rc *run, cur *snapshot, win *profile.Window) (*SinkWindow, error) {
-	if len(r.opts.Sinks) == 0 {
+// windowExtras builds what ExtrasSinks get beside win; nil when no sink
+// wants it. It runs before cur becomes the previous snapshot.
+func (r *Recorder) windowExtras(rc *run, cur *snapshot, win *profile.Window) (*WindowExtras, error) {
+	want := false
+	for _, s := range r.opts.Sinks {
+		if _, ok := s.(ExtrasSink); ok {
+			want = true
+		}
+	}
+	if !want {
 		return nil, nil
 	}
-	sw := &SinkWindow{Window: win, MapEntries: map[string]int{"samples": len(win.Samples)}}
+	x := &WindowExtras{MapEntries: map[string]int{"samples": len(win.Samples)}}
 	k, isKernel := rc.k.(*kernel)
 	if rc.cgNames != nil && isKernel {
 		var err error
-		sw.Cgroups, err = cgroupWindows(rc.prev, cur, rc.cgNames, rc.meta.events, k.forgetCgroup)
+		x.Cgroups, err = cgroupWindows(rc.prev, cur, rc.cgNames, rc.meta.events, k.forgetCgroup)
 		if err != nil {
 			return nil, err
 		}
-		sw.CgroupMapFull = delta(cur.cgroupFull, rc.prev.cgroupFull)
-		sw.MapEntries["cgroups"] = len(cur.cgroups)
-	} else {
-		sw.MapEntries["tasks"] = len(cur.tasks)
+		x.CgroupMapFull = delta(cur.cgroupFull, rc.prev.cgroupFull)
+		x.MapEntries["cgroups"] = len(cur.cgroups)
 	}
+	x.MapEntries["tasks"] = len(cur.tasks)
 	// Without run-time stats the kernel reports 0 for every program: no
 	// number is better than a false one.
 	if r.opts.BPFStats && isKernel && (r.statsOn || bpfStatsSysctl()) {
-		sw.Programs = k.programStats()
+		x.Programs = k.programStats()
 	}
-	return sw, nil
+	return x, nil
 }
 
 // enableBPFStats turns on the kernel's per-program run-time accounting

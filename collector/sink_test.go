@@ -17,32 +17,37 @@ import (
 type testSink struct {
 	mu      sync.Mutex
 	header  *profile.Header
-	windows []*SinkWindow
-	onWin   func(*SinkWindow)
+	windows []*profile.Window
+	extras  []*WindowExtras
+	onWin   func(*WindowExtras)
 }
 
-func (s *testSink) Start(h *profile.Header) error {
+func (s *testSink) Header(h profile.Header) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.header = h
-	return nil
+	s.header = &h
 }
 
-func (s *testSink) Window(w *SinkWindow) error {
+func (s *testSink) Extras(x *WindowExtras) {
 	s.mu.Lock()
-	s.windows = append(s.windows, w)
+	s.extras = append(s.extras, x)
 	f := s.onWin
 	s.mu.Unlock()
 	if f != nil {
-		f(w)
+		f(x)
 	}
-	return nil
+}
+
+func (s *testSink) Window(w *profile.Window, _ Status) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.windows = append(s.windows, w)
 }
 
 // The exporter's mode against the kernel: a recorder with a sink and no
 // file counts by cgroup. A process sleeping in the test's cgroup shows up
 // there with cpu-clock, run-queue latencies and off-CPU time of reason
-// sleep; there are no per-thread counts and no stacks; once the cgroup is
+// sleep; windows carry no processes and no stacks; once the cgroup is
 // removed, it is reported removed.
 func TestRecordByCgroupToSink(t *testing.T) {
 	needBPF(t)
@@ -70,8 +75,8 @@ func TestRecordByCgroupToSink(t *testing.T) {
 	defer cancel()
 	sink := &testSink{}
 	var once sync.Once
-	sink.onWin = func(w *SinkWindow) {
-		for _, c := range w.Cgroups {
+	sink.onWin = func(x *WindowExtras) {
+		for _, c := range x.Cgroups {
 			if c.Path == path && c.Counts["cpu-clock"] > 0 {
 				// Seen: end the process and remove its cgroup.
 				once.Do(func() {
@@ -93,7 +98,7 @@ func TestRecordByCgroupToSink(t *testing.T) {
 	before, _ := os.ReadDir(wd)
 	r, err := NewRecorder(Options{
 		Target: Target{Kind: profile.TargetAll}, Events: events(t, "cpu-clock", "context-switches"),
-		Interval: 200 * time.Millisecond, Duration: time.Minute, ByCgroup: true, Sinks: []Sink{sink},
+		Interval: 200 * time.Millisecond, Duration: time.Minute, ByCgroup: true, Sinks: []WindowSink{sink},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -113,11 +118,16 @@ func TestRecordByCgroupToSink(t *testing.T) {
 		t.Fatalf("sink header: %+v", sink.header)
 	}
 	var clock, runq, sleeps uint64
+	if len(sink.windows) != len(sink.extras) {
+		t.Errorf("%d windows but %d extras", len(sink.windows), len(sink.extras))
+	}
 	for _, w := range sink.windows {
 		if len(w.Processes) != 0 || len(w.Samples) != 0 {
 			t.Fatalf("by-cgroup window has %d processes, %d samples; want none", len(w.Processes), len(w.Samples))
 		}
-		for _, c := range w.Cgroups {
+	}
+	for _, x := range sink.extras {
+		for _, c := range x.Cgroups {
 			if c.Path != path {
 				continue
 			}

@@ -3,6 +3,7 @@ package collector
 import (
 	"encoding/binary"
 	"hash/fnv"
+	"slices"
 	"sort"
 
 	"github.com/cacheheat/cacheheat/profile"
@@ -54,20 +55,25 @@ type source interface {
 type symbolizer interface {
 	User(pid int, addrs []uint64) []profile.Frame
 	Kernel(addrs []uint64) []profile.Frame
+	// Generation names pid's snapshot of mappings: user frames resolved
+	// under one generation hold until it changes.
+	Generation(pid int) uint64
 }
 
 // windowMeta is what buildWindow needs besides the two snapshots.
 type windowMeta struct {
-	events     []string // measured events by slot
-	sampleEvs  [2]string
-	sampleHz   int
-	ncpu       int // per-CPU arrays' length: MaxCPU()+1
-	sampled    int // CPUs sampled on
-	allTasks   bool
-	startNS    int64
-	endNS      int64
-	procComm   func(pid int) string
-	procCmd    func(pid int) []string
+	events    []string // measured events by slot
+	sampleEvs [2]string
+	sampleHz  int
+	ncpu      int // per-CPU arrays' length: MaxCPU()+1
+	sampled   int // CPUs sampled on
+	allTasks  bool
+	startNS   int64
+	endNS     int64
+	procComm  func(pid int) string
+	// procCmd is pid's command line; comm is its name now, so that a
+	// cache can tell an exec.
+	procCmd    func(pid int, comm string) []string
 	stackTable *stackTable
 
 	// procContainer names a process's container ("" for none).
@@ -195,6 +201,9 @@ func buildProcesses(prev, cur *snapshot, m windowMeta) []profile.Process {
 	byPID := map[int]*profile.Process{}
 	for k, v := range cur.tasks {
 		pv := prev.tasks[k]
+		if slices.Equal(v.counts, pv.counts) {
+			continue // most threads of a host did nothing this window
+		}
 		counts := map[string]uint64{}
 		for slot, name := range m.events {
 			if d := delta(at(v.counts, slot), at(pv.counts, slot)); d != 0 {
@@ -216,22 +225,22 @@ func buildProcesses(prev, cur *snapshot, m windowMeta) []profile.Process {
 	}
 	out := make([]profile.Process, 0, len(byPID))
 	for pid, p := range byPID {
-		// The process's name is its main thread's now, from /proc: the
-		// name BPF saw at the main thread's last switch is stale when
-		// another thread renamed it (a write to /proc/self/comm) and the
-		// main thread has slept since. BPF's copy is for processes that
-		// have exited.
-		if m.procComm != nil {
-			p.Comm = m.procComm(pid)
-		}
-		if mt, ok := cur.tasks[taskKey{pid, pid}]; ok && p.Comm == "" {
+		// The process's name is its main thread's. BPF's copy is current:
+		// it is taken at every rename, including a write to
+		// /proc/PID/comm by another thread while the main thread sleeps.
+		// A main thread not seen since the recording began is asked
+		// for in /proc.
+		if mt, ok := cur.tasks[taskKey{pid, pid}]; ok {
 			p.Comm = mt.comm
+		}
+		if p.Comm == "" && m.procComm != nil {
+			p.Comm = m.procComm(pid)
 		}
 		if p.Comm == "" && len(p.Threads) > 0 {
 			p.Comm = p.Threads[0].Comm
 		}
 		if m.procCmd != nil {
-			p.Cmdline = m.procCmd(pid)
+			p.Cmdline = m.procCmd(pid, p.Comm)
 		}
 		if m.procContainer != nil {
 			p.Container = m.procContainer(pid)
@@ -244,28 +253,69 @@ func buildProcesses(prev, cur *snapshot, m windowMeta) []profile.Process {
 }
 
 // stackTable symbolizes stacks and names each by a hash of its frames: the
-// kernel reuses stack ids, so they cannot name a stack across windows.
+// kernel reuses stack ids, so they cannot name a stack across windows. A
+// stack sampled again (the same addresses, and for a user stack the same
+// process and snapshot of its mappings) is not symbolized again.
 type stackTable struct {
 	sym  symbolizer
 	seen map[uint64]bool
+	ids  map[stackKey]uint64
 }
 
+// stackKey is a stack's raw addresses as bytes; pid and gen are 0 for a
+// kernel stack.
+type stackKey struct {
+	pid   int
+	gen   uint64
+	addrs string
+}
+
+// maxCachedStacks bounds the cache; past it, it starts over.
+const maxCachedStacks = 1 << 17
+
 func newStackTable(sym symbolizer) *stackTable {
-	return &stackTable{sym: sym, seen: map[uint64]bool{}}
+	return &stackTable{sym: sym, seen: map[uint64]bool{}, ids: map[stackKey]uint64{}}
 }
 
 func (t *stackTable) user(pid int, addrs []uint64, w *profile.Window) uint64 {
 	if len(addrs) == 0 {
 		return 0
 	}
-	return t.add(profile.Stack{Frames: t.sym.User(pid, addrs)}, w)
+	k := stackKey{pid: pid, gen: t.sym.Generation(pid), addrs: addrString(addrs)}
+	if id, ok := t.ids[k]; ok {
+		return id
+	}
+	id := t.add(profile.Stack{Frames: t.sym.User(pid, addrs)}, w)
+	t.remember(k, id)
+	return id
 }
 
 func (t *stackTable) kernel(addrs []uint64, w *profile.Window) uint64 {
 	if len(addrs) == 0 {
 		return 0
 	}
-	return t.add(profile.Stack{Kernel: true, Frames: t.sym.Kernel(addrs)}, w)
+	k := stackKey{addrs: addrString(addrs)}
+	if id, ok := t.ids[k]; ok {
+		return id
+	}
+	id := t.add(profile.Stack{Kernel: true, Frames: t.sym.Kernel(addrs)}, w)
+	t.remember(k, id)
+	return id
+}
+
+func (t *stackTable) remember(k stackKey, id uint64) {
+	if len(t.ids) >= maxCachedStacks {
+		clear(t.ids)
+	}
+	t.ids[k] = id
+}
+
+func addrString(addrs []uint64) string {
+	b := make([]byte, 8*len(addrs))
+	for i, a := range addrs {
+		binary.LittleEndian.PutUint64(b[8*i:], a)
+	}
+	return string(b)
 }
 
 func (t *stackTable) add(s profile.Stack, w *profile.Window) uint64 {
@@ -299,6 +349,7 @@ type rawSymbolizer struct{}
 
 func (rawSymbolizer) User(_ int, addrs []uint64) []profile.Frame { return rawFrames(addrs) }
 func (rawSymbolizer) Kernel(addrs []uint64) []profile.Frame      { return rawFrames(addrs) }
+func (rawSymbolizer) Generation(int) uint64                      { return 0 }
 
 func rawFrames(addrs []uint64) []profile.Frame {
 	out := make([]profile.Frame, len(addrs))

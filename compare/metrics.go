@@ -260,6 +260,10 @@ func Extract(r *profile.Recording, warmup int) []Series {
 	}
 	comms := topComms(commTotal, MaxComms)
 	commEvents := perCommEvents(wins)
+	funcNames := map[int]string{}
+	for _, f := range r.Header.Functions {
+		funcNames[f.ID] = f.Name
+	}
 	var nodes []int
 	for _, n := range topo.Nodes {
 		nodes = append(nodes, n.ID)
@@ -355,6 +359,30 @@ func Extract(r *profile.Recording, warmup int) []Series {
 			dir := HistogramDirection(name)
 			add(name+".p50", GroupLatency, "ns", dir, profile.Percentile(b, 0.5))
 			add(name+".p99", GroupLatency, "ns", dir, profile.Percentile(b, 0.99))
+		}
+		// --func functions, matched across recordings by name: latency
+		// percentiles of the calls that returned in the window, and the
+		// call rate (neutral: more calls is more work done, or more
+		// work asked for).
+		for _, fw := range w.Functions {
+			name, ok := funcNames[fw.ID]
+			if !ok {
+				continue
+			}
+			b := make([]uint64, profile.HistBuckets)
+			var n uint64
+			for _, fb := range fw.Buckets {
+				if fb.Bucket >= 0 && fb.Bucket < len(b) {
+					b[fb.Bucket] += fb.Calls
+					n += fb.Calls
+				}
+			}
+			label := "{func=" + strconv.Quote(name) + "}"
+			add("function.calls/s"+label, GroupRate, "/s", Neutral, float64(n)/sec)
+			if n > 0 {
+				add("function.p50"+label, GroupLatency, "ns", LowerIsBetter, profile.Percentile(b, 0.5))
+				add("function.p99"+label, GroupLatency, "ns", LowerIsBetter, profile.Percentile(b, 0.99))
+			}
 		}
 		for name, v := range w.AppMetrics {
 			add("app."+name, GroupApp, "", AppDirection(name), v)

@@ -28,10 +28,9 @@ func fleetExporter(b *testing.B) *Exporter {
 	for _, ev := range []string{"cycles", "instructions", "LLC-loads", "LLC-load-misses"} {
 		h.Events = append(h.Events, profile.EventStatus{Name: ev, Status: profile.StatusUnsupported, Reason: "no hardware PMU"})
 	}
-	if err := e.Start(h); err != nil {
-		b.Fatal(err)
-	}
-	w := &collector.SinkWindow{Window: &profile.Window{}}
+	e.Header(*h)
+	w := &profile.Window{}
+	x := &collector.WindowExtras{}
 	for _, ev := range events {
 		c := profile.Counter{Event: ev, HostPerCPU: make([]uint64, 16)}
 		for i := range c.HostPerCPU {
@@ -51,11 +50,10 @@ func fleetExporter(b *testing.B) *Exporter {
 		for r := range cw.OffCPU {
 			cw.OffCPU[r] = cw.Runq
 		}
-		w.Cgroups = append(w.Cgroups, cw)
+		x.Cgroups = append(x.Cgroups, cw)
 	}
-	if err := e.Window(w); err != nil {
-		b.Fatal(err)
-	}
+	e.Extras(x)
+	e.Window(w, collector.Status{})
 	return e
 }
 

@@ -42,7 +42,7 @@ const (
 	boundStep  = 2
 )
 
-// Exporter is a collector.Sink that keeps cumulative counts from the
+// Exporter is a collector.ExtrasSink that keeps cumulative counts from the
 // recorder's windows and a prometheus.Collector that serves them. Counters
 // start at zero when the exporter starts.
 type Exporter struct {
@@ -62,6 +62,7 @@ type Exporter struct {
 	dropped     map[string]uint64
 	mapEntries  map[string]int
 	started     bool
+	pending     *collector.WindowExtras // from Extras, for the next Window
 }
 
 // cgroupState is one cgroup label's cumulative values.
@@ -113,8 +114,8 @@ func New(opts Options) *Exporter {
 // so an alert on any of them can rely on the series.
 var dropReasons = []string{"stack_errors", "sample_map_full", "task_map_full", "map_errors", "cgroup_map_full"}
 
-// Start takes the events and the topology from the recording's header.
-func (e *Exporter) Start(h *profile.Header) error {
+// Header takes the events and the topology from the recording's header.
+func (e *Exporter) Header(h profile.Header) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.cpuNode = map[int]int{}
@@ -140,13 +141,25 @@ func (e *Exporter) Start(h *profile.Header) error {
 		e.dropped[r] += 0
 	}
 	e.started = true
-	return nil
 }
 
-// Window adds a window's deltas.
-func (e *Exporter) Window(w *collector.SinkWindow) error {
+// Extras takes what the recorder has beside the next window: the
+// per-cgroup deltas, BPF program run times and map sizes.
+func (e *Exporter) Extras(x *collector.WindowExtras) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.pending = x
+}
+
+// Window adds a window's deltas, with the extras that came before it.
+func (e *Exporter) Window(w *profile.Window, _ collector.Status) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	x := e.pending
+	e.pending = nil
+	if x == nil {
+		x = &collector.WindowExtras{}
+	}
 	for _, c := range w.Counters {
 		slot := indexOf(e.events, c.Event)
 		if slot < 0 {
@@ -159,7 +172,7 @@ func (e *Exporter) Window(w *collector.SinkWindow) error {
 			e.perCPU[slot][cpu] += d
 		}
 	}
-	for _, c := range w.Cgroups {
+	for _, c := range x.Cgroups {
 		e.addCgroup(c)
 	}
 	d := w.Drops
@@ -167,15 +180,14 @@ func (e *Exporter) Window(w *collector.SinkWindow) error {
 	e.dropped["sample_map_full"] += d.SampleMapFull
 	e.dropped["task_map_full"] += d.ProcMapFull
 	e.dropped["map_errors"] += d.MapErrors
-	e.dropped["cgroup_map_full"] += w.CgroupMapFull
-	if w.Programs != nil {
-		e.programs = append(e.programs[:0], w.Programs...)
+	e.dropped["cgroup_map_full"] += x.CgroupMapFull
+	if x.Programs != nil {
+		e.programs = append(e.programs[:0], x.Programs...)
 	}
 	e.mapEntries = map[string]int{}
-	for k, v := range w.MapEntries {
+	for k, v := range x.MapEntries {
 		e.mapEntries[k] = v
 	}
-	return nil
 }
 
 // addCgroup adds one cgroup's window under its label: its own path while

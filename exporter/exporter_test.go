@@ -22,11 +22,11 @@ func header() *profile.Header {
 	return h
 }
 
-func window(cgs ...collector.CgroupWindow) *collector.SinkWindow {
-	return &collector.SinkWindow{
-		Window:  &profile.Window{Counters: []profile.Counter{{Event: "cpu-clock", HostPerCPU: []uint64{10, 20}}}},
-		Cgroups: cgs,
-	}
+// feed gives e one window with these cgroups, as the recorder does:
+// extras first, then the window.
+func feed(e *Exporter, cgs ...collector.CgroupWindow) {
+	e.Extras(&collector.WindowExtras{Cgroups: cgs})
+	e.Window(&profile.Window{Counters: []profile.Counter{{Event: "cpu-clock", HostPerCPU: []uint64{10, 20}}}}, collector.Status{})
 }
 
 func cg(id uint64, path string, clock uint64) collector.CgroupWindow {
@@ -65,9 +65,9 @@ func cgroupsIn(f *dto.MetricFamily) map[string]float64 {
 
 func TestCountersAccumulate(t *testing.T) {
 	e := New(Options{Version: "test"})
-	e.Start(header())
-	e.Window(window(cg(7, "/a.slice/docker-"+strings.Repeat("ab", 32)+".scope", 100)))
-	e.Window(window(cg(7, "/a.slice/docker-"+strings.Repeat("ab", 32)+".scope", 50)))
+	e.Header(*header())
+	feed(e, cg(7, "/a.slice/docker-"+strings.Repeat("ab", 32)+".scope", 100))
+	feed(e, cg(7, "/a.slice/docker-"+strings.Repeat("ab", 32)+".scope", 50))
 	f := gather(t, e)
 	want := `
 # HELP cacheheat_cpu_events_total Events counted on each CPU, all tasks (cpu-clock in nanoseconds).
@@ -99,22 +99,22 @@ cacheheat_cpu_events_total{cpu="1",event="cpu-clock",node="1"} 40
 // series go away and its slot is free for the next one.
 func TestCardinalityAndRemoval(t *testing.T) {
 	e := New(Options{MaxCgroups: 2})
-	e.Start(header())
-	e.Window(window(cg(1, "/a", 1), cg(2, "/b", 2), cg(3, "/c", 4), cg(4, "/d", 8)))
+	e.Header(*header())
+	feed(e, cg(1, "/a", 1), cg(2, "/b", 2), cg(3, "/c", 4), cg(4, "/d", 8))
 	got := cgroupsIn(gather(t, e)["cacheheat_cgroup_events_total"])
 	if len(got) != 3 || got["/a"] != 1 || got["/b"] != 2 || got[OtherCgroup] != 12 {
 		t.Fatalf("with 2 slots: %v, want /a, /b and other=12", got)
 	}
 	gone := cg(1, "/a", 16)
 	gone.Removed = true
-	e.Window(window(gone))
+	feed(e, gone)
 	got = cgroupsIn(gather(t, e)["cacheheat_cgroup_events_total"])
 	if _, ok := got["/a"]; ok {
 		t.Fatalf("removed cgroup /a still exported: %v", got)
 	}
 	// /c, summed into other so far, takes the free slot with its new
 	// counts; /e, behind it in the window, finds none.
-	e.Window(window(cg(3, "/c", 64), cg(5, "/e", 32)))
+	feed(e, cg(3, "/c", 64), cg(5, "/e", 32))
 	got = cgroupsIn(gather(t, e)["cacheheat_cgroup_events_total"])
 	if got["/c"] != 64 || got[OtherCgroup] != 12+32 || len(got) != 3 {
 		t.Fatalf("after /a left: %v, want /b=2, /c=64 and other=44", got)
@@ -125,14 +125,14 @@ func TestCardinalityAndRemoval(t *testing.T) {
 // power-of-two bound: nothing moves across a boundary.
 func TestHistogramBuckets(t *testing.T) {
 	e := New(Options{})
-	e.Start(header())
+	e.Header(*header())
 	w := cg(1, "/a", 1)
 	// 3 values in [0,2) ns, 5 in [2^10, 2^11), 7 in [2^20, 2^21), 11 in
 	// the last bucket (>= 2^39 ns, beyond every finite bound).
 	w.Runq = make([]uint64, profile.HistBuckets)
 	w.Runq[0], w.Runq[10], w.Runq[20], w.Runq[39] = 3, 5, 7, 11
 	w.RunqNS = 12345
-	e.Window(window(w))
+	feed(e, w)
 	h := gather(t, e)["cacheheat_runqueue_latency_seconds"].GetMetric()[0].GetHistogram()
 	if h.GetSampleCount() != 26 || h.GetSampleSum() != 12345e-9 {
 		t.Fatalf("count %d sum %g", h.GetSampleCount(), h.GetSampleSum())
@@ -168,7 +168,7 @@ func TestSimulatedEvents(t *testing.T) {
 	h := header()
 	h.PMU = &profile.PMU{Simulated: "intel-icx"}
 	h.Events = append(h.Events, profile.EventStatus{Name: "LLC-loads", Status: profile.StatusMeasured, Simulated: true})
-	e.Start(h)
+	e.Header(*h)
 	got := gather(t, e)["cacheheat_event_simulated"].GetMetric()
 	if len(got) != 1 {
 		t.Fatalf("simulated events: %v, want LLC-loads only", got)
@@ -179,7 +179,7 @@ func TestSimulatedEvents(t *testing.T) {
 		}
 	}
 	e2 := New(Options{})
-	e2.Start(header())
+	e2.Header(*header())
 	if f := gather(t, e2)["cacheheat_event_simulated"]; f != nil {
 		t.Errorf("a real PMU's events marked simulated: %v", f)
 	}

@@ -56,8 +56,12 @@ func lastLines(s string, n int) string {
 
 type selftest struct {
 	Charts []struct {
-		ID       string `json:"id"`
-		NonBlank int    `json:"nonblank"`
+		ID       string   `json:"id"`
+		NonBlank int      `json:"nonblank"`
+		Unit     string   `json:"unit"`
+		Bar      []string `json:"bar"`
+		Overlaps []string `json:"overlaps"`
+		Labels   int      `json:"labels"`
 	} `json:"charts"`
 	Flames int      `json:"flames"`
 	Errors []string `json:"errors"`
@@ -91,6 +95,18 @@ func checkInBrowser(t *testing.T, page string, wantCharts int) string {
 	for _, c := range st.Charts {
 		if c.NonBlank < 1000 {
 			t.Errorf("chart %s canvas has %d non-blank pixels", c.ID, c.NonBlank)
+		}
+		// Every colour bar says its unit, and no two texts of a chart
+		// (axis labels, colour bar, legend) overlap where ECharts drew
+		// them.
+		if len(c.Overlaps) > 0 {
+			t.Errorf("chart %s: overlapping texts %q", c.ID, c.Overlaps)
+		}
+		if c.Labels == 0 {
+			t.Errorf("chart %s: no text found to check", c.ID)
+		}
+		if len(c.Bar) > 0 && (c.Unit == "" || !strings.Contains(strings.Join(c.Bar, "\n"), c.Unit)) {
+			t.Errorf("chart %s: colour bar %q does not say its unit %q", c.ID, c.Bar, c.Unit)
 		}
 	}
 	if st.Flames == 0 {

@@ -38,12 +38,12 @@ func heatSkeleton(latency bool) *charts.HeatMap {
 		charts.WithAnimation(false),
 		charts.WithTooltipOpts(opts.Tooltip{Show: opts.Bool(true), Trigger: "item"}),
 		charts.WithLegendOpts(opts.Legend{Show: opts.Bool(latency)}),
-		charts.WithGridOpts(opts.Grid{Left: "150", Right: "90", Top: "30", Bottom: "70"}),
+		charts.WithGridOpts(opts.Grid{Left: "150", Right: "110", Top: "30", Bottom: "70"}),
 		charts.WithXAxisOpts(opts.XAxis{Type: "category", SplitArea: &opts.SplitArea{Show: opts.Bool(false)}}),
 		charts.WithYAxisOpts(opts.YAxis{Type: "category"}),
 		charts.WithVisualMapOpts(opts.VisualMap{
 			Type: "continuous", Calculable: opts.Bool(true), Min: 0, Max: 1,
-			Orient: "vertical", Right: "0", Top: "center",
+			Orient: "vertical", Right: "16", Top: "center",
 			InRange: &opts.VisualMapInRange{Color: []string{"#f7fbff", "#fdd49e", "#fc8d59", "#d7301f", "#7f0000"}},
 		}),
 		charts.WithDataZoomOpts(

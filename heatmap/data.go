@@ -33,25 +33,44 @@ type Report struct {
 	Findings  *Findings    `json:"findings,omitempty"`
 	// Banner is the simulated or synthetic warning (simulated.go).
 	Banner string `json:"banner,omitempty"`
+	// Functions are the --func functions (heatmap/functions.go).
+	Functions []FunctionView `json:"functions,omitempty"`
 }
 
 // Build computes the whole report's data. maxCells <= 0 means
 // DefaultMaxCells.
 func Build(rec *profile.Recording, maxCells int) Report {
-	if maxCells <= 0 {
-		maxCells = DefaultMaxCells
-	}
-	return Report{
+	c := BuildCharts(rec, maxCells)
+	r := Report{
 		Banner:    Banner(rec),
 		Summary:   BuildSummary(rec),
-		CPU:       CPUGrid(rec, maxCells),
-		Node:      NodeGrid(rec, maxCells),
-		Latency:   LatencyMaps(rec, maxCells),
+		CPU:       c.CPU,
+		Node:      c.Node,
+		Latency:   c.Latency,
 		Processes: Processes(rec, 300),
 		Samples:   SampleViews(rec),
 		Host:      BuildHost(rec),
 		Quality:   BuildQuality(rec),
 	}
+	r.Functions = FunctionViews(rec, maxCells, len(r.Latency))
+	return r
+}
+
+// Charts is the data of the report's heatmaps: the part of the report the
+// live view redraws as windows arrive, with the same code.
+type Charts struct {
+	CPU     Grid      `json:"cpu"`
+	Node    Grid      `json:"node"`
+	Latency []Latency `json:"latency"`
+}
+
+// BuildCharts computes the heatmaps' data. maxCells <= 0 means
+// DefaultMaxCells.
+func BuildCharts(rec *profile.Recording, maxCells int) Charts {
+	if maxCells <= 0 {
+		maxCells = DefaultMaxCells
+	}
+	return Charts{CPU: CPUGrid(rec, maxCells), Node: NodeGrid(rec, maxCells), Latency: LatencyMaps(rec, maxCells)}
 }
 
 // Summary is the report's first section.
@@ -225,16 +244,32 @@ type Row struct {
 
 // Metric is one selectable heatmap colour. Events and sample counts carry
 // their per-cell sums (row-major, len(Rows)*len(Bins)); the page shows
-// them per second. Derived metrics carry no values: the page computes
-// Scale*Num/Den from their inputs' sums, cell by cell.
+// them per second, times Scale when it is set (cpu-clock: ns of CPU time
+// per second becomes % busy). Derived metrics carry no values: the page
+// computes Scale*Num/Den from their inputs' sums, cell by cell. Unit is
+// what the colour bar and the selector say; Max, when set, is the
+// metric's natural top (100 for % busy) and fixes the colour scale.
 type Metric struct {
-	Name   string   `json:"name"`
-	Kind   string   `json:"kind"` // "event", "samples", "derived"
-	Unit   string   `json:"unit"`
-	Num    string   `json:"num,omitempty"`
-	Den    string   `json:"den,omitempty"`
-	Scale  float64  `json:"scale,omitempty"`
+	Name  string  `json:"name"`
+	Kind  string  `json:"kind"` // "event", "samples", "derived"
+	Unit  string  `json:"unit"`
+	Num   string  `json:"num,omitempty"`
+	Den   string  `json:"den,omitempty"`
+	Scale float64 `json:"scale,omitempty"`
+	Max   float64 `json:"max,omitempty"`
+	// PerCPU divides a cell by its row's CPUs: a node's % busy is the
+	// average of its CPUs, not their sum.
+	PerCPU bool     `json:"per_cpu,omitempty"`
 	Values []uint64 `json:"values,omitempty"`
+}
+
+// eventMetric is an event's heatmap colour: its rate per second, except
+// for the CPU-time events, whose ns per second read better as % busy.
+func eventMetric(e string, vals []uint64) Metric {
+	if e == "cpu-clock" || e == "task-clock" {
+		return Metric{Name: e, Kind: "event", Unit: "% busy", Scale: 100 / 1e9, Max: 100, PerCPU: true, Values: vals}
+	}
+	return Metric{Name: e, Kind: "event", Unit: e + "/s", Values: vals}
 }
 
 // Grid is the data of one heatmap with a metric selector.
@@ -326,14 +361,9 @@ func CPUGrid(rec *profile.Recording, maxCells int) Grid {
 			r.CPUs = append(r.CPUs, c.ID)
 			rowOf[c.ID] = len(rows)
 		}
-		l3 := "no L3"
-		if r.L3 >= 0 {
-			l3 = fmt.Sprintf("L3:%d", r.L3)
-		}
-		if len(grp) == 1 {
-			r.Label = fmt.Sprintf("N%d %s c%d cpu%d", r.Node, l3, r.Core, grp[0].ID)
-		} else {
-			r.Label = fmt.Sprintf("N%d %s cpu%d-%d", r.Node, l3, grp[0].ID, grp[len(grp)-1].ID)
+		r.Label = cpuLabel(grp[0])
+		if len(grp) > 1 {
+			r.Label = fmt.Sprintf("N%d %s cpu%d-%d", r.Node, l3Label(r.L3), grp[0].ID, grp[len(grp)-1].ID)
 		}
 		rows = append(rows, r)
 	}
@@ -341,6 +371,18 @@ func CPUGrid(rec *profile.Recording, maxCells int) Grid {
 		rows = []Row{}
 	}
 	return buildGrid(rec, rows, rowOf, perRow, maxCells)
+}
+
+// cpuLabel names a CPU's heatmap row: its node, L3 domain, core and id.
+func cpuLabel(c profile.CPU) string {
+	return fmt.Sprintf("N%d %s c%d cpu%d", c.Node, l3Label(c.L3), c.Core, c.ID)
+}
+
+func l3Label(id int) string {
+	if id < 0 {
+		return "no L3"
+	}
+	return fmt.Sprintf("L3:%d", id)
 }
 
 // NodeGrid builds the NUMA-node heatmap data: one row per node.
@@ -403,7 +445,7 @@ func buildGrid(rec *profile.Recording, rows []Row, rowOf map[int]int, perRow, ma
 			continue
 		}
 		have[e] = true
-		g.Metrics = append(g.Metrics, Metric{Name: e, Kind: "event", Unit: "/s", Values: vals})
+		g.Metrics = append(g.Metrics, eventMetric(e, vals))
 	}
 	// Samples per second per CPU: where the on-CPU time went, as the
 	// sampler saw it.
@@ -424,7 +466,7 @@ func buildGrid(rec *profile.Recording, rows []Row, rowOf map[int]int, perRow, ma
 	}
 	for _, d := range derivedRatios {
 		if have[d.num] && have[d.den] {
-			g.Metrics = append(g.Metrics, Metric{Name: d.name, Kind: "derived", Unit: "ratio", Num: d.num, Den: d.den, Scale: 1})
+			g.Metrics = append(g.Metrics, Metric{Name: d.name, Kind: "derived", Unit: "miss ratio", Num: d.num, Den: d.den, Scale: 1})
 		}
 	}
 	if have["instructions"] {
@@ -462,7 +504,21 @@ type Latency struct {
 func LatencyMaps(rec *profile.Recording, maxCells int) []Latency {
 	out := []Latency{}
 	for _, name := range rec.HistogramNames() {
-		tot := rec.HistogramTotal(name)
+		out = append(out, latencyMap(rec, name, rec.HistogramTotal(name), maxCells, func(w *profile.Window, dst []uint64) {
+			for hi := range w.Histograms {
+				if w.Histograms[hi].Name == name {
+					w.Histograms[hi].AddTo(dst)
+				}
+			}
+		}))
+	}
+	return out
+}
+
+// latencyMap builds a time x latency heatmap of log2 buckets; tot is the
+// whole recording's buckets and add adds a window's to dst.
+func latencyMap(rec *profile.Recording, name string, tot []uint64, maxCells int, add func(w *profile.Window, dst []uint64)) Latency {
+	{
 		lo, hi := -1, -1
 		for i, c := range tot {
 			if c > 0 {
@@ -486,12 +542,8 @@ func LatencyMaps(rec *profile.Recording, maxCells int) []Latency {
 		for c := range perCol {
 			perCol[c] = make([]uint64, profile.HistBuckets)
 		}
-		for wi, w := range rec.Windows {
-			for hi := range w.Histograms {
-				if w.Histograms[hi].Name == name {
-					w.Histograms[hi].AddTo(perCol[col[wi]])
-				}
-			}
+		for wi := range rec.Windows {
+			add(&rec.Windows[wi], perCol[col[wi]])
 		}
 		l.Counts = make([]uint64, nrow*nb)
 		for c, b := range perCol {
@@ -511,9 +563,8 @@ func LatencyMaps(rec *profile.Recording, maxCells int) []Latency {
 			l.P50Pos = append(l.P50Pos, round(pos50, 3))
 			l.P99Pos = append(l.P99Pos, round(pos99, 3))
 		}
-		out = append(out, l)
+		return l
 	}
-	return out
 }
 
 // bucketPos places a value on the bucket axis: bucket i spans positions
@@ -634,7 +685,8 @@ type FlameNode struct {
 
 const (
 	topFunctions = 25
-	topStacks    = 15
+	// topStacks are kept in the page; it shows 20 and expands to all.
+	topStacks = 100
 	// flameMinShare drops flame-graph nodes below this share of all
 	// samples: too narrow to see, and they would bloat the page.
 	flameMinShare = 0.001
@@ -717,7 +769,10 @@ func sampleView(rec *profile.Recording, ev string) SampleView {
 		}
 		return a.k < b.k
 	})
-	for i, k := range keys {
+	// Stacks that differ only where a frame's name does not show (the
+	// address inside a function) are one row of "Top stacks".
+	byName := map[string]int{}
+	for _, k := range keys {
 		names := frameNames(k)
 		self[names[0]] += stacks[k]
 		seen := map[string]bool{}
@@ -727,7 +782,11 @@ func sampleView(rec *profile.Recording, ev string) SampleView {
 				total[n] += stacks[k]
 			}
 		}
-		if i < topStacks {
+		id := strings.Join(names, "\x00")
+		if at, ok := byName[id]; ok {
+			v.Stacks[at].Count += stacks[k]
+		} else {
+			byName[id] = len(v.Stacks)
 			v.Stacks = append(v.Stacks, StackStat{Frames: names, Count: stacks[k]})
 		}
 		// The flame graph grows from the outermost frame.
@@ -742,6 +801,10 @@ func sampleView(rec *profile.Recording, ev string) SampleView {
 			c.value += stacks[k]
 			n = c
 		}
+	}
+	sort.SliceStable(v.Stacks, func(i, j int) bool { return v.Stacks[i].Count > v.Stacks[j].Count })
+	if len(v.Stacks) > topStacks {
+		v.Stacks = v.Stacks[:topStacks]
 	}
 	v.Self = profile.TopN(self, topFunctions)
 	v.Inclusive = profile.TopN(total, topFunctions)

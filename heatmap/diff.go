@@ -7,7 +7,6 @@ import (
 	"html/template"
 	"io"
 	"math"
-	"sort"
 	"strings"
 
 	"github.com/cacheheat/cacheheat/compare"
@@ -35,6 +34,7 @@ var diffTmpl = template.Must(template.New("diff").Funcs(TemplateFuncs).Funcs(tem
 // has no window in that column.
 type DiffHeat struct {
 	Event string     `json:"event"`
+	Unit  string     `json:"unit"`
 	Base  []*float64 `json:"base"`
 	New   []*float64 `json:"new"`
 	Delta []*float64 `json:"delta"`
@@ -85,11 +85,10 @@ func WriteDiff(w io.Writer, base, new *profile.Recording, res *compare.Result) e
 	view := struct {
 		R          *compare.Result
 		Headline   string
-		ChartH     int
 		HasHeat    bool
 		HasLatency bool
 		Percent    float64
-	}{res, res.Headline(), chartHeight(len(data.Rows)), len(data.Heat) > 0, len(data.Latency) > 0, res.Confidence * 100}
+	}{res, res.Headline(), len(data.Heat) > 0, len(data.Latency) > 0, res.Confidence * 100}
 	if err := diffTmpl.ExecuteTemplate(&body, "diff", view); err != nil {
 		return fmt.Errorf("rendering diff body: %w", err)
 	}
@@ -121,20 +120,18 @@ func BuildDiff(base, new *profile.Recording, res *compare.Result, maxCells int) 
 		d.Series = append(d.Series, DiffSeries{Name: m.Name, Unit: m.Unit, Base: nonNil(m.Base), New: nonNil(m.New)})
 	}
 
-	// Rows: the CPUs both hosts have, by id.
+	// Rows: the CPUs both hosts have, in NEW's per-core order and with
+	// its labels, as in NEW's report.
 	bcpu := map[int]bool{}
 	for _, c := range base.Header.Host.Topology.CPUs {
 		bcpu[c.ID] = true
 	}
 	var cpus []int
-	for _, c := range new.Header.Host.Topology.CPUs {
+	for _, c := range sortedCPUs(new.Header.Host.Topology) {
 		if bcpu[c.ID] {
 			cpus = append(cpus, c.ID)
+			d.Rows = append(d.Rows, cpuLabel(c))
 		}
-	}
-	sort.Ints(cpus)
-	for _, c := range cpus {
-		d.Rows = append(d.Rows, fmt.Sprintf("cpu%d", c))
 	}
 	// Columns: window i of BASE against window i of NEW, merged so that a
 	// chart stays under maxCells.
@@ -147,8 +144,13 @@ func BuildDiff(base, new *profile.Recording, res *compare.Result, maxCells int) 
 	d.Cols = (nw + per - 1) / per
 
 	for _, ev := range sharedEvents(base, new) {
-		h := DiffHeat{Event: ev}
-		b, n := rateGrid(base, ev, cpus, per, d.Cols), rateGrid(new, ev, cpus, per, d.Cols)
+		m := eventMetric(ev, nil)
+		h := DiffHeat{Event: ev, Unit: m.Unit}
+		scale := 1.0
+		if m.Scale != 0 {
+			scale = m.Scale
+		}
+		b, n := rateGrid(base, ev, cpus, per, d.Cols, scale), rateGrid(new, ev, cpus, per, d.Cols, scale)
 		h.Base, h.New = b, n
 		h.Delta = make([]*float64, len(b))
 		for i := range b {
@@ -213,9 +215,9 @@ func sharedEvents(base, new *profile.Recording) []string {
 	return out
 }
 
-// rateGrid is one event's per-CPU rate per second, row per CPU, column per
-// group of per windows.
-func rateGrid(rec *profile.Recording, ev string, cpus []int, per, cols int) []*float64 {
+// rateGrid is one event's per-CPU rate per second times scale, row per
+// CPU, column per group of per windows.
+func rateGrid(rec *profile.Recording, ev string, cpus []int, per, cols int, scale float64) []*float64 {
 	counts := make([]float64, len(cpus)*cols)
 	dur := make([]int64, cols)
 	for wi, w := range rec.Windows {
@@ -238,7 +240,7 @@ func rateGrid(rec *profile.Recording, ev string, cpus []int, per, cols int) []*f
 	out := make([]*float64, len(counts))
 	for i, v := range counts {
 		if d := dur[i%cols]; d > 0 {
-			r := round(v/(float64(d)/1e9), 4)
+			r := round(scale*v/(float64(d)/1e9), 4)
 			if !math.IsNaN(r) && !math.IsInf(r, 0) {
 				out[i] = &r
 			}

@@ -2,15 +2,19 @@
 // per-window plot, the BASE/NEW/delta heatmaps and the latency overlays.
 // Recording strings reach the page only through textContent, ECharts'
 // canvas text, or esc() in tooltip formatters.
-(function () {
+var cacheheatDiff = (function () {
   'use strict';
   var D = JSON.parse(document.getElementById('cacheheat-data').textContent);
   var charts = [];
-  var esc = cacheheatCommon.esc, clone = cacheheatCommon.clone, fmt = cacheheatCommon.fmt;
+  var C = cacheheatCommon, esc = C.esc, clone = C.clone, fmt = C.fmt;
   function init(el) {
     var c = echarts.init(el, null, { renderer: 'canvas' });
     charts.push({ id: el.id || 'latency-' + charts.length, chart: c, el: el });
     return c;
+  }
+  function chartOf(el) {
+    for (var i = 0; i < charts.length; i++) { if (charts[i].el === el) { return charts[i]; } }
+    return null;
   }
 
   // Per-window values of the metric whose table row was clicked.
@@ -26,8 +30,8 @@
       animation: false,
       tooltip: { trigger: 'axis', valueFormatter: fmt },
       legend: { data: ['BASE', 'NEW'] },
-      grid: { left: 80, right: 30, top: 40, bottom: 40 },
-      xAxis: { type: 'category', name: 'window', data: xs },
+      grid: { left: 80, right: 30, top: 40, bottom: 50 },
+      xAxis: { type: 'category', name: 'window', nameLocation: 'middle', nameGap: 26, data: xs },
       yAxis: { type: 'value', axisLabel: { formatter: fmt } },
       series: [
         { name: 'BASE', type: 'line', data: s.base, symbolSize: 6 },
@@ -44,13 +48,16 @@
   // around zero.
   var sel = document.getElementById('heat-event');
   if (sel && D.heat.length) {
-    var hb = init(document.getElementById('chart-heat-base'));
-    var hn = init(document.getElementById('chart-heat-new'));
-    var hd = init(document.getElementById('chart-heat-delta'));
+    var els = ['chart-heat-base', 'chart-heat-new', 'chart-heat-delta'].map(function (id) {
+      var el = document.getElementById(id);
+      el.style.height = C.chartHeight(D.rows.length) + 'px';
+      return el;
+    });
+    var hb = init(els[0]), hn = init(els[1]), hd = init(els[2]);
     D.heat.forEach(function (h, i) {
       var o = document.createElement('option');
       o.value = String(i);
-      o.textContent = h.event;
+      o.textContent = h.event + ' (' + h.unit + ')';
       sel.appendChild(o);
     });
     var cols = [];
@@ -62,28 +69,35 @@
       }
       return out;
     };
-    var draw = function (chart, vals, lo, hi, colours, label) {
+    var plotH = C.chartHeight(D.rows.length) - 100, every = Math.max(1, Math.ceil(14 / (plotH / Math.max(1, D.rows.length))));
+    var draw = function (chart, vals, scale, colours, label, unit) {
       var opt = clone(D.skeletons.heat);
-      opt.xAxis = [{ type: 'category', data: cols, name: 'window' }];
-      opt.yAxis = [{ type: 'category', data: D.rows }];
-      opt.visualMap = [Object.assign(opt.visualMap ? opt.visualMap[0] || {} : {}, { min: lo, max: hi, inRange: { color: colours } })];
+      opt.xAxis = [{ type: 'category', data: cols, name: 'window', nameLocation: 'middle', nameGap: 26, axisLabel: { hideOverlap: true } }];
+      // Three maps side by side in time need no zoom slider, whose place
+      // the axis name takes.
+      delete opt.dataZoom;
+      opt.grid = { left: 150, right: 110, top: 30, bottom: 50 };
+      opt.yAxis = [{ type: 'category', data: D.rows, inverse: true, axisLabel: { interval: function (i) { return i % every === 0; } } }];
+      opt.visualMap = [C.colourBar(opt.visualMap ? opt.visualMap[0] || {} : {}, unit, scale, colours)];
       opt.tooltip = { trigger: 'item', formatter: function (p) {
-        return esc(label) + '<br>' + esc(D.rows[p.value[1]]) + ', window ' + esc(cols[p.value[0]]) + ': ' + esc(fmt(p.value[2])) + '/s';
+        return esc(label) + '<br>' + esc(D.rows[p.value[1]]) + ', window ' + esc(cols[p.value[0]]) + ': ' + esc(fmt(p.value[2])) + ' ' + esc(unit);
       } };
       opt.series = [{ type: 'heatmap', name: 'cells', data: cells(vals), animation: false }];
       chart.setOption(opt, true);
+      var c = chartOf(chart.getDom());
+      c.unit = unit;
+      c.values = function () { return vals.slice(); };
     };
     var show = function (i) {
-      var h = D.heat[i], hi = 0, dm = 0, k;
+      var h = D.heat[i], dm = 0, k, both = [];
       for (k = 0; k < h.base.length; k++) {
-        if (h.base[k] !== null) { hi = Math.max(hi, h.base[k]); }
-        if (h.new[k] !== null) { hi = Math.max(hi, h.new[k]); }
+        both.push(h.base[k] === null ? NaN : h.base[k], h.new[k] === null ? NaN : h.new[k]);
         if (h.delta[k] !== null) { dm = Math.max(dm, Math.abs(h.delta[k])); }
       }
-      var heat = ['#f7fbff', '#fdd49e', '#fc8d59', '#d7301f', '#7f0000'];
-      draw(hb, h.base, 0, hi || 1, heat, 'BASE ' + h.event);
-      draw(hn, h.new, 0, hi || 1, heat, 'NEW ' + h.event);
-      draw(hd, h.delta, -(dm || 1), dm || 1, ['#2166ac', '#92c5de', '#f7f7f7', '#f4a582', '#b2182b'], 'NEW - BASE ' + h.event);
+      var scale = C.colourScale(both, h.unit === '% busy' ? 100 : 0);
+      draw(hb, h.base, scale, null, 'BASE ' + h.event, h.unit);
+      draw(hn, h.new, scale, null, 'NEW ' + h.event, h.unit);
+      draw(hd, h.delta, { min: -(dm || 1), max: dm || 1, clipped: false }, ['#2166ac', '#92c5de', '#f7f7f7', '#f4a582', '#b2182b'], 'NEW - BASE ' + h.event, 'Δ ' + h.unit);
     };
     sel.addEventListener('change', function () { show(Number(sel.value)); });
     show(0);
@@ -105,8 +119,8 @@
         animation: false,
         tooltip: { trigger: 'axis', valueFormatter: function (v) { return (100 * v).toFixed(2) + '%'; } },
         legend: { data: ['BASE', 'NEW'] },
-        grid: { left: 70, right: 30, top: 40, bottom: 50 },
-        xAxis: { type: 'category', data: l.labels, name: 'latency' },
+        grid: { left: 70, right: 30, top: 40, bottom: 56 },
+        xAxis: { type: 'category', data: l.labels, name: 'latency (log2 bucket, lower bound)', nameLocation: 'middle', nameGap: 28, axisLabel: { hideOverlap: true } },
         yAxis: { type: 'value', axisLabel: { formatter: function (v) { return (100 * v).toFixed(0) + '%'; } } },
         series: [
           { name: 'BASE', type: 'bar', data: l.base, barGap: '-100%', itemStyle: { opacity: 0.55 } },
@@ -117,5 +131,6 @@
   }
   window.addEventListener('resize', function () { charts.forEach(function (c) { c.chart.resize(); }); });
 
-  cacheheatCommon.selftest(charts, function () { return { flames: 0 }; });
+  C.selftest(charts, function () { return { flames: 0 }; });
+  return { charts: charts };
 }());

@@ -1,6 +1,10 @@
 // Package heatmap writes a recording as one self-contained, offline HTML
 // report: per-core, per-node and latency heatmaps, processes, stacks and a
-// flame graph, the host's topology and the data's quality.
+// flame graph per sampled event, the host's topology and the data's
+// quality. The live view's page (WriteLivePage) is the same heatmap
+// sections and script, redrawn from BuildCharts of the windows so far; the
+// diff report shares the page shell, the helpers in common.js and the
+// colour bars.
 //
 // The work is split in two so that each half can be tested on its own. The
 // transforms (Build and the functions it calls) turn a *profile.Recording

@@ -20,10 +20,11 @@ var echartsJS string
 //go:embed page.css
 var pageCSS string
 
-// captureJS records script errors before anything else runs, so the
-// browser test can assert there were none.
+// captureJS records script errors and blocked loads before anything else
+// runs, so the browser tests can assert there were none.
 const captureJS = `window.__cacheheatErrors = [];
 window.addEventListener('error', function (e) { window.__cacheheatErrors.push(String(e.message || e.type)); });
+document.addEventListener('securitypolicyviolation', function (e) { window.__cacheheatErrors.push('blocked by the page policy: ' + e.violatedDirective + ' ' + e.blockedURI); });
 (function (orig) { console.error = function () { window.__cacheheatErrors.push(Array.prototype.join.call(arguments, ' ')); return orig.apply(console, arguments); }; })(console.error);`
 
 // CSP allows inline scripts and styles and data: images, and nothing
@@ -50,6 +51,9 @@ type Page struct {
 	Script template.JS
 	// Style is extra static CSS after the shared styles.
 	Style template.CSS
+	// Stream lets the page open connections to the server that sent it
+	// (connect-src 'self'): the live view's event stream.
+	Stream bool
 	// Banner, when set, is shown in red above everything (simulated.go).
 	Banner string
 }
@@ -83,8 +87,12 @@ func WritePage(w io.Writer, p Page) error {
 	}
 	// html/template passes invalid UTF-8 through; a page must be valid
 	// UTF-8, and U+FFFD is inert in every HTML context.
+	csp := CSP
+	if p.Stream {
+		csp += "; connect-src 'self'"
+	}
 	return shellTmpl.Execute(w, map[string]any{
-		"CSP":       CSP,
+		"CSP":       csp,
 		"Capture":   template.JS(captureJS),
 		"Title":     strings.ToValidUTF8(p.Title, "\uFFFD"),
 		"CSS":       template.CSS(pageCSS),

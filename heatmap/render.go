@@ -17,11 +17,23 @@ import (
 //go:embed report.tmpl
 var reportTmplText string
 
+//go:embed functions.tmpl
+var functionsTmplText string
+
 //go:embed report.js
 var reportJS string
 
 //go:embed common.js
 var commonJS string
+
+//go:embed flame.js
+var flameJS string
+
+//go:embed live.js
+var liveJS string
+
+//go:embed live.tmpl
+var liveTmplText string
 
 // Options tune a report.
 type Options struct {
@@ -43,19 +55,39 @@ var TemplateFuncs = template.FuncMap{
 	"bytes": fmtBytes,
 	"join":  strings.Join,
 	"float": func(v int64) float64 { return float64(v) },
+	"sub":   func(a, b int) int { return a - b },
+	// plural writes "1 window", "2 windows", "3 processes".
+	"plural": profile.Plural,
+	// cpus writes ids as ranges: "0-3,8".
+	"cpus": cpuList,
+	"pids": pidList,
+	// measure writes an evidence value as the CLI does: ns as a
+	// duration, ratios as percentages.
+	"measure": attribution.FormatValue,
+	// flame is the data of the "flame" template: which flame graph of
+	// the page's data block, and what its widths count.
+	"flame": func(i int, unit string) flameRef { return flameRef{i, unit} },
 }
 
-var reportTmpl = template.Must(template.New("report").Funcs(TemplateFuncs).Parse(reportTmplText))
+// flameRef places flame graph Index of the page's data (the flames list)
+// with its controls; Unit says what the widths count ("samples").
+type flameRef struct {
+	Index int
+	Unit  string
+}
+
+var reportTmpl = template.Must(template.Must(template.Must(template.New("report").Funcs(TemplateFuncs).Parse(reportTmplText)).Parse(liveTmplText)).Parse(functionsTmplText))
 
 // pageData is what the report's script reads from the data block: only
 // what it draws. Tables are rendered by html/template on the server side.
+// The live page has the same block with Live set and empty charts, which
+// its stream then fills.
 type pageData struct {
-	Skeletons Skeletons   `json:"skeletons"`
-	CPU       Grid        `json:"cpu"`
-	Node      Grid        `json:"node"`
-	Latency   []Latency   `json:"latency"`
-	Flames    []FlameNode `json:"flames"`
-	Findings  *Findings   `json:"findings,omitempty"`
+	Skeletons Skeletons `json:"skeletons"`
+	Charts
+	Flames   []FlameNode `json:"flames"`
+	Findings *Findings   `json:"findings,omitempty"`
+	Live     bool        `json:"live,omitempty"`
 }
 
 // Render writes rec's HTML report to w.
@@ -78,14 +110,16 @@ func RenderReport(w io.Writer, r Report) error {
 		return err
 	}
 	var body bytes.Buffer
-	view := struct {
-		Report
-		CPUHeight, NodeHeight int
-	}{r, chartHeight(len(r.CPU.Rows)), chartHeight(len(r.Node.Rows))}
-	if err := reportTmpl.ExecuteTemplate(&body, "report", view); err != nil {
+	if err := reportTmpl.ExecuteTemplate(&body, "report", r); err != nil {
 		return fmt.Errorf("rendering report body: %w", err)
 	}
-	data := pageData{Skeletons: sk, CPU: r.CPU, Node: r.Node, Latency: r.Latency, Flames: []FlameNode{}, Findings: r.Findings}
+	data := pageData{Skeletons: sk, Charts: Charts{CPU: r.CPU, Node: r.Node, Latency: r.Latency}, Flames: []FlameNode{}, Findings: r.Findings}
+	// Function heatmaps are drawn like the histograms', after them
+	// (FunctionView.Chart counts on it); their elements are in the
+	// functions section.
+	for _, f := range r.Functions {
+		data.Latency = append(data.Latency, f.Latency)
+	}
 	for _, s := range r.Samples {
 		data.Flames = append(data.Flames, s.Flame)
 	}
@@ -94,30 +128,56 @@ func RenderReport(w io.Writer, r Report) error {
 		Title:  r.Summary.Title,
 		Body:   template.HTML(body.String()),
 		Data:   data,
-		Script: template.JS(commonJS + reportJS),
+		Script: template.JS(commonJS + flameJS + reportJS),
 	})
 }
 
-// chartHeight gives a heatmap enough height for its rows, within reason.
-func chartHeight(rows int) int {
-	return min(900, max(260, 120+rows*14))
+// WriteLivePage writes the live view's page: the report's heatmap
+// sections and script, empty until the page's event stream (GET /events
+// beside it) sends the charts of the windows so far, each update one
+// Charts value as BuildCharts makes it.
+func WriteLivePage(w io.Writer) error {
+	sk, err := BuildSkeletons()
+	if err != nil {
+		return err
+	}
+	var body bytes.Buffer
+	if err := reportTmpl.ExecuteTemplate(&body, "live", nil); err != nil {
+		return fmt.Errorf("rendering live page: %w", err)
+	}
+	return WritePage(w, Page{
+		Title:  "cacheheat live",
+		Body:   template.HTML(body.String()),
+		Data:   pageData{Skeletons: sk, Charts: Charts{Latency: []Latency{}}, Flames: []FlameNode{}, Live: true},
+		Script: template.JS(commonJS + flameJS + reportJS + liveJS),
+		Stream: true,
+	})
+}
+
+// pidList names a finding's processes: every PID up to ten, else the
+// first ten and how many more.
+func pidList(pids []int) string {
+	const most = 10
+	parts := make([]string, 0, most)
+	for i, p := range pids {
+		if i == most {
+			break
+		}
+		parts = append(parts, strconv.Itoa(p))
+	}
+	s := "PID"
+	if len(pids) > 1 {
+		s = "PIDs"
+	}
+	s += " " + strings.Join(parts, ", ")
+	if n := len(pids) - most; n > 0 {
+		s += " and " + profile.Plural(n, "more process")
+	}
+	return s
 }
 
 // fmtCount writes a count with thin grouping: 12 345 678.
-func fmtCount(v uint64) string {
-	s := strconv.FormatUint(v, 10)
-	if len(s) <= 4 {
-		return s
-	}
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteString("\u202f")
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
+func fmtCount(v uint64) string { return profile.GroupDigits(v, "\u202f") }
 
 // fmtFloat writes a float with about four significant digits.
 func fmtFloat(v float64) string {

@@ -80,7 +80,7 @@ func Create(path string, h Header) (*Writer, error) {
 		return nil, fmt.Errorf("creating recording: %w", err)
 	}
 	w := &Writer{f: f, path: path, tmp: tmp, seen: map[uint64]bool{}}
-	h.FormatVersion = fmt.Sprintf("%d.%d", FormatMajor, FormatMinor)
+	h.FormatVersion = FormatVersion()
 	pre := make([]byte, 0, 12)
 	pre = append(pre, magic...)
 	pre = binary.LittleEndian.AppendUint16(pre, FormatMajor)
@@ -95,6 +95,9 @@ func Create(path string, h Header) (*Writer, error) {
 	}
 	return w, nil
 }
+
+// FormatVersion is the "MAJOR.MINOR" this build writes in a header.
+func FormatVersion() string { return fmt.Sprintf("%d.%d", FormatMajor, FormatMinor) }
 
 // Path is the final name of the recording.
 func (w *Writer) Path() string { return w.path }

@@ -75,6 +75,8 @@ type Header struct {
 	// Synthetic is set on a recording that no recorder made (bench/genrec):
 	// it says what made it. Its counts are invented to show an effect.
 	Synthetic string `json:"synthetic,omitempty"`
+	// Functions lists the --func functions whose calls are timed.
+	Functions []FunctionSpec `json:"functions,omitempty"`
 }
 
 // SimulatedWarning is the sentence every output of a recording made on a
@@ -204,6 +206,9 @@ type Window struct {
 	SampleRate []SampleRate       `json:"sample_rate,omitempty"`
 	Drops      Drops              `json:"drops"`
 	AppMetrics map[string]float64 `json:"app_metrics,omitempty"`
+	// Functions holds the calls of --func functions that returned in the
+	// window.
+	Functions []FunctionWindow `json:"functions,omitempty"`
 }
 
 // Counter is one event's delta in a window.

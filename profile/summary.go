@@ -4,6 +4,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 // Summary is the stable `inspect --json` document. Fields may
@@ -32,6 +33,8 @@ type Summary struct {
 	Samples    SamplesSummary     `json:"samples"`
 	Drops      Drops              `json:"drops"`
 	AppMetrics map[string]float64 `json:"app_metrics"`
+	// Functions are the --func functions' latency and per-call counters.
+	Functions []FunctionSummary `json:"functions"`
 }
 
 // EventSummary is an event's status with its multiplexing over the whole
@@ -224,6 +227,10 @@ func Summarize(r *Recording) Summary {
 		}
 	}
 	s.Samples.Dropped = s.Drops.StackErrors + s.Drops.SampleMapFull
+	s.Functions = []FunctionSummary{}
+	for _, a := range r.FunctionTotals(0, len(r.Windows)) {
+		s.Functions = append(s.Functions, a.Summarize())
+	}
 	return s
 }
 
@@ -521,4 +528,35 @@ func FormatNS(ns float64) string {
 		return strconv.FormatFloat(ns/1e3, 'g', 3, 64) + "us"
 	}
 	return strconv.FormatFloat(ns, 'g', 3, 64) + "ns"
+}
+
+// GroupDigits writes a count in groups of three digits joined by sep
+// ("12 345 678"); counts of four digits or fewer stay whole.
+func GroupDigits(v uint64, sep string) string {
+	s := strconv.FormatUint(v, 10)
+	if len(s) <= 4 {
+		return s
+	}
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteString(sep)
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// Plural writes a count and its noun, in the plural unless n is 1:
+// "1 window", "2 windows", "3 processes".
+func Plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	if strings.HasSuffix(noun, "s") {
+		noun += "es"
+	} else {
+		noun += "s"
+	}
+	return strconv.Itoa(n) + " " + noun
 }

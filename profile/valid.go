@@ -12,8 +12,17 @@ const (
 // CheckValid states the invariants every consumer may rely on:
 // CPU ids are in [0, 65536) and unique; every CPU's node exists; per-CPU
 // arrays are no longer than MaxCPU()+1; histograms have at most HistBuckets
-// buckets; every sample's stacks are defined; windows are in time order.
+// buckets; every sample's stacks are defined; windows are in time order;
+// every window's function is one the header lists, its buckets are
+// histogram buckets and its sums no more than the function's counters.
 func (r *Recording) CheckValid() error {
+	funcs := map[int]int{} // id -> counters
+	for _, f := range r.Header.Functions {
+		if _, dup := funcs[f.ID]; dup {
+			return fmt.Errorf("function id %d listed twice", f.ID)
+		}
+		funcs[f.ID] = len(f.Counters)
+	}
 	t := &r.Header.Host.Topology
 	seen := map[int]bool{}
 	nodes := map[int]bool{}
@@ -54,6 +63,17 @@ func (r *Recording) CheckValid() error {
 			for _, b := range h.PerCPU {
 				if len(b) > HistBuckets {
 					return fmt.Errorf("window %d: histogram %q has %d buckets, at most %d allowed", i, h.Name, len(b), HistBuckets)
+				}
+			}
+		}
+		for _, f := range w.Functions {
+			nc, ok := funcs[f.ID]
+			if !ok {
+				return fmt.Errorf("window %d: function id %d is not in the header", i, f.ID)
+			}
+			for _, b := range f.Buckets {
+				if b.Bucket < 0 || b.Bucket >= HistBuckets || len(b.Sums) > nc {
+					return fmt.Errorf("window %d: function %d has bucket %d with %d sums (at most %d buckets, %d counters)", i, f.ID, b.Bucket, len(b.Sums), HistBuckets, nc)
 				}
 			}
 		}

@@ -1,6 +1,8 @@
 // Package web serves cacheheat recordings over HTTP: a browser for the
 // recordings in one directory with their reports and diffs rendered on
-// demand (Server), and the live view of a recording in progress (Live).
+// demand (Server), and the live view of a recording in progress (Live),
+// whose page and charts are the report's own (heatmap.WriteLivePage and
+// heatmap.BuildCharts), fed from memory as the recorder closes windows.
 //
 // Both are read-only and local by default. Every response carries a
 // Content-Security-Policy and related headers; every string from a

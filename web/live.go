@@ -2,17 +2,14 @@ package web
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"html/template"
 	"net/http"
-	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/cacheheat/cacheheat/heatmap"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -27,27 +24,21 @@ type LiveOptions struct {
 	// ClientQueue is how many updates wait for a slow client before newer
 	// ones are dropped for it (default 4).
 	ClientQueue int
-	// MaxCells bounds each heatmap's cells (default 20,000, where ECharts
-	// starts to slow down).
+	// MaxCells bounds each heatmap's cells (default: the report's).
 	MaxCells int
-	// Grids turns the windows so far into the page's heatmaps. Nil uses
-	// the built-in per-core, per-node and latency grids.
-	Grids func(rec *profile.Recording, maxCells int) any
 	// WriteTimeout ends a client's stream when one update cannot be
 	// written for this long (default 10 s), so a stuck client does not
 	// hold a goroutine and a socket for the rest of the recording.
 	WriteTimeout time.Duration
-	// HeaderFile is the recording being written. Until SetHeader is
-	// called, the builder reads the header (host topology, events) from
-	// HeaderFile+".partial" or HeaderFile, off the recorder's goroutine.
-	HeaderFile string
 }
 
-// Live is the live view of a recording in progress. The recorder calls
-// Publish with each window as it closes; Publish only appends the window
-// and wakes a builder goroutine, which turns the windows so far into the
-// page's heatmaps and hands the update to each client's queue without
-// waiting. A client whose queue is full loses that update (counted and
+// Live is the live view of a recording in progress. The recorder hands it
+// the header (SetHeader) and each window as it closes (Publish), in
+// memory; Publish only appends the window and wakes a builder goroutine,
+// which turns the windows so far into the report's heatmaps (with the
+// report's own code, heatmap.BuildCharts) and hands the update to each
+// client's queue without waiting. The page is the report's heatmap
+// sections and script (heatmap.WriteLivePage), redrawn with each update. A client whose queue is full loses that update (counted and
 // shown to it); since every update carries the whole state so far, the
 // next one it receives is complete again. The recording's own data path
 // never waits for a client.
@@ -57,6 +48,9 @@ type LiveOptions struct {
 //	GET /        the live page
 //	GET /events  the update stream (text/event-stream)
 //	GET /report  the final report, once Finish was called
+//
+// After Finish the page says the recording ended and links to the
+// report; the view keeps serving both until the caller stops its server.
 type Live struct {
 	opts    LiveOptions
 	handler http.Handler
@@ -74,8 +68,6 @@ type Live struct {
 	latest    []byte // the last update, for clients that connect late
 	report    []byte // the final report, after Finish
 	finalErr  string
-	pending   int           // clients at Finish that have not fetched the report
-	fetched   chan struct{} // closed when pending reaches 0
 	finished  bool
 	totalDrop atomic.Uint64
 }
@@ -83,9 +75,6 @@ type Live struct {
 type liveClient struct {
 	ch      chan []byte
 	dropped atomic.Uint64
-	// page is set for EventSource clients (a browser's live page, which
-	// loads the final report at the end); Linger waits only for those.
-	page bool
 }
 
 // NewLive starts a live view's builder goroutine; Finish stops it.
@@ -97,13 +86,10 @@ func NewLive(opts LiveOptions) *Live {
 		opts.ClientQueue = 4
 	}
 	if opts.MaxCells <= 0 {
-		opts.MaxCells = 20000
+		opts.MaxCells = heatmap.DefaultMaxCells
 	}
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = 10 * time.Second
-	}
-	if opts.Grids == nil {
-		opts.Grids = defaultGrids
 	}
 	l := &Live{
 		opts:    opts,
@@ -112,7 +98,6 @@ func NewLive(opts LiveOptions) *Live {
 		stopped: make(chan struct{}),
 		ended:   make(chan struct{}),
 		clients: map[*liveClient]struct{}{},
-		fetched: make(chan struct{}),
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/{$}", l.servePage)
@@ -191,37 +176,42 @@ func (l *Live) Finish(rec *profile.Recording, err error) {
 	}
 	l.finished = true
 	l.report, l.finalErr = report, msg
-	for c := range l.clients {
-		if c.page {
-			l.pending++
-		}
-	}
-	if l.pending == 0 || report == nil {
-		close(l.fetched)
-	}
 	l.mu.Unlock()
 	close(l.done)
 	<-l.stopped
 	close(l.ended)
 }
 
-// Linger waits, after Finish, until every page that was watching has
-// loaded the final report, or until ctx ends: the recorder's process can
-// then exit without cutting a viewer off before it saw the result.
-func (l *Live) Linger(ctx context.Context) {
-	select {
-	case <-l.fetched:
-	case <-ctx.Done():
+// Recording is the recording so far, from the header and windows the
+// view was given, with tr as its trailer (nil while it runs): the final
+// report is rendered from it, without reading the file back.
+func (l *Live) Recording(tr *profile.Trailer) *profile.Recording {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.header == nil {
+		return nil
 	}
+	rec := &profile.Recording{Header: *l.header, Stacks: map[uint64]profile.Stack{}, Trailer: tr}
+	for _, w := range l.windows {
+		for _, s := range w.NewStacks {
+			rec.Stacks[s.ID] = s
+		}
+		w.NewStacks = nil
+		rec.Windows = append(rec.Windows, w)
+	}
+	return rec
 }
 
 // update is one event on the stream: the whole state so far.
 type update struct {
-	Windows   int           `json:"windows"`
-	StartNS   int64         `json:"start_ns"`
-	EndNS     int64         `json:"end_ns"`
-	Status    any           `json:"status,omitempty"`
-	Grids     any           `json:"grids,omitempty"`
+	Windows int             `json:"windows"`
+	StartNS int64           `json:"start_ns"`
+	EndNS   int64           `json:"end_ns"`
+	Status  any             `json:"status,omitempty"`
+	Charts  *heatmap.Charts `json:"charts,omitempty"`
+	// Banner says the recording is simulated or synthetic, as the
+	// report's banner does.
+	Banner    string        `json:"banner,omitempty"`
 	Findings  []Finding     `json:"findings"`
 	Analyzed  int           `json:"findings_windows"` // windows the findings cover
 	Drops     profile.Drops `json:"drops"`
@@ -250,7 +240,6 @@ func (l *Live) build() {
 				return
 			}
 		}
-		l.readHeaderFile()
 		l.mu.Lock()
 		wins := l.windows[:len(l.windows):len(l.windows)]
 		status := l.status
@@ -279,7 +268,9 @@ func (l *Live) build() {
 		}
 		if hasHeader {
 			rec := &profile.Recording{Header: h, Windows: wins, Stacks: stacks}
-			u.Grids = l.opts.Grids(rec, l.opts.MaxCells)
+			c := heatmap.BuildCharts(rec, l.opts.MaxCells)
+			u.Charts = &c
+			u.Banner = heatmap.Banner(rec)
 			if l.opts.Renderers.Findings != nil && len(wins) > 0 && (analyzed == 0 || len(wins)-analyzed >= l.opts.AnalyzeEvery) {
 				findings = l.opts.Renderers.Findings(rec)
 				analyzed = len(wins)
@@ -294,30 +285,6 @@ func (l *Live) build() {
 			b, _ = json.Marshal(map[string]string{"error": fmt.Sprintf("encoding update: %v", err)})
 		}
 		l.broadcast(b)
-	}
-}
-
-// readHeaderFile sets the header from HeaderFile when none is set yet.
-// The recorder writes the header before its first window, so by the first
-// Publish the file has it.
-func (l *Live) readHeaderFile() {
-	l.mu.Lock()
-	have := l.header != nil
-	l.mu.Unlock()
-	if have || l.opts.HeaderFile == "" {
-		return
-	}
-	for _, p := range []string{l.opts.HeaderFile + profile.PartialSuffix, l.opts.HeaderFile} {
-		f, err := os.Open(p)
-		if err != nil {
-			continue
-		}
-		d, err := profile.NewDecoder(f)
-		f.Close()
-		if err == nil {
-			l.SetHeader(d.Header)
-			return
-		}
 	}
 }
 
@@ -337,8 +304,8 @@ func (l *Live) broadcast(b []byte) {
 	}
 }
 
-func (l *Live) subscribe(page bool) *liveClient {
-	c := &liveClient{ch: make(chan []byte, l.opts.ClientQueue), page: page}
+func (l *Live) subscribe() *liveClient {
+	c := &liveClient{ch: make(chan []byte, l.opts.ClientQueue)}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.latest != nil {
@@ -355,7 +322,7 @@ func (l *Live) unsubscribe(c *liveClient) {
 }
 
 func (l *Live) serveEvents(w http.ResponseWriter, r *http.Request) {
-	c := l.subscribe(strings.Contains(r.Header.Get("Accept"), "text/event-stream"))
+	c := l.subscribe()
 	defer l.unsubscribe(c)
 	l.serveEventsFor(w, r, c)
 }
@@ -428,12 +395,6 @@ func (l *Live) serveEventsFor(w http.ResponseWriter, r *http.Request, c *liveCli
 func (l *Live) serveReport(w http.ResponseWriter, r *http.Request) {
 	l.mu.Lock()
 	report, finished, msg := l.report, l.finished, l.finalErr
-	if report != nil && l.pending > 0 {
-		l.pending--
-		if l.pending == 0 {
-			close(l.fetched)
-		}
-	}
 	l.mu.Unlock()
 	switch {
 	case !finished:
@@ -446,10 +407,12 @@ func (l *Live) serveReport(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// EChartsJS is the ECharts build the live page inlines. It is set from the
-// heatmap package's vendored copy, so there is one copy in the tree.
-var EChartsJS string
-
 func (l *Live) servePage(w http.ResponseWriter, r *http.Request) {
-	render(w, "live.html", struct{ ECharts template.JS }{template.JS(EChartsJS)})
+	var buf bytes.Buffer
+	if err := heatmap.WriteLivePage(&buf); err != nil {
+		http.Error(w, fmt.Sprintf("rendering the live page: %v", err), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Write(buf.Bytes())
 }

@@ -120,7 +120,7 @@ func TestCapsTextGolden(t *testing.T) {
 
 func TestCapsVerdicts(t *testing.T) {
 	vm := fixtureCaps(t, "vm2", noPMU)
-	if vm.Mode != "software" || vm.Verdict != "software mode (no PMU): cache events are unavailable, software events and latency histograms are" {
+	if vm.Mode != "software" || vm.Verdict != "software mode (no PMU): cache events are unavailable; software events and latency histograms are available" {
 		t.Errorf("vm2: mode %q verdict %q", vm.Mode, vm.Verdict)
 	}
 	epyc := fixtureCaps(t, "epyc-nps4", withPMU)

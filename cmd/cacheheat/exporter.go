@@ -76,7 +76,7 @@ func runExporter(name string, args []string, stdout io.Writer) error {
 		}
 	}
 	exp := exporter.New(exporter.Options{MaxCgroups: *maxCgroups, Version: Version})
-	opts.Sinks = []collector.Sink{exp}
+	opts.Sinks = []collector.WindowSink{exp}
 	rec, err := collector.NewRecorder(opts)
 	if err != nil {
 		return usageErrorf("exporter: %v", err)

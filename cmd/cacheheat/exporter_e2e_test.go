@@ -542,7 +542,7 @@ func TestRecordContainerTarget(t *testing.T) {
 		t.Fatalf("workload pid %d not among the recorded processes: %s", work.Process.Pid, js)
 	}
 	text, _ := exec.Command(bin, "inspect", rec).Output()
-	if !strings.Contains(string(text), "container="+id[:12]) {
+	if !strings.Contains(string(text), "container "+id[:12]) {
 		t.Errorf("inspect does not name the container:\n%s", text)
 	}
 	html := filepath.Join(t.TempDir(), "c.html")

@@ -17,10 +17,11 @@ func init() {
 }
 
 func runInspect(name string, args []string, stdout io.Writer) error {
-	fs := newFlagSet(name, "FILE [--json]", `  cacheheat inspect r.rec
+	fs := newFlagSet(name, "FILE [--json] [--top N]", `  cacheheat inspect r.rec
   cacheheat inspect --json r.rec | jq '.totals["page-faults"].total'
 `, stdout)
-	asJSON := fs.Bool("json", false, "print the stable JSON summary (DESIGN.md)")
+	asJSON := fs.Bool("json", false, "print the JSON summary, whose field names are stable for scripts")
+	top := fs.Int("top", 10, "list this many processes, the costliest first (0: all)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -40,7 +41,7 @@ func runInspect(name string, args []string, stdout io.Writer) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(s)
 	}
-	printSummary(stdout, s)
+	printSummary(stdout, s, *top)
 	return nil
 }
 
@@ -60,14 +61,17 @@ func readRecording(path string) (*profile.Recording, error) {
 	return rec, nil
 }
 
-func printSummary(w io.Writer, s profile.Summary) {
+// printSummary writes the summary for people: plain words and numbers,
+// the processes that cost the most first.
+func printSummary(w io.Writer, s profile.Summary, top int) {
 	if s.PMU != nil && s.PMU.Simulated != "" {
 		fmt.Fprintf(w, "%s (simulated %s)\n\n", profile.SimulatedWarning, s.PMU.Simulated)
 	}
 	if s.Synthetic != "" {
-		fmt.Fprintf(w, "SYNTHETIC RECORDING: %s\n\n", s.Synthetic)
+		fmt.Fprintf(w, "SYNTHETIC RECORDING: %s\n\n", printable(s.Synthetic))
 	}
-	fmt.Fprintf(w, "host      %s, %s, %s (%d CPUs, %d NUMA nodes)\n", s.Host.Hostname, s.Host.Kernel, s.Host.CPUModel, s.Host.CPUs, s.Host.NUMANodes)
+	fmt.Fprintf(w, "host      %s, %s, %s (%s, %s)\n", printable(s.Host.Hostname), printable(s.Host.Kernel), printable(s.Host.CPUModel),
+		plural(s.Host.CPUs, "CPU"), plural(s.Host.NUMANodes, "NUMA node"))
 	fmt.Fprintf(w, "mode      %s\n", s.Mode)
 	target := s.Target.Kind
 	switch {
@@ -76,21 +80,25 @@ func printSummary(w io.Writer, s profile.Summary) {
 	case s.Target.Cgroup != "":
 		target += ": " + s.Target.Cgroup
 	case len(s.Target.PIDs) > 0:
-		target += fmt.Sprintf(": %v", s.Target.PIDs)
+		target += ": " + joinInts(s.Target.PIDs, ",")
 	}
-	fmt.Fprintf(w, "target    %q\n", target)
+	fmt.Fprintf(w, "target    %s\n", printable(target))
 	end := s.EndReason
 	if s.Truncated {
 		end = "truncated (" + s.Warning + ")"
 	}
-	fmt.Fprintf(w, "windows   %d x %gs = %.2fs, end: %s\n", s.Windows, s.IntervalS, s.DurationS, end)
+	fmt.Fprintf(w, "windows   %s of %gs = %.2fs, end: %s\n", plural(s.Windows, "window"), s.IntervalS, s.DurationS, end)
 	if s.ExitStatus != nil {
 		fmt.Fprintf(w, "exit      %d\n", *s.ExitStatus)
 	}
 	fmt.Fprintln(w, "\nevents")
+	// Events that were not measured are grouped by reason: on a host
+	// without a PMU that is one line instead of sixteen.
+	var notMeasured []string
+	byReason := map[string][]string{}
 	for _, e := range s.Events {
 		if e.Status == profile.StatusMeasured {
-			t := s.Totals[e.Name]
+			t := s.Totals[e.Name].Total
 			var notes []string
 			if e.Scaling > 1.005 {
 				notes = append(notes, fmt.Sprintf("scaled x%.3g (multiplexed)", e.Scaling))
@@ -102,44 +110,131 @@ func printSummary(w io.Writer, s profile.Summary) {
 			if len(notes) > 0 {
 				note = "  (" + strings.Join(notes, "; ") + ")"
 			}
-			fmt.Fprintf(w, "  %-24s %-11s %d%s\n", e.Name, e.Status, t.Total, note)
-		} else {
-			fmt.Fprintf(w, "  %-24s %-11s %s\n", e.Name, e.Status, e.Reason)
+			if e.Name == "cpu-clock" {
+				fmt.Fprintf(w, "  %-24s %s of CPU time%s\n", e.Name, profile.FormatNS(float64(t)), note)
+			} else {
+				fmt.Fprintf(w, "  %-24s %s%s\n", e.Name, count(t), note)
+			}
+			continue
 		}
+		key := e.Status + ": " + e.Reason
+		if _, ok := byReason[key]; !ok {
+			notMeasured = append(notMeasured, key)
+		}
+		byReason[key] = append(byReason[key], e.Name)
+	}
+	for _, key := range notMeasured {
+		names := byReason[key]
+		fmt.Fprintf(w, "  %s %s\n    %s\n", plural(len(names), "event"), key, strings.Join(names, ", "))
 	}
 	if len(s.Processes) > 0 {
-		fmt.Fprintln(w, "\nprocesses")
-		for _, p := range s.Processes {
-			keys := make([]string, 0, len(p.Totals))
-			for k := range p.Totals {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			var parts []string
-			for _, k := range keys {
-				parts = append(parts, fmt.Sprintf("%s=%d", k, p.Totals[k]))
-			}
-			if p.Container != "" {
-				parts = append(parts, "container="+shortID(p.Container))
-			}
-			fmt.Fprintf(w, "  %-7d %-16q samples=%d %s\n", p.PID, p.Comm, p.Samples, strings.Join(parts, " "))
-		}
+		printProcesses(w, s, top)
 	}
 	if len(s.Histograms) > 0 {
 		fmt.Fprintln(w, "\nlatency")
 		for _, h := range s.Histograms {
-			fmt.Fprintf(w, "  %-13s count=%d p50=%s p90=%s p99=%s\n", h.Name, h.Count, profile.FormatNS(h.P50), profile.FormatNS(h.P90), profile.FormatNS(h.P99))
+			fmt.Fprintf(w, "  %-13s %s, p50 %s, p90 %s, p99 %s\n", h.Name, plural(int(h.Count), "event"), profile.FormatNS(h.P50), profile.FormatNS(h.P90), profile.FormatNS(h.P99))
 		}
 	}
-	fmt.Fprintf(w, "\nsamples   %s: %d (requested %.0f Hz/CPU, achieved %.1f Hz/CPU), dropped %d\n",
-		s.Samples.Event, s.Samples.Total, s.Samples.RequestedHz, s.Samples.AchievedHz, s.Samples.Dropped)
+	if len(s.Functions) > 0 {
+		fmt.Fprintln(w, "\nfunctions")
+		for _, f := range s.Functions {
+			fmt.Fprintf(w, "  %-24s %-2s %s, p50 %s, p90 %s, p99 %s; %s unmatched, %s abandoned, %s moved\n",
+				printable(f.Name), f.Lang, plural(int(f.Calls), "call"), profile.FormatNS(f.P50), profile.FormatNS(f.P90), profile.FormatNS(f.P99),
+				count(f.Unmatched), count(f.Abandoned), count(f.Moved))
+		}
+	}
+	fmt.Fprintf(w, "\nsamples   %s: %s (requested %.0f Hz/CPU, achieved %.1f Hz/CPU), %s dropped\n",
+		s.Samples.Event, count(s.Samples.Total), s.Samples.RequestedHz, s.Samples.AchievedHz, count(s.Samples.Dropped))
 	for _, f := range s.Samples.TopFunctions {
-		fmt.Fprintf(w, "  %8d  %q\n", f.Samples, f.Name)
+		fmt.Fprintf(w, "  %8d  %s\n", f.Samples, printable(f.Name))
 	}
-	fmt.Fprintf(w, "\ndrops     %+v\n", s.Drops)
+	fmt.Fprintf(w, "\ndrops     %s\n", dropsText(s.Drops))
 	if len(s.AppMetrics) > 0 {
-		fmt.Fprintf(w, "app       %v\n", s.AppMetrics)
+		keys := make([]string, 0, len(s.AppMetrics))
+		for k := range s.AppMetrics {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%s %.4g", printable(k), s.AppMetrics[k]))
+		}
+		fmt.Fprintf(w, "app       %s\n", strings.Join(parts, ", "))
 	}
+}
+
+// printProcesses lists the top processes by the cost the recording
+// measured best: cpu-clock where it was counted, else stack samples.
+func printProcesses(w io.Writer, s profile.Summary, top int) {
+	ps := append([]profile.ProcessSummary(nil), s.Processes...)
+	key := "cpu-clock"
+	if _, ok := s.Totals[key]; !ok {
+		key = "samples"
+	}
+	cost := func(p profile.ProcessSummary) uint64 {
+		if key == "samples" {
+			return p.Samples
+		}
+		return p.Totals[key]
+	}
+	sort.SliceStable(ps, func(i, j int) bool {
+		if a, b := cost(ps[i]), cost(ps[j]); a != b {
+			return a > b
+		}
+		return ps[i].PID < ps[j].PID
+	})
+	fmt.Fprintf(w, "\nprocesses (%s, by %s)\n", plural(len(ps), "process"), key)
+	shown := ps
+	if top > 0 && len(ps) > top {
+		shown = ps[:top]
+	}
+	for _, p := range shown {
+		keys := make([]string, 0, len(p.Totals))
+		for k := range p.Totals {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := []string{plural(int(p.Samples), "sample")}
+		for _, k := range keys {
+			v := p.Totals[k]
+			if k == "cpu-clock" {
+				parts = append(parts, "cpu-clock "+profile.FormatNS(float64(v)))
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s %s", k, count(v)))
+		}
+		if p.Container != "" {
+			parts = append(parts, "container "+printable(shortID(p.Container)))
+		}
+		fmt.Fprintf(w, "  %-7d %-16s %s\n", p.PID, printable(p.Comm), strings.Join(parts, ", "))
+	}
+	if n := len(ps) - len(shown); n > 0 {
+		fmt.Fprintf(w, "  %s not shown (--top N shows more, --top 0 all)\n", plural(n, "process"))
+	}
+}
+
+// dropsText says what was lost, or "none".
+func dropsText(d profile.Drops) string {
+	var parts []string
+	for _, x := range []struct {
+		n    uint64
+		what string
+	}{
+		{d.StackErrors, "stack errors"},
+		{d.SampleMapFull, "samples lost (sample map full)"},
+		{d.ProcMapFull, "counter deltas lost (task map full)"},
+		{d.Throttled, "throttle events"},
+		{d.MapErrors, "other map errors"},
+	} {
+		if x.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", x.n, x.what))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // shortID is a container id as `docker ps` shows it (12 hex digits); a pod

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -35,10 +36,11 @@ func init() {
 }
 
 func runRecord(name string, args []string, stdout io.Writer) error {
-	fs := newFlagSet(name, "[-p PID[,PID..] | -a | -G CGROUP | -- CMD ARGS] [-C CPUS] [-e EVENTS] [-d DURATION] [-i INTERVAL] [-F HZ] [-c PERIOD] [-q] -o FILE", `  cacheheat record -d 10s -o r.rec -- ./bench --size 1G
+	fs := newFlagSet(name, "[-p PID[,PID..] | -a | -G CGROUP | -- CMD ARGS] [-C CPUS] [-e EVENTS] [-d DURATION] [-i INTERVAL] [-F HZ] [-c PERIOD] [--func [PATH:]SYMBOL].. [-q] -o FILE", `  cacheheat record -d 10s -o r.rec -- ./bench --size 1G
   sudo cacheheat record -p 1234 -d 30s -o r.rec
   cacheheat record -a -e cpu-clock,page-faults -i 100ms -d 5s -o host.rec
   cacheheat record -G system.slice/nginx.service -d 1m -o nginx.rec
+  cacheheat record --func main.handle --func /usr/lib/libz.so.1:deflate -o f.rec -- ./server
 `, stdout)
 	pids := fs.StringP("pid", "p", "", "record these processes (comma-separated), their threads and children")
 	all := fs.BoolP("all-cpus", "a", false, "record every task on every CPU")
@@ -49,9 +51,12 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 	interval := fs.StringP("interval", "i", "1s", "window length, at least 10ms")
 	hz := fs.IntP("freq", "F", collector.DefaultSampleHz, "cpu-clock stack samples per second per CPU")
 	period := fs.Uint64P("count", "c", collector.DefaultMissPeriod, "sample a stack every this many primary miss events (LLC-load-misses, else cache-misses) where the PMU has them")
-	quiet := fs.BoolP("quiet", "q", false, "no status line")
+	quiet := fs.BoolP("quiet", "q", false, "no status line, and no note on the events this host cannot measure")
 	out := fs.StringP("output", "o", "", "recording file to write (required)")
+	funcs := fs.StringArray("func", nil, "time each call of this function, with the calling thread's counters per call; [PATH:]SYMBOL, PATH defaulting to the target's executable (repeatable)")
+	funcEvents := fs.Bool("func-events", false, fmt.Sprintf("also keep every --func call (at most %d a window, the rest counted as dropped)", collector.FuncEventsPerWindow))
 	live := fs.String("live", "", "serve a live view of the recording at this address (e.g. 127.0.0.1:8080; port 0 picks one, printed on stderr)")
+	linger := fs.String("linger", "", "with --live: after the recording, keep the live view and its report up this long (default: until Ctrl-C)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -118,6 +123,22 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 			opts.Events = append(opts.Events, ev)
 		}
 	}
+	for _, f := range *funcs {
+		spec, err := collector.ParseFuncSpec(f)
+		if err != nil {
+			return usageErrorf("record: %v", err)
+		}
+		opts.Funcs = append(opts.Funcs, spec)
+	}
+	for _, f := range opts.Funcs {
+		if f.Path == "" && (*all || *cgroup != "") {
+			return usageErrorf("record: --func %s: with -a or -G there is no main executable; give PATH:%s", f.Symbol, f.Symbol)
+		}
+	}
+	if *funcEvents && len(opts.Funcs) == 0 {
+		return usageErrorf("record: --func-events needs --func")
+	}
+	opts.FuncEvents = *funcEvents
 	var err error
 	if *dur != "" {
 		if opts.Duration, err = time.ParseDuration(*dur); err != nil || opts.Duration <= 0 {
@@ -134,12 +155,35 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 		return usageErrorf("record: -c 0: want a positive period")
 	}
 
+	// The recorder is one goroutine that wakes once a window; with one P
+	// the Go scheduler has no idle P to wake a spinning thread for at each
+	// wakeup, which was most of its cost on an idle host (BENCHMARKS.md).
+	// GOMAXPROCS in the environment still wins.
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
 	opts.Warn = func(msg string) { fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", msg) }
-	showStatus := !*quiet && isTerminal(os.Stderr)
-	if showStatus {
+	if !*quiet {
+		opts.Note = func(msg string) { fmt.Fprintf(os.Stderr, "cacheheat: %s\n", msg) }
+	}
+	var status *statusLine
+	if !*quiet && isTerminal(os.Stderr) {
+		status = newStatusLine(os.Stderr)
+	}
+	if status != nil {
+		defer status.close()
 		opts.OnWindow = func(_ *profile.Window, s collector.Status) {
-			fmt.Fprintf(os.Stderr, "\r\033[Krecording %s: %.0fs, %d windows, %d samples, %d drops",
-				opts.Output, s.Elapsed.Seconds(), s.Windows, s.Samples, s.Drops)
+			status.set(fmt.Sprintf("recording %s: %.0fs, %s, %s, %s",
+				opts.Output, s.Elapsed.Seconds(), plural(s.Windows, "window"), plural(int(s.Samples), "sample"), plural(int(s.Drops), "drop")))
+		}
+	}
+	var lingerFor time.Duration = -1
+	if *linger != "" {
+		if *live == "" {
+			return usageErrorf("record: --linger needs --live")
+		}
+		if lingerFor, err = time.ParseDuration(*linger); err != nil || lingerFor < 0 {
+			return usageErrorf("record: --linger %q: want a duration such as 30s, or 0 to stop with the recording", *linger)
 		}
 	}
 	var lv *liveView
@@ -147,20 +191,11 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 		if lv, err = startLive(*live, opts.Output); err != nil {
 			return err
 		}
-		status := opts.OnWindow
-		opts.OnWindow = func(w *profile.Window, s collector.Status) {
-			if status != nil {
-				status(w, s)
-			}
-			lv.publish(w, s)
-		}
+		opts.Sinks = append(opts.Sinks, lv)
 	}
 	rec, err := collector.NewRecorder(opts)
 	if err != nil {
 		return usageErrorf("record: %v", err)
-	}
-	if lv != nil {
-		defer func() { lv.finish(opts.Output, err) }()
 	}
 
 	// The first SIGINT/SIGTERM finishes the recording; a second one ends
@@ -182,14 +217,36 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 	}()
 
 	tr, err := rec.Run(ctx)
-	if showStatus {
-		fmt.Fprintln(os.Stderr)
+	if status != nil {
+		status.close()
+	}
+	signal.Stop(sigs)
+	if lv != nil {
+		if err == nil {
+			fmt.Fprintf(stdout, "recorded %s to %s (end: %s)\n", plural(tr.Windows, "window"), opts.Output, tr.EndReason)
+		}
+		ctx, stop := lingerContext(lingerFor)
+		defer stop()
+		lv.finish(ctx, tr, err)
+		return err
 	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "recorded %d windows to %s (end: %s)\n", tr.Windows, opts.Output, tr.EndReason)
+	fmt.Fprintf(stdout, "recorded %s to %s (end: %s)\n", plural(tr.Windows, "window"), opts.Output, tr.EndReason)
 	return nil
+}
+
+// lingerContext ends after d, or at Ctrl-C (SIGINT or SIGTERM) when d
+// is negative (no --linger): how long the live view outlives its
+// recording.
+func lingerContext(d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	if d < 0 {
+		return ctx, stop
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	return ctx, func() { cancel(); stop() }
 }
 
 // isTerminal says whether f is a terminal: the status line is for people,

@@ -23,7 +23,6 @@ import (
 
 func init() {
 	register(command{name: "serve", summary: "browse the recordings in a directory, with reports and diffs, in a web browser", run: runServe})
-	web.EChartsJS = heatmap.EChartsJS()
 }
 
 // webRenderers connect the web pages to the report packages: the same
@@ -41,7 +40,7 @@ func webRenderers() web.Renderers {
 			for _, f := range res.Findings {
 				var ev []string
 				for _, e := range f.Evidence {
-					ev = append(ev, fmt.Sprintf("%s %.4g%s %s %.4g", e.Metric, e.Value, e.Unit, e.Op, e.Threshold))
+					ev = append(ev, fmt.Sprintf("%s = %s (%s %s)", e.Metric, attribution.FormatValue(e.Value, e.Unit), e.Op, attribution.FormatValue(e.Threshold, e.Unit)))
 				}
 				out = append(out, web.Finding{Rule: f.Rule, Severity: f.Severity, Title: f.Title, Evidence: strings.Join(ev, ", ")})
 			}
@@ -110,14 +109,15 @@ func serveUntil(ctx context.Context, ln net.Listener, h http.Handler) error {
 }
 
 // liveView is record --live: the live page's server beside a recording.
+// It is one of the recorder's sinks: the header and windows come in
+// memory, and the final report is rendered from them.
 type liveView struct {
-	live *web.Live
-	srv  *http.Server
+	live   *web.Live
+	srv    *http.Server
+	addr   string
+	output string
+	target string
 }
-
-// liveLinger is how long a finished recording keeps its live page up for
-// viewers to load the final report.
-const liveLinger = 15 * time.Second
 
 // startLive serves the live view of the recording being written to output.
 func startLive(addr, output string) (*liveView, error) {
@@ -126,40 +126,53 @@ func startLive(addr, output string) (*liveView, error) {
 		return nil, err
 	}
 	lv := &liveView{
-		live: web.NewLive(web.LiveOptions{Renderers: webRenderers(), HeaderFile: output}),
+		live:   web.NewLive(web.LiveOptions{Renderers: webRenderers()}),
+		addr:   ln.Addr().String(),
+		output: output,
 	}
 	lv.srv = &http.Server{Handler: lv.live, ReadHeaderTimeout: 10 * time.Second}
 	go lv.srv.Serve(ln)
-	fmt.Fprintf(os.Stderr, "cacheheat: live view at http://%s/\n", ln.Addr())
+	fmt.Fprintf(os.Stderr, "cacheheat: live view at http://%s/\n", lv.addr)
 	return lv, nil
 }
 
 // liveStatus is the status line's numbers as the live page shows them.
 type liveStatus struct {
+	Target   string  `json:"target"`
+	Output   string  `json:"output"`
 	ElapsedS float64 `json:"elapsed_s"`
 	Windows  int     `json:"windows"`
 	Samples  uint64  `json:"samples"`
 	Drops    uint64  `json:"drops"`
 }
 
-// publish is the recorder's OnWindow: it never waits for a viewer.
-func (lv *liveView) publish(w *profile.Window, s collector.Status) {
-	lv.live.Publish(w, liveStatus{ElapsedS: s.Elapsed.Seconds(), Windows: s.Windows, Samples: s.Samples, Drops: s.Drops})
+// Header and Window make the live view a collector.WindowSink; neither
+// waits for a viewer.
+// Both run on the recorder's goroutine, so target needs no lock.
+func (lv *liveView) Header(h profile.Header) {
+	lv.target = web.TargetString(h.Target)
+	lv.live.SetHeader(h)
 }
 
-// finish shows the final report (or the error) to the viewers, waits a
-// little for them to load it, and stops the server.
-func (lv *liveView) finish(output string, runErr error) {
+func (lv *liveView) Window(w *profile.Window, s collector.Status) {
+	lv.live.Publish(w, liveStatus{Target: lv.target, Output: lv.output, ElapsedS: s.Elapsed.Seconds(), Windows: s.Windows, Samples: s.Samples, Drops: s.Drops})
+}
+
+// finish renders the final report from the windows in memory (or shows
+// the error) and keeps the page up, linking to it, until ctx ends (Ctrl-C
+// or --linger), then stops the server.
+func (lv *liveView) finish(ctx context.Context, tr *profile.Trailer, runErr error) {
 	var rec *profile.Recording
 	if runErr == nil {
-		rec, runErr = profile.ReadFile(output)
+		rec = lv.live.Recording(tr)
 	}
 	lv.live.Finish(rec, runErr)
-	ctx, cancel := context.WithTimeout(context.Background(), liveLinger)
+	if runErr == nil {
+		fmt.Fprintf(os.Stderr, "cacheheat: the report is at http://%s/report until the live view stops\n", lv.addr)
+	}
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	lv.live.Linger(ctx)
-	sctx, cancel2 := context.WithTimeout(context.Background(), time.Second)
-	defer cancel2()
 	if err := lv.srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		fmt.Fprintf(os.Stderr, "cacheheat: stopping the live view: %v\n", err)
 	}

@@ -6,7 +6,10 @@
 // each mapped ELF file is indexed once per file identity (device, inode,
 // modification time, size) and its table is shared by every process that
 // maps it, so a process that exits during the recording is still
-// symbolized. A file is resolved through Go's .gopclntab first (it survives
+// symbolized. Indexing waits until an address in the file is first
+// resolved (most files a process maps are never sampled); the file is kept
+// open until then, at most 512 of them, past which files are indexed when
+// seen. NeedsSnapshot says when a process's mappings must be read again. A file is resolved through Go's .gopclntab first (it survives
 // strip, so stripped Go binaries keep their function names), then .symtab,
 // then .dynsym; only function symbols are kept. A file without .symtab is
 // completed from its separate debug file (/usr/lib/debug/.build-id/xx/rest.debug,

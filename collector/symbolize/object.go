@@ -7,12 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 )
 
 // object is the symbol index of one ELF file, shared by every process that
-// maps it. It is immutable once built.
+// maps it. It is immutable once indexed.
 type object struct {
+	name string // the mapped path, for errors
+	// file is open while indexing is deferred (Symbolizer.ready).
+	file *os.File
 	// segs translate a file offset (what a mapping gives) into the link-time
 	// virtual address the symbol tables use; this is also what makes PIE and
 	// shared libraries work wherever they were loaded.

@@ -37,6 +37,12 @@ type Symbolizer struct {
 	files map[fileKey]*object
 	// unopened remembers mapped files that could not be opened, for Stats.
 	unopened map[string]error
+	// deferred counts the files opened but not indexed yet (see
+	// indexFile); past maxDeferred, files are indexed at once.
+	deferred int
+	// gen numbers snapshots, so that callers can cache what they resolved
+	// until a process's snapshot changes (Generation).
+	gen uint64
 
 	vdsoOnce sync.Once
 	vdso     *object
@@ -55,6 +61,10 @@ type fileKey struct {
 // process is the snapshot of one process's executable mappings.
 type process struct {
 	maps []mapping // sorted by start
+	// exe identifies the file /proc/PID/exe named at the snapshot: a
+	// process that execs another file needs a new snapshot.
+	exe fileKey
+	gen uint64
 	// perfMap holds a JIT's symbols from /tmp/perf-PID.map (absolute
 	// addresses), nil when it writes none.
 	perfMap      *funcTable
@@ -72,8 +82,12 @@ func NewWithRoot(root string) *Symbolizer {
 		debugDirs: []string{filepath.Join(root, "usr", "lib", "debug")},
 		procs:     make(map[int]*process),
 		files:     make(map[fileKey]*object),
+		unopened:  make(map[string]error),
 	}
 }
+
+// maxDeferred bounds the files kept open for deferred indexing.
+const maxDeferred = 512
 
 func (s *Symbolizer) procPath(pid int, name ...string) string {
 	return filepath.Join(append([]string{s.root, "proc", strconv.Itoa(pid)}, name...)...)
@@ -108,7 +122,7 @@ func (s *Symbolizer) snapshotLocked(pid int) error {
 		return fmt.Errorf("pid %d has no executable mappings (exited or kernel thread): %w", pid, os.ErrNotExist)
 	}
 	old := s.procs[pid]
-	p := &process{maps: maps}
+	p := &process{maps: maps, exe: s.exeKey(pid)}
 	if old != nil {
 		p.perfMap, p.perfMapStamp = old.perfMap, old.perfMapStamp
 	}
@@ -141,11 +155,56 @@ func (s *Symbolizer) snapshotLocked(pid int) error {
 	if anon {
 		s.readPerfMap(pid, p)
 	}
-	if unchanged && p.perfMap == old.perfMap {
+	if unchanged && p.perfMap == old.perfMap && p.exe == old.exe {
 		return nil
 	}
+	s.gen++
+	p.gen = s.gen
 	s.procs[pid] = p
 	return nil
+}
+
+// exeKey identifies the file a process runs (/proc/PID/exe); zero when it
+// cannot be read (a kernel thread, an exited process).
+func (s *Symbolizer) exeKey(pid int) fileKey {
+	var st syscall.Stat_t
+	if err := syscall.Stat(s.procPath(pid, "exe"), &st); err != nil {
+		return fileKey{}
+	}
+	return fileKey{dev: uint64(st.Dev), ino: st.Ino, size: uint64(st.Size), mtime: st.Mtim}
+}
+
+// NeedsSnapshot says whether pid has no snapshot, or one that may not
+// describe it any more: an address in addrs lies in none of its
+// executable mappings (a library loaded since, a JIT's new code), or it
+// runs another file now (exec). Checking costs one stat, where a Snapshot
+// reads and parses the whole maps file.
+func (s *Symbolizer) NeedsSnapshot(pid int, addrs []uint64) bool {
+	s.mu.Lock()
+	p := s.procs[pid]
+	s.mu.Unlock()
+	if p == nil {
+		return true
+	}
+	for _, a := range addrs {
+		i := sort.Search(len(p.maps), func(i int) bool { return p.maps[i].end > a })
+		if i == len(p.maps) || a < p.maps[i].start {
+			return true
+		}
+	}
+	return s.exeKey(pid) != p.exe
+}
+
+// Generation names pid's current snapshot: it changes whenever a Snapshot
+// finds the process's mappings changed, so frames resolved under one
+// generation may be reused until then. 0: no snapshot.
+func (s *Symbolizer) Generation(pid int) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.procs[pid]; p != nil {
+		return p.gen
+	}
+	return 0
 }
 
 // isAnon reports whether module names anonymous memory, where JITs put
@@ -158,8 +217,10 @@ func isAnon(module string) bool {
 // files' frames could not be named and why.
 type Stats struct {
 	Processes int // processes with a snapshot
-	Files     int // distinct file versions indexed
-	Symbols   int // functions indexed, over all files
+	Files     int // distinct file versions seen
+	// Deferred files are not indexed yet: no address in them was resolved.
+	Deferred int
+	Symbols  int // functions indexed, over all files
 	// Problems lists files that could not be opened or parsed, one
 	// message each, sorted.
 	Problems []string
@@ -169,7 +230,7 @@ type Stats struct {
 func (s *Symbolizer) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Stats{Processes: len(s.procs), Files: len(s.files)}
+	st := Stats{Processes: len(s.procs), Files: len(s.files), Deferred: s.deferred}
 	for _, o := range s.files {
 		st.Symbols += o.symbols()
 		if o.err != nil {
@@ -204,12 +265,13 @@ func (s *Symbolizer) User(pid int, addrs []uint64) []profile.Frame {
 	}
 	frames := make([]profile.Frame, len(addrs))
 	for i, a := range addrs {
-		frames[i] = p.frame(a)
+		frames[i] = p.frame(a, s.ready)
 	}
 	return frames
 }
 
-func (p *process) frame(addr uint64) profile.Frame {
+// frame resolves addr; ready indexes a deferred file first.
+func (p *process) frame(addr uint64, ready func(*object)) profile.Frame {
 	if p == nil {
 		return profile.Frame{Module: ModuleUnknown, Offset: addr}
 	}
@@ -225,6 +287,7 @@ func (p *process) frame(addr uint64) profile.Frame {
 		return profile.Frame{Function: name, Module: m.module, Offset: addr}
 	}
 	off := addr - m.start + m.pgoff
+	ready(m.obj)
 	name, _ := m.obj.resolve(off)
 	return profile.Frame{Function: name, Module: m.module, Offset: off}
 }
@@ -251,7 +314,9 @@ func (s *Symbolizer) objectFor(pid int, m *mapping) *object {
 			continue
 		}
 		obj, err := s.indexFile(f, m, c.checkInode)
-		f.Close()
+		if obj == nil || obj.file != f {
+			f.Close()
+		}
 		if err != nil {
 			lastErr = err
 			continue
@@ -283,12 +348,33 @@ func (s *Symbolizer) indexFile(f *os.File, m *mapping, checkInode bool) (*object
 	if obj, ok := s.files[key]; ok {
 		return obj, nil
 	}
-	obj, err := loadObject(f, s.debugDirs...)
-	if err != nil {
-		obj = &object{err: fmt.Errorf("%s: %w", m.module, err)}
-	}
+	// Indexing waits for the first address resolved in the file: of the
+	// files a process maps, samples hit few, and parsing the others would
+	// be most of a recorder's work. The open file is kept until then, so
+	// the process may exit and the file be deleted meanwhile.
+	obj := &object{name: m.module, file: f}
+	s.deferred++
 	s.files[key] = obj
+	if s.deferred > maxDeferred {
+		s.ready(obj)
+	}
 	return obj, nil
+}
+
+// ready indexes o if its indexing was deferred; it closes the file.
+func (s *Symbolizer) ready(o *object) {
+	if o == nil || o.file == nil {
+		return
+	}
+	loaded, err := loadObject(o.file, s.debugDirs...)
+	o.file.Close()
+	o.file = nil
+	s.deferred--
+	if err != nil {
+		o.err = fmt.Errorf("%s: %w", o.name, err)
+		return
+	}
+	o.segs, o.tables = loaded.segs, loaded.tables
 }
 
 // vdsoFor returns the index of the vDSO. The kernel maps one image into

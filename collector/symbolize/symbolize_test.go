@@ -269,6 +269,65 @@ func TestDeletedBinary(t *testing.T) {
 	checkResolves(t, s, p.pid(), p.addrs[0], "main.hotLoop", bin+" (deleted)")
 }
 
+// TestDeferredIndexAfterExit snapshots a process, then deletes its binary
+// and ends it before any of its addresses is resolved: the file kept open
+// for deferred indexing still names its functions.
+func TestDeferredIndexAfterExit(t *testing.T) {
+	orig := goBinary(t, "go-exe")
+	bin := filepath.Join(t.TempDir(), "gone-prog")
+	data, err := os.ReadFile(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, bin)
+	s := New()
+	if err := s.Snapshot(p.pid()); err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	if err := os.Remove(bin); err != nil {
+		t.Fatal(err)
+	}
+	p.kill()
+	checkResolves(t, s, p.pid(), p.addrs[0], "main.hotLoop", bin)
+}
+
+// TestNeedsSnapshot: a process needs a snapshot when it has none, or when
+// an address falls outside the mappings it had; not for addresses inside
+// them, and an unchanged snapshot keeps its generation.
+func TestNeedsSnapshot(t *testing.T) {
+	bin := goBinary(t, "go-exe")
+	p := start(t, bin)
+	s := New()
+	if !s.NeedsSnapshot(p.pid(), p.addrs) {
+		t.Error("NeedsSnapshot of a process never snapshotted: false, want true")
+	}
+	if g := s.Generation(p.pid()); g != 0 {
+		t.Errorf("Generation before any snapshot: %d, want 0", g)
+	}
+	if err := s.Snapshot(p.pid()); err != nil {
+		t.Fatal(err)
+	}
+	if s.NeedsSnapshot(p.pid(), p.addrs) {
+		t.Error("NeedsSnapshot of addresses in the snapshot's mappings: true, want false")
+	}
+	if !s.NeedsSnapshot(p.pid(), []uint64{p.addrs[0], 0x10}) {
+		t.Error("NeedsSnapshot of an address in no mapping: false, want true")
+	}
+	g := s.Generation(p.pid())
+	if g == 0 {
+		t.Fatal("Generation after a snapshot: 0")
+	}
+	if err := s.Snapshot(p.pid()); err != nil {
+		t.Fatal(err)
+	}
+	if g2 := s.Generation(p.pid()); g2 != g {
+		t.Errorf("Generation after a snapshot of unchanged mappings: %d, want %d", g2, g)
+	}
+}
+
 func TestCBinary(t *testing.T) {
 	variants := []struct {
 		name  string
@@ -365,9 +424,16 @@ func TestStats(t *testing.T) {
 	if err := s.Snapshot(p.pid()); err != nil {
 		t.Fatal(err)
 	}
+	// Files are indexed when an address in them is first resolved, not
+	// when they are first seen mapped.
 	st := s.Stats()
-	if st.Processes != 1 || st.Files < 1 || st.Symbols < 100 {
-		t.Errorf("Stats after one Go process: %+v, want 1 process, >= 1 file, >= 100 symbols", st)
+	if st.Processes != 1 || st.Files < 1 || st.Deferred != st.Files || st.Symbols != 0 {
+		t.Errorf("Stats after a snapshot of one Go process: %+v, want 1 process, >= 1 file, all deferred, no symbols", st)
+	}
+	checkResolves(t, s, p.pid(), p.addrs[0], "main.hotLoop", bin)
+	st = s.Stats()
+	if st.Deferred != st.Files-1 || st.Symbols < 100 {
+		t.Errorf("Stats after resolving an address of the binary: %+v, want one file indexed with >= 100 symbols", st)
 	}
 	if len(st.Problems) != 0 {
 		t.Errorf("Stats problems for a plain Go binary: %q", st.Problems)
@@ -431,6 +497,7 @@ func TestSharedFiles(t *testing.T) {
 		return nil
 	}
 	oa, ob := objOf(a.pid()), objOf(b.pid())
+	checkResolves(t, s, a.pid(), a.addrs[0], "main.hotLoop", bin)
 	if oa == nil || oa != ob {
 		t.Errorf("two processes of one binary got tables %p and %p, want one shared", oa, ob)
 	}

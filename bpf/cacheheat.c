@@ -502,6 +502,89 @@ static __always_inline long task_state(struct task_struct *t)
 	return BPF_CORE_READ(o, state);
 }
 
+// Per-cgroup aggregation, for the exporter: set before load, and off for a
+// recording, where the verifier then drops the code below as dead. Counts,
+// run-queue latency and off-CPU time are summed by the task's cgroup v2 id
+// (the kernfs node id, which is the cgroup directory's inode number), so
+// tasks that exit between two reads still count for their cgroup. In this
+// mode there are no stacks; the per-thread records stay, for each thread's
+// baselines (and are pruned as threads exit), but the collector builds no
+// processes from them.
+const volatile bool by_cgroup = false;
+
+// Why a task left the CPU, from its state at the switch (OFFCPU_* index the
+// per-cgroup off-CPU histograms; user space names them).
+#define OFFCPU_PREEMPTED 0 // still runnable: preempted or yielded
+#define OFFCPU_SLEEP 1 // TASK_INTERRUPTIBLE: futex, poll, sleep, pipe
+#define OFFCPU_BLOCKED 2 // TASK_UNINTERRUPTIBLE: mostly disk I/O
+#define OFFCPU_IDLE 3 // TASK_IDLE (NOLOAD): idle kernel worker threads
+#define OFFCPU_OTHER 4 // stopped, traced, dead
+#define OFFCPU_REASONS 5
+#define OFFCPU_MASK 7ULL
+
+struct cgroup_val {
+	u64 counts[MAX_EVENTS];
+	u64 runq[HIST_BUCKETS];
+	u64 runq_ns; // the sum of the latencies in runq
+	u64 offcpu[OFFCPU_REASONS][HIST_BUCKETS];
+	u64 offcpu_ns[OFFCPU_REASONS];
+};
+
+// Cumulative values by cgroup id. User space sizes it before load (1 entry
+// when by_cgroup is off) and deletes the entries of removed cgroups.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, u64);
+	__type(value, struct cgroup_val);
+} cgroups SEC(".maps");
+
+// cgroup_full[0] counts per-cgroup updates lost to a full cgroups map.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u64);
+} cgroup_full SEC(".maps");
+
+// cgroup_of returns the per-cgroup values of task t's cgroup, created on
+// first use, or NULL when by_cgroup is off or the map is full (counted).
+static __always_inline struct cgroup_val *cgroup_of(struct task_struct *t)
+{
+	if (!by_cgroup)
+		return NULL;
+	// Plain loads, not BPF_CORE_READ: t is a BTF pointer, so the verifier
+	// turns these into faulting loads, without a helper call per hop.
+	u64 id = t->cgroups->dfl_cgrp->kn->id;
+	struct cgroup_val *cv = bpf_map_lookup_elem(&cgroups, &id);
+	if (cv)
+		return cv;
+	static const struct cgroup_val zero_cv;
+	long err = bpf_map_update_elem(&cgroups, &id, &zero_cv, BPF_NOEXIST);
+	if (err && err != -17 /* EEXIST */) {
+		u32 zero = 0;
+		u64 *full = bpf_map_lookup_elem(&cgroup_full, &zero);
+		if (full)
+			(*full)++;
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&cgroups, &id);
+}
+
+// offcpu_reason_of classifies a task's state at its switch-out.
+static __always_inline u32 offcpu_reason_of(long st)
+{
+	if (st == TASK_RUNNING)
+		return OFFCPU_PREEMPTED;
+	if (st & 0x400 /* TASK_NOLOAD */)
+		return OFFCPU_IDLE;
+	if (st & 1 /* TASK_INTERRUPTIBLE */)
+		return OFFCPU_SLEEP;
+	if (st & 2 /* TASK_UNINTERRUPTIBLE */)
+		return OFFCPU_BLOCKED;
+	return OFFCPU_OTHER;
+}
+
 static __always_inline struct stats_val *get_stats(void)
 {
 	u32 zero = 0;
@@ -659,6 +742,7 @@ static __always_inline struct task_val *account(struct last_val *l, struct task_
 			have_ref = true;
 		}
 	}
+	struct cgroup_val *cv = cgroup_of(t);
 	for (u32 i = 0; i < MAX_EVENTS; i++) {
 		if (i >= nr_events)
 			break;
@@ -707,6 +791,14 @@ static __always_inline struct task_val *account(struct last_val *l, struct task_
 			tv->counts[i] += dc;
 		if (tot)
 			tot->counts[i] += dc;
+		if (cv) {
+			// A fresh copy per iteration: otherwise the compiler walks a
+			// pointer into *cv from before the null check, which the
+			// verifier refuses.
+			struct cgroup_val *c = cv;
+			barrier_var(c);
+			__sync_fetch_and_add(&c->counts[i], dc);
+		}
 	}
 	l->ts = now;
 	l->faults = faults;
@@ -867,7 +959,9 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		// queue latency starts now, as in runqlat.bt.
 		if (state == TASK_RUNNING)
 			set_ts(&wakeup_ts, tid, now);
-		set_ts(&offcpu_ts, tid, now);
+		// By cgroup, the off-CPU reason rides in the timestamp's low
+		// bits (OFFCPU_MASK ns of resolution), saving a map per switch.
+		set_ts(&offcpu_ts, tid, by_cgroup ? (now & ~OFFCPU_MASK) | offcpu_reason_of(state) : now);
 		// Voluntary: the thread blocked (not preempted, not exiting).
 		if (!preempt && state != TASK_RUNNING && !(state & TASK_DEAD))
 			offcpu_out(ctx, tid, now);
@@ -886,12 +980,39 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	u32 zero = 0;
 	u32 ntid = next->pid;
 	struct hist_val *h = bpf_map_lookup_elem(&hists, &zero);
+	struct cgroup_val *cv = NULL;
 	u64 ts = take_ts(&wakeup_ts, ntid);
-	if (ts && h && now >= ts)
-		h->runq[log2_bucket(now - ts)]++;
+	if (ts && now >= ts) {
+		u32 b = log2_bucket(now - ts);
+		if (h)
+			h->runq[b]++;
+		cv = cgroup_of(next);
+		if (cv && b < HIST_BUCKETS) {
+			__sync_fetch_and_add(&cv->runq[b], 1);
+			__sync_fetch_and_add(&cv->runq_ns, now - ts);
+		}
+	}
 	ts = take_ts(&offcpu_ts, ntid);
-	if (ts && h && now >= ts)
-		h->offcpu[log2_bucket(now - ts)]++;
+	if (ts) {
+		u32 r = OFFCPU_OTHER;
+		if (by_cgroup) {
+			r = ts & OFFCPU_MASK;
+			ts &= ~OFFCPU_MASK;
+		}
+		if (now >= ts) {
+			u32 b = log2_bucket(now - ts);
+			if (h)
+				h->offcpu[b]++;
+			if (by_cgroup) {
+				if (!cv)
+					cv = cgroup_of(next);
+				if (cv && r < OFFCPU_REASONS && b < HIST_BUCKETS) {
+					__sync_fetch_and_add(&cv->offcpu[r][b], 1);
+					__sync_fetch_and_add(&cv->offcpu_ns[r], now - ts);
+				}
+			}
+		}
+	}
 	return 0;
 }
 
@@ -1023,6 +1144,8 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 			take_over(l, t, now, true);
 	}
 	s->samples[slot & 1]++;
+	if (by_cgroup)
+		return 0; // counts by cgroup only: no stacks
 
 	u32 *bufp = bpf_map_lookup_elem(&ctrl, &zero);
 	u32 buf = bufp ? (*bufp & 1) : 0;

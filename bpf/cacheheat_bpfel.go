@@ -13,6 +13,15 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type CacheheatCgroupVal struct {
+	_        structs.HostLayout
+	Counts   [40]uint64
+	Runq     [40]uint64
+	RunqNs   uint64
+	Offcpu   [5][40]uint64
+	OffcpuNs [5]uint64
+}
+
 type CacheheatGoOffsets struct {
 	_         structs.HostLayout
 	G_m       uint32
@@ -121,6 +130,8 @@ type CacheheatTotalsVal struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	CacheheatMapCgroupFull         = "cgroup_full"
+	CacheheatMapCgroups            = "cgroups"
 	CacheheatMapCounters0          = "counters0"
 	CacheheatMapCounters1          = "counters1"
 	CacheheatMapCounters10         = "counters10"
@@ -190,6 +201,7 @@ const (
 	CacheheatProgOnWakeupNew       = "on_wakeup_new"
 	CacheheatProgSampleClock       = "sample_clock"
 	CacheheatProgSampleMiss        = "sample_miss"
+	CacheheatVarByCgroup           = "by_cgroup"
 	CacheheatVarEnabledRefSlot     = "enabled_ref_slot"
 	CacheheatVarFaultSlots         = "fault_slots"
 	CacheheatVarNrCounters         = "nr_counters"
@@ -259,6 +271,8 @@ type CacheheatProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type CacheheatMapSpecs struct {
+	CgroupFull     *ebpf.MapSpec `ebpf:"cgroup_full"`
+	Cgroups        *ebpf.MapSpec `ebpf:"cgroups"`
 	Counters0      *ebpf.MapSpec `ebpf:"counters0"`
 	Counters1      *ebpf.MapSpec `ebpf:"counters1"`
 	Counters10     *ebpf.MapSpec `ebpf:"counters10"`
@@ -325,6 +339,7 @@ type CacheheatMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type CacheheatVariableSpecs struct {
+	ByCgroup           *ebpf.VariableSpec `ebpf:"by_cgroup"`
 	EnabledRefSlot     *ebpf.VariableSpec `ebpf:"enabled_ref_slot"`
 	FaultSlots         *ebpf.VariableSpec `ebpf:"fault_slots"`
 	NrCounters         *ebpf.VariableSpec `ebpf:"nr_counters"`
@@ -357,6 +372,8 @@ func (o *CacheheatObjects) Close() error {
 //
 // It can be passed to LoadCacheheatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type CacheheatMaps struct {
+	CgroupFull     *ebpf.Map `ebpf:"cgroup_full"`
+	Cgroups        *ebpf.Map `ebpf:"cgroups"`
 	Counters0      *ebpf.Map `ebpf:"counters0"`
 	Counters1      *ebpf.Map `ebpf:"counters1"`
 	Counters10     *ebpf.Map `ebpf:"counters10"`
@@ -421,6 +438,8 @@ type CacheheatMaps struct {
 
 func (m *CacheheatMaps) Close() error {
 	return _CacheheatClose(
+		m.CgroupFull,
+		m.Cgroups,
 		m.Counters0,
 		m.Counters1,
 		m.Counters10,
@@ -488,6 +507,7 @@ func (m *CacheheatMaps) Close() error {
 //
 // It can be passed to LoadCacheheatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type CacheheatVariables struct {
+	ByCgroup           *ebpf.Variable `ebpf:"by_cgroup"`
 	EnabledRefSlot     *ebpf.Variable `ebpf:"enabled_ref_slot"`
 	FaultSlots         *ebpf.Variable `ebpf:"fault_slots"`
 	NrCounters         *ebpf.Variable `ebpf:"nr_counters"`

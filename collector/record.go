@@ -65,6 +65,14 @@ type Options struct {
 	// Note receives the one line that says how many requested events
 	// this host cannot measure; nil drops it (record -q).
 	Note func(string)
+	// ByCgroup counts by cgroup v2 instead of by thread and takes no
+	// stacks: windows have no processes or samples, and ExtrasSinks get
+	// each cgroup's counts and latency histograms. With sinks, Output may
+	// be empty: then no file is written.
+	ByCgroup bool
+	// BPFStats turns the kernel's BPF run-time accounting on while the
+	// recorder runs, for WindowExtras.Programs.
+	BPFStats bool
 }
 
 // Status is the recorder's progress, for the status line and the live view.
@@ -84,6 +92,7 @@ type Recorder struct {
 	w       *profile.Writer
 	cm      *command
 	aborted bool
+	statsOn bool // this recorder turned the kernel's BPF run-time stats on
 }
 
 // NewRecorder checks the options; Run does the work.
@@ -103,7 +112,7 @@ func NewRecorder(opts Options) (*Recorder, error) {
 	if opts.SamplePeriod == 0 {
 		opts.SamplePeriod = DefaultMissPeriod
 	}
-	if opts.Output == "" {
+	if opts.Output == "" && len(opts.Sinks) == 0 {
 		return nil, errors.New("no output file")
 	}
 	if opts.Warn == nil {
@@ -152,7 +161,7 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 	}
 
 	// Target: checked before anything is loaded.
-	kc := kernelConfig{cpus: cpus, sampleHz: o.SampleHz, missPeriod: o.SamplePeriod}
+	kc := kernelConfig{cpus: cpus, sampleHz: o.SampleHz, missPeriod: o.SamplePeriod, byCgroup: o.ByCgroup}
 	var tgt = o.Target
 	switch tgt.Kind {
 	case profile.TargetPID:
@@ -161,6 +170,9 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 		}
 		kc.mode, kc.pids = modePIDs, tgt.PIDs
 	case profile.TargetCgroup:
+		if tgt.Cgroup, err = resolveCgroupArg(tgt.Cgroup); err != nil {
+			return nil, err
+		}
 		id, err := cgroupID(tgt.Cgroup)
 		if err != nil {
 			return nil, err
@@ -331,6 +343,15 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 			gp.add(k, pid)
 		}
 	}
+	if o.BPFStats {
+		stop, err := enableBPFStats()
+		if err != nil {
+			o.Warn(err.Error())
+		} else {
+			r.statsOn = true
+			defer stop()
+		}
+	}
 	start := time.Now()
 	header := profile.Header{
 		FormatVersion: profile.FormatVersion(),
@@ -342,9 +363,11 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 		fk.startMono.Store(monoNow())
 		header.Functions = fk.specs()
 	}
-	w, err := profile.Create(o.Output, header)
-	if err != nil {
-		return nil, err
+	var w *profile.Writer
+	if o.Output != "" {
+		if w, err = profile.Create(o.Output, header); err != nil {
+			return nil, err
+		}
 	}
 	for _, s := range o.Sinks {
 		s.Header(header)
@@ -363,6 +386,13 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 			stackTable: newStackTable(sym),
 		},
 		start: start,
+	}
+	rec.meta.procContainer = (&procContainers{}).get
+	if o.ByCgroup {
+		rec.cgNames = newCgroupNames(cgroup2Mount())
+		// Counting by cgroup, windows carry no processes: nothing is read
+		// from /proc per process and window.
+		rec.meta.procComm, rec.meta.procCmd, rec.meta.procContainer = nil, nil, nil
 	}
 	// The first snapshot is taken before a command starts, so that none of
 	// its counts can land between the snapshot's reads of the task map and
@@ -489,7 +519,7 @@ loop:
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.aborted {
+	if r.aborted || w == nil {
 		return &trailer, nil
 	}
 	if err := w.Close(trailer); err != nil {
@@ -517,6 +547,7 @@ type run struct {
 	fk      *funcKernel // nil without --func
 	fprev   *funcSnap
 	flost   struct{ unmatched, inflightFull, eventsDropped uint64 }
+	cgNames *cgroupNames // by-cgroup mode
 }
 
 // closeWindow drains the kernel, writes one window and reports it. The last
@@ -575,12 +606,19 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 	if rc.kern != nil {
 		win.Others = rc.kern.drainOthers()
 	}
+	if r.opts.ByCgroup {
+		win.Processes = nil
+	}
 	win.Functions = funcs
 	if fcur != nil {
 		rc.fprev = fcur
 	}
 	if rc.am != nil {
 		win.AppMetrics = rc.am.poll(last)
+	}
+	x, err := r.windowExtras(rc, cur, win)
+	if err != nil {
+		return err
 	}
 	rc.prev, rc.lastNS = cur, endNS
 	for _, s := range win.Samples {
@@ -593,7 +631,9 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 		r.mu.Unlock()
 		return nil
 	}
-	err = r.w.WriteWindow(win)
+	if r.w != nil {
+		err = r.w.WriteWindow(win)
+	}
 	r.mu.Unlock()
 	if err != nil {
 		return err
@@ -604,6 +644,9 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 		r.opts.OnWindow(win, st)
 	}
 	for _, s := range r.opts.Sinks {
+		if xs, ok := s.(ExtrasSink); ok && x != nil {
+			xs.Extras(x)
+		}
 		s.Window(win, st)
 	}
 	return nil

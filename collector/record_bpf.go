@@ -66,6 +66,9 @@ type kernelConfig struct {
 	rotated     []int
 	muxCounters int
 	refSlot     int
+	// byCgroup counts by cgroup instead of by thread, without stacks
+	// (by_cgroup in bpf/cacheheat.c): the exporter's mode.
+	byCgroup bool
 }
 
 // kernel holds every kernel object of a recording: the loaded programs and
@@ -159,10 +162,18 @@ func openKernel(cfg kernelConfig) (_ *kernel, err error) {
 		"start_ns":              uint64(now.Nano()),
 		"enabled_ref_slot":      ref,
 		"offcpu_stacks_per_sec": uint64(offCPUStacksPerSec),
+		"by_cgroup":             cfg.byCgroup,
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("setting bpf variable %s: %w", name, err)
 		}
+	}
+	if !cfg.byCgroup {
+		// Unused in a recording: one entry each instead of megabytes of
+		// preallocated kernel memory.
+		spec.Maps["cgroups"].MaxEntries = 1
+	} else {
+		spec.Maps["cgroups"].MaxEntries = cgroupMapEntries
 	}
 	if err := spec.LoadAndAssign(&k.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
@@ -423,6 +434,12 @@ func (k *kernel) snapshot() (*snapshot, error) {
 	for _, slot := range k.cfg.rotated {
 		for cpu := range s.host[slot] {
 			s.host[slot][cpu].Enabled = s.host[k.cfg.refSlot][cpu].Enabled
+		}
+	}
+
+	if k.cfg.byCgroup {
+		if err := k.snapshotCgroups(s); err != nil {
+			return nil, err
 		}
 	}
 

@@ -35,6 +35,9 @@ type snapshot struct {
 	stats    []statsVal  // [cpu]
 	offStats []offcpuVal // [cpu]
 	idleNS   []uint64    // [cpu] cumulative idle time, /proc/stat; nil: unknown
+	// cgroups and cgroupFull: by-cgroup mode only (cgroups.go).
+	cgroups    map[uint64]*cgroupVal
+	cgroupFull uint64
 }
 
 // offcpuVal is one CPU's cumulative off-CPU totals (offcpu_stat in
@@ -81,6 +84,9 @@ type windowMeta struct {
 	// cache can tell an exec.
 	procCmd    func(pid int, comm string) []string
 	stackTable *stackTable
+
+	// procContainer names a process's container ("" for none).
+	procContainer func(pid int) string
 }
 
 // delta is cur-prev, treating a counter that went backwards (a reused key)
@@ -303,6 +309,9 @@ func buildProcesses(prev, cur *snapshot, m windowMeta) []profile.Process {
 		}
 		if m.procCmd != nil {
 			p.Cmdline = m.procCmd(pid, p.Comm)
+		}
+		if m.procContainer != nil {
+			p.Container = m.procContainer(pid)
 		}
 		sort.Slice(p.Threads, func(i, j int) bool { return p.Threads[i].TID < p.Threads[j].TID })
 		out = append(out, *p)

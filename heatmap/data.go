@@ -604,6 +604,10 @@ type ProcessRow struct {
 	Comm    string   `json:"comm"`
 	Cmdline string   `json:"cmdline,omitempty"`
 	Totals  []uint64 `json:"totals"` // in Events order
+
+	// Container is the process's container id as `docker ps` shows it (12
+	// hex digits) or its pod uid, when it had one.
+	Container string `json:"container,omitempty"`
 }
 
 // Processes builds the process table, keeping the limit processes with
@@ -649,7 +653,7 @@ func Processes(rec *profile.Recording, limit int) ProcessTable {
 		return v
 	}
 	for _, p := range ps {
-		t.Rows = append(t.Rows, ProcessRow{PID: p.PID, Comm: p.Comm, Cmdline: strings.Join(p.Cmdline, " "), Totals: vec(p.Totals)})
+		t.Rows = append(t.Rows, ProcessRow{PID: p.PID, Comm: p.Comm, Container: shortContainer(p.Container), Cmdline: strings.Join(p.Cmdline, " "), Totals: vec(p.Totals)})
 		for _, th := range p.Threads {
 			t.Rows = append(t.Rows, ProcessRow{PID: p.PID, TID: th.TID, Comm: th.Comm, Totals: vec(th.Totals)})
 		}
@@ -1035,4 +1039,13 @@ func round(v float64, d int) float64 {
 	}
 	f, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'g', d, 64), 64)
 	return f
+}
+
+// shortContainer shortens a 64-digit container id to the 12 digits
+// `docker ps` shows; anything else (a pod uid) is kept whole.
+func shortContainer(id string) string {
+	if len(id) == 64 {
+		return id[:12]
+	}
+	return id
 }

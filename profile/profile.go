@@ -297,6 +297,10 @@ type Process struct {
 	Cmdline []string          `json:"cmdline,omitempty"`
 	Counts  map[string]uint64 `json:"counts"`
 	Threads []Thread          `json:"threads,omitempty"`
+
+	// Container is the id of the container (or the uid of the pod) the
+	// process ran in, from its cgroup, when it ran in one.
+	Container string `json:"container,omitempty"`
 }
 
 // Thread is one thread's deltas in a window.

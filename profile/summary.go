@@ -115,6 +115,9 @@ type ProcessSummary struct {
 	// event (samples.event); Summarize fills it.
 	Samples uint64          `json:"samples"`
 	Threads []ThreadSummary `json:"threads,omitempty"`
+
+	// Container: the process's container id or pod uid, when it had one.
+	Container string `json:"container,omitempty"`
 }
 
 // ThreadSummary is one thread over the whole recording.
@@ -312,6 +315,9 @@ func (r *Recording) ProcessTotals() []ProcessSummary {
 			}
 			if len(p.Cmdline) > 0 {
 				ps.Cmdline = p.Cmdline
+			}
+			if p.Container != "" {
+				ps.Container = p.Container
 			}
 			for k, v := range p.Counts {
 				ps.Totals[k] += v

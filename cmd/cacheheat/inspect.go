@@ -217,6 +217,9 @@ func printProcesses(w io.Writer, s profile.Summary, top int) {
 			}
 			parts = append(parts, fmt.Sprintf("%s %s", k, count(v)))
 		}
+		if p.Container != "" {
+			parts = append(parts, "container "+printable(shortID(p.Container)))
+		}
 		fmt.Fprintf(w, "  %-7d %-16s %s\n", p.PID, printable(p.Comm), strings.Join(parts, ", "))
 	}
 	if n := len(ps) - len(shown); n > 0 {
@@ -245,4 +248,13 @@ func dropsText(d profile.Drops) string {
 		return "none"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// shortID is a container id as `docker ps` shows it (12 hex digits); a pod
+// uid is shown whole.
+func shortID(id string) string {
+	if len(id) == 64 {
+		return id[:12]
+	}
+	return id
 }

@@ -90,7 +90,7 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 `, stdout)
 	pids := fs.StringP("pid", "p", "", "record these processes (comma-separated), their threads and children")
 	all := fs.BoolP("all-cpus", "a", false, "record every task on every CPU")
-	cgroup := fs.StringP("cgroup", "G", "", "record the tasks of this cgroup v2 and its descendants (path, absolute or under the cgroup2 mount)")
+	cgroup := fs.StringP("cgroup", "G", "", "record the tasks of this cgroup v2 and its descendants: a path (absolute or under the cgroup2 mount), a container id (or its first 12+ hex digits) or a pod uid")
 	cpuList := fs.StringP("cpu", "C", "", "only these CPUs (e.g. 0-3,8)")
 	events := fs.StringP("event", "e", "", "events to measure, comma-separated (default: a curated set of cache and hardware events for the CPU's vendor, plus cpu-clock, page-faults, major-faults, context-switches, cpu-migrations)")
 	dur := fs.StringP("duration", "d", "", "stop after this long (e.g. 10s, 1m); default: until the targets exit or Ctrl-C")

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// DESIGN.md's list, in its order.
+// the list in docs/EVENTS.md, in its order.
 var designEvents = []string{
 	"cpu-clock", "page-faults", "major-faults", "context-switches", "cpu-migrations",
 	"cycles", "instructions", "cache-references", "cache-misses",

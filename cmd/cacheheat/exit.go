@@ -27,7 +27,7 @@ func (e *hostError) Unwrap() error { return e.err }
 // errRegression is returned by diff when a metric regressed: exit 1.
 var errRegression = errors.New("regression found")
 
-// exitCode maps an error to DESIGN.md's exit codes. Packages below cmd
+// exitCode maps an error to the exit codes the README lists. Packages below cmd
 // mark their errors with sentinels (errorClassifiers, one per package that
 // has them), so only this file knows the numbers.
 func exitCode(err error) int {

@@ -71,9 +71,9 @@ func printSummary(w io.Writer, s profile.Summary, top int) {
 		fmt.Fprintf(w, "%s (simulated %s)\n\n", profile.SimulatedWarning, s.PMU.Simulated)
 	}
 	if s.Synthetic != "" {
-		fmt.Fprintf(w, "SYNTHETIC RECORDING: %s\n\n", printable(s.Synthetic))
+		fmt.Fprintf(w, "SYNTHETIC RECORDING: %s\n\n", termSafe(s.Synthetic))
 	}
-	fmt.Fprintf(w, "host      %s, %s, %s (%s, %s)\n", printable(s.Host.Hostname), printable(s.Host.Kernel), printable(s.Host.CPUModel),
+	fmt.Fprintf(w, "host      %s, %s, %s (%s, %s)\n", termSafe(s.Host.Hostname), termSafe(s.Host.Kernel), termSafe(s.Host.CPUModel),
 		plural(s.Host.CPUs, "CPU"), plural(s.Host.NUMANodes, "NUMA node"))
 	fmt.Fprintf(w, "mode      %s\n", s.Mode)
 	target := s.Target.Kind
@@ -85,7 +85,7 @@ func printSummary(w io.Writer, s profile.Summary, top int) {
 	case len(s.Target.PIDs) > 0:
 		target += ": " + joinInts(s.Target.PIDs, ",")
 	}
-	fmt.Fprintf(w, "target    %s\n", printable(target))
+	fmt.Fprintf(w, "target    %s\n", termSafe(target))
 	end := s.EndReason
 	if s.Truncated {
 		end = "truncated (" + s.Warning + ")"
@@ -153,14 +153,14 @@ func printSummary(w io.Writer, s profile.Summary, top int) {
 		fmt.Fprintln(w, "\nfunctions")
 		for _, f := range s.Functions {
 			fmt.Fprintf(w, "  %-24s %-2s %s, p50 %s, p90 %s, p99 %s; %s unmatched, %s abandoned, %s moved\n",
-				printable(f.Name), f.Lang, plural(int(f.Calls), "call"), profile.FormatNS(f.P50), profile.FormatNS(f.P90), profile.FormatNS(f.P99),
+				termSafe(f.Name), f.Lang, plural(int(f.Calls), "call"), profile.FormatNS(f.P50), profile.FormatNS(f.P90), profile.FormatNS(f.P99),
 				count(f.Unmatched), count(f.Abandoned), count(f.Moved))
 		}
 	}
 	fmt.Fprintf(w, "\nsamples   %s: %s (requested %.0f Hz/CPU, achieved %.1f Hz/CPU), %s dropped\n",
 		s.Samples.Event, count(s.Samples.Total), s.Samples.RequestedHz, s.Samples.AchievedHz, count(s.Samples.Dropped))
 	for _, f := range s.Samples.TopFunctions {
-		fmt.Fprintf(w, "  %8d  %s\n", f.Samples, printable(f.Name))
+		fmt.Fprintf(w, "  %8d  %s\n", f.Samples, termSafe(f.Name))
 	}
 	fmt.Fprintf(w, "\ndrops     %s\n", dropsText(s.Drops))
 	if len(s.AppMetrics) > 0 {
@@ -171,7 +171,7 @@ func printSummary(w io.Writer, s profile.Summary, top int) {
 		sort.Strings(keys)
 		var parts []string
 		for _, k := range keys {
-			parts = append(parts, fmt.Sprintf("%s %.4g", printable(k), s.AppMetrics[k]))
+			parts = append(parts, fmt.Sprintf("%s %.4g", termSafe(k), s.AppMetrics[k]))
 		}
 		fmt.Fprintf(w, "app       %s\n", strings.Join(parts, ", "))
 	}
@@ -218,9 +218,9 @@ func printProcesses(w io.Writer, s profile.Summary, top int) {
 			parts = append(parts, fmt.Sprintf("%s %s", k, count(v)))
 		}
 		if p.Container != "" {
-			parts = append(parts, "container "+printable(shortID(p.Container)))
+			parts = append(parts, "container "+termSafe(shortID(p.Container)))
 		}
-		fmt.Fprintf(w, "  %-7d %-16s %s\n", p.PID, printable(p.Comm), strings.Join(parts, ", "))
+		fmt.Fprintf(w, "  %-7d %-16s %s\n", p.PID, termSafe(p.Comm), strings.Join(parts, ", "))
 	}
 	if n := len(ps) - len(shown); n > 0 {
 		fmt.Fprintf(w, "  %s not shown (--top N shows more, --top 0 all)\n", plural(n, "process"))

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// Exit codes (DESIGN.md).
+// Exit codes (README.md, "Exit codes").
 const (
 	exitOK         = 0
 	exitRegression = 1

@@ -283,6 +283,22 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 		b = appendFloat(b, win.AppMetrics[k])
 	}
 
+	// Containers are rare (a process in a container's cgroup): a
+	// section of (process index, string) pairs rather than a field in
+	// every process row.
+	var cont []byte
+	for i := range win.Processes {
+		if c := win.Processes[i].Container; c != "" {
+			cont = binary.AppendUvarint(cont, uint64(i))
+			cont = binary.AppendUvarint(cont, e.str(c))
+		}
+	}
+	if len(cont) > 0 {
+		b = binary.AppendUvarint(b, sectionContainers)
+		b = binary.AppendUvarint(b, uint64(len(cont)))
+		b = append(b, cont...)
+	}
+
 	if len(ext) > 0 {
 		b = binary.AppendUvarint(b, sectionJSON)
 		b = binary.AppendUvarint(b, uint64(len(ext)))
@@ -810,6 +826,19 @@ func (d *dec2) body(t *tables2, w *Window) {
 			if err := json.Unmarshal(sec, w); err != nil {
 				d.fail("window extension: %v", err)
 			}
+		case sectionContainers:
+			rest := d.b
+			d.b = sec
+			for len(d.b) > 0 && d.err == nil {
+				i := d.uvarint()
+				c := d.str(t)
+				if d.err == nil && i >= uint64(len(w.Processes)) {
+					d.fail("container of process %d of %d", i, len(w.Processes))
+				} else if d.err == nil {
+					w.Processes[i].Container = c
+				}
+			}
+			d.b = rest
 		default:
 			// A section a newer minor version added: skipped.
 		}
@@ -825,6 +854,9 @@ func (d *dec2) body(t *tables2, w *Window) {
 const (
 	sectionEnd  = 0
 	sectionJSON = 1 // Window fields without a binary encoding, as JSON
+	// sectionContainers: (process index, string id) pairs naming the
+	// container of a process (Process.Container).
+	sectionContainers = 2
 )
 
 // windowBudget is how many count values a window of n decompressed bytes

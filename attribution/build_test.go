@@ -3,6 +3,7 @@ package attribution
 import (
 	"testing"
 
+	"github.com/cacheheat/cacheheat/metric"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -13,12 +14,12 @@ const second = int64(1e9)
 
 // hwEvents are the hardware events a PMU host would measure.
 var hwEvents = []string{
-	evInstructions, evL1Loads, evL1LoadMisses, evLLCLoads, evLLCLoadMisses, evLLCStores,
-	evNodeLoads, evNodeLoadMisses, evDTLBLoadMisses, hitmEvents[0],
+	metric.Instructions, metric.L1DLoads, metric.L1DLoadMisses, metric.LLCLoads, metric.LLCLoadMisses, metric.LLCStores,
+	metric.NodeLoads, metric.NodeLoadMisses, metric.DTLBLoadMisses, metric.HITMEvents[0],
 }
 
 // swEvents are the software events every host measures.
-var swEvents = []string{evCPUClock, evPageFaults, evContextSwitch, evCPUMigrations}
+var swEvents = []string{metric.CPUClock, metric.PageFaults, metric.ContextSwitches, metric.CPUMigrations}
 
 type builder struct {
 	t   *testing.T
@@ -33,7 +34,7 @@ func newRec(t *testing.T, ncpu, n int, measured ...string) *builder {
 		FormatVersion: "1.0",
 		Host:          profile.Host{Hostname: "test", Mode: "hardware"},
 		Target:        profile.Target{Kind: profile.TargetPID, PIDs: []int{100}},
-		Settings:      profile.Settings{IntervalNS: second, SampleHz: 100, SampleEvents: []string{evCPUClock}},
+		Settings:      profile.Settings{IntervalNS: second, SampleHz: 100, SampleEvents: []string{metric.CPUClock}},
 	}
 	node := profile.Node{ID: 0}
 	for c := 0; c < ncpu; c++ {
@@ -96,7 +97,7 @@ func (b *builder) samples(cpu int, n uint64, fn string, windows ...int) *builder
 	b.rec.Stacks[id] = profile.Stack{ID: id, Frames: []profile.Frame{{Function: fn, Module: "/bin/target"}}}
 	for _, i := range b.windows(windows) {
 		w := &b.rec.Windows[i]
-		w.Samples = append(w.Samples, profile.Sample{Event: evCPUClock, PID: 100, TID: 100, CPU: cpu, UserStack: id, Count: n})
+		w.Samples = append(w.Samples, profile.Sample{Event: metric.CPUClock, PID: 100, TID: 100, CPU: cpu, UserStack: id, Count: n})
 	}
 	return b
 }
@@ -213,7 +214,7 @@ func (b *builder) done() *profile.Recording {
 		for cpu := range w.IdleNS {
 			w.IdleNS[cpu] = span
 			for _, c := range w.Counters {
-				if c.Event == evCPUClock && cpu < len(c.PerCPU) {
+				if c.Event == metric.CPUClock && cpu < len(c.PerCPU) {
 					w.IdleNS[cpu] = span - min(span, c.PerCPU[cpu])
 				}
 			}

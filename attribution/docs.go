@@ -1,6 +1,8 @@
 package attribution
 
 import (
+	"github.com/cacheheat/cacheheat/metric"
+
 	"fmt"
 	"strings"
 )
@@ -61,7 +63,7 @@ func functionsSource(f string) string {
 	case FuncsOffCPU:
 		return "the blamed function of each off-CPU stack (the lock's API, or where the code called into the kernel), with its share of the wait; under 5% not listed"
 	case "":
-		f = evCPUClock
+		f = metric.CPUClock
 	}
 	return "self functions of the " + f + " samples in the finding's CPUs and time range, with their share; under 5% not listed"
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cacheheat/cacheheat/metric"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -52,6 +53,11 @@ type Finding struct {
 	// recording made on a simulated PMU: its counts are software
 	// stand-ins, the finding shows the pipeline, not the program.
 	Warning string `json:"warning,omitempty"`
+	// Metric is the per-core heatmap metric the finding is about, by the
+	// name the report's heatmap gives it (an event, a derived metric of
+	// package metric, or an event's samples); empty when no heatmap
+	// shows it.
+	Metric string `json:"metric,omitempty"`
 }
 
 // Severity values.
@@ -73,11 +79,25 @@ type Scope struct {
 
 // Evidence is one metric's value next to the threshold it was held to.
 type Evidence struct {
-	Metric    string  `json:"metric"`
-	Value     float64 `json:"value"`
-	Threshold float64 `json:"threshold"`
-	Op        string  `json:"op"` // ">", ">=", "<", "<="
-	Unit      string  `json:"unit"`
+	Metric    metric.ID `json:"metric"`
+	Value     float64   `json:"value"`
+	Threshold float64   `json:"threshold"`
+	Op        string    `json:"op"` // ">", ">=", "<", "<="
+	Unit      string    `json:"unit"`
+	// Events lists the events a metric that sums several added up (the
+	// HITM events this CPU model has); empty otherwise.
+	Events []string `json:"events,omitempty"`
+}
+
+// String writes the evidence on one line for people: "NAME = VALUE
+// (threshold OP THRESHOLD)", NAME followed by the events it sums, if
+// any. The CLI, the report and the live view all print it so.
+func (e Evidence) String() string {
+	name := string(e.Metric)
+	if len(e.Events) > 0 {
+		name += " (" + strings.Join(e.Events, " + ") + ")"
+	}
+	return fmt.Sprintf("%s = %s (threshold %s %s)", name, FormatValue(e.Value, e.Unit), e.Op, FormatValue(e.Threshold, e.Unit))
 }
 
 // NotEvaluated is a rule whose inputs the recording does not have.
@@ -108,7 +128,7 @@ func Analyze(rec *profile.Recording) Result {
 		}
 	}
 	for _, ne := range res.NotEvaluated {
-		if ne.Rule == "false-sharing" && strings.Contains(ne.Reason, "unsupported on this host") {
+		if ne.Rule == RuleFalseSharing && strings.Contains(ne.Reason, "unsupported on this host") {
 			res.Note = softwareNote
 		}
 	}
@@ -130,6 +150,12 @@ func (r *Rule) complete(m *Metrics, f Finding) Finding {
 	}
 	if f.Advice == "" {
 		f.Advice = r.Advice
+	}
+	if f.Metric == "" {
+		f.Metric = r.Shows
+		if r.Shows == ShowsSamples {
+			f.Metric = string(metric.Samples(m.SampleEvent))
+		}
 	}
 	conf := r.Confidence
 	// Fewer than three windows leave no way to tell a steady state from
@@ -169,7 +195,7 @@ func (r *Rule) complete(m *Metrics, f Finding) Finding {
 		default:
 			ev := r.Functions
 			if ev == "" {
-				ev = evCPUClock
+				ev = metric.CPUClock
 			}
 			f.Shares = m.functionShares(ev, f.Scope.CPUs, f.Scope.StartNS, f.Scope.EndNS)
 			f.Scope.Functions = shareNames(f.Shares)
@@ -230,7 +256,7 @@ func (res Result) WriteText(w io.Writer) error {
 			if i == 0 {
 				label = "evidence"
 			}
-			fmt.Fprintf(&b, "    %-9s %s = %s (threshold %s %s)\n", label, e.Metric, FormatValue(e.Value, e.Unit), e.Op, FormatValue(e.Threshold, e.Unit))
+			fmt.Fprintf(&b, "    %-9s %s\n", label, e)
 		}
 		if len(f.Shares) > 0 {
 			var parts []string
@@ -291,11 +317,11 @@ func joinInts(v []int) string {
 // FormatValue prints a metric value with its unit for people.
 func FormatValue(v float64, unit string) string {
 	switch unit {
-	case UnitRatio:
+	case metric.UnitRatio:
 		return fmt.Sprintf("%.1f%%", v*100)
-	case UnitNS:
+	case metric.UnitNS:
 		return profile.FormatNS(v)
-	case UnitTimes:
+	case metric.UnitTimes:
 		return fmt.Sprintf("%.2fx", v)
 	case "":
 		return fmt.Sprintf("%.4g", v)

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/cacheheat/cacheheat/metric"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -243,7 +244,7 @@ func sumBuckets(a *profile.FunctionAgg, from, to int) profile.FunctionBucket {
 }
 
 func evalFunctionTail(m *Metrics, r *Rule) []Finding {
-	callsT, factorT, countedT := r.T("calls"), r.T("tail mean over median mean"), r.T("tail calls with counters")
+	callsT, factorT, countedT := r.T(mCalls), r.T(mTailMeanOverMedian), r.T(mTailCounted)
 	var out []Finding
 	for _, a := range m.rec.FunctionTotals(0, len(m.rec.Windows)) {
 		tc, ok := CompareTail(a)
@@ -259,12 +260,12 @@ func evalFunctionTail(m *Metrics, r *Rule) []Finding {
 			continue
 		}
 		if row, ok := tc.row(tc.TimeCounter); ok {
-			ev = append(ev, Evidence{Metric: row.Counter + " share of the extra time", Value: row.Share, Unit: UnitRatio, Op: ">", Threshold: 0})
+			ev = append(ev, Evidence{Metric: metric.ID(row.Counter + " share of the extra time"), Value: row.Share, Unit: metric.UnitRatio, Op: ">", Threshold: 0})
 		}
 		if row, ok := tc.row(tc.Cause); ok {
 			ev = append(ev,
-				Evidence{Metric: row.Counter + " per call, tail over median", Value: row.Ratio, Threshold: tailCauseRatio, Op: ">=", Unit: UnitTimes},
-				Evidence{Metric: row.Counter + " per call, tail minus median", Value: row.Tail - row.Median, Threshold: tailCauseExcess, Op: ">=", Unit: UnitEvents},
+				Evidence{Metric: metric.ID(row.Counter + " per call, tail over median"), Value: row.Ratio, Threshold: tailCauseRatio, Op: ">=", Unit: metric.UnitTimes},
+				Evidence{Metric: metric.ID(row.Counter + " per call, tail minus median"), Value: row.Tail - row.Median, Threshold: tailCauseExcess, Op: ">=", Unit: metric.UnitEvents},
 			)
 		}
 		out = append(out, Finding{

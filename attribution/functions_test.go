@@ -75,7 +75,7 @@ func TestFunctionTailCause(t *testing.T) {
 			}
 			found := false
 			for _, e := range f.Evidence {
-				found = found || strings.HasPrefix(e.Metric, c.counter+" ")
+				found = found || strings.HasPrefix(string(e.Metric), c.counter+" ")
 			}
 			if !found {
 				t.Errorf("no evidence on %s: %s", c.counter, dump(f.Evidence))

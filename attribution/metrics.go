@@ -4,43 +4,9 @@ import (
 	"math"
 	"sort"
 
+	"github.com/cacheheat/cacheheat/metric"
 	"github.com/cacheheat/cacheheat/profile"
 )
-
-// Event names the rules read, perf's names.
-const (
-	evCPUClock       = "cpu-clock"
-	evPageFaults     = "page-faults"
-	evContextSwitch  = "context-switches"
-	evCPUMigrations  = "cpu-migrations"
-	evInstructions   = "instructions"
-	evL1Loads        = "L1-dcache-loads"
-	evL1LoadMisses   = "L1-dcache-load-misses"
-	evLLCLoads       = "LLC-loads"
-	evLLCLoadMisses  = "LLC-load-misses"
-	evLLCStores      = "LLC-stores"
-	evNodeLoads      = "node-loads"
-	evNodeLoadMisses = "node-load-misses"
-	evDTLBLoadMisses = "dTLB-load-misses"
-)
-
-// hitmEvents are the vendor events that count loads served by another
-// core's modified line (a cache-to-cache transfer), by perf's names from
-// the kernel's pmu-events tables: Intel Skylake..Ice Lake call it
-// xsnp_hitm, Sapphire Rapids and later xsnp_fwd; AMD counts demand fills
-// from another CCX's cache on this node and on another (Zen 4 near_cache
-// and far_cache, Zen 3 ext_cache_local and ext_cache_remote; Zen 2 only
-// the remote one is a pure cache-to-cache count). collector's vendor
-// table has the encodings.
-var hitmEvents = []string{
-	"mem_load_l3_hit_retired.xsnp_hitm",
-	"mem_load_l3_hit_retired.xsnp_fwd",
-	"ls_dmnd_fills_from_sys.near_cache",
-	"ls_dmnd_fills_from_sys.far_cache",
-	"ls_dmnd_fills_from_sys.ext_cache_local",
-	"ls_dmnd_fills_from_sys.ext_cache_remote",
-	"ls_refills_from_sys.ls_mabresp_rmt_cache",
-}
 
 // Metrics is what the rules read: a recording reduced to totals, rates,
 // per-CPU splits and per-window series. Every value is derived from the
@@ -108,104 +74,27 @@ func (w *WindowMetrics) Rate(event string) float64 {
 // NewMetrics derives the metrics of a recording.
 func NewMetrics(rec *profile.Recording) *Metrics {
 	m := &Metrics{
-		rec:        rec,
-		status:     map[string]profile.EventStatus{},
-		Totals:     rec.CounterTotals(false),
-		HostTotals: rec.CounterTotals(true),
-		Processes:  rec.ProcessTotals(),
-		hists:      map[string]bool{},
-		nodeOf:     rec.Header.Host.Topology.NodeOf(),
+		rec:         rec,
+		status:      map[string]profile.EventStatus{},
+		Totals:      rec.CounterTotals(false),
+		HostTotals:  rec.CounterTotals(true),
+		Processes:   rec.ProcessTotals(),
+		hists:       map[string]bool{},
+		nodeOf:      rec.Header.Host.Topology.NodeOf(),
+		CPUs:        recordedCPUs(&rec.Header),
+		SampleEvent: rec.PrimarySampleEvent(),
 	}
 	for _, e := range rec.Header.Events {
 		m.status[e.Name] = e
 	}
-	online := map[int]bool{}
-	for _, c := range rec.Header.Host.Topology.CPUs {
-		online[c.ID] = true
-	}
-	if len(rec.Header.Settings.CPUs) > 0 {
-		for _, c := range rec.Header.Settings.CPUs {
-			if online[c] {
-				m.CPUs = append(m.CPUs, c)
-			}
-		}
-	} else {
-		for _, c := range rec.Header.Host.Topology.CPUs {
-			m.CPUs = append(m.CPUs, c.ID)
-		}
-	}
-	sort.Ints(m.CPUs)
 	if n := len(rec.Windows); n > 0 {
 		m.DurationS = float64(rec.Windows[n-1].EndNS-rec.Windows[0].StartNS) / 1e9
 	}
-
 	ncpu := rec.Header.Host.Topology.MaxCPU() + 1
-	m.SampleEvent = rec.PrimarySampleEvent()
 	m.SamplesPerCPU = make([]uint64, ncpu)
 	tids := map[int]bool{}
-	for _, w := range rec.Windows {
-		wm := WindowMetrics{
-			StartNS: w.StartNS, EndNS: w.EndNS,
-			DurationS:  float64(w.EndNS-w.StartNS) / 1e9,
-			Counts:     map[string]uint64{},
-			Hist:       map[string][]uint64{},
-			HistPerCPU: map[string][]profile.Counts{},
-		}
-		for _, c := range w.Counters {
-			for _, v := range c.PerCPU {
-				wm.Counts[c.Event] += v
-			}
-		}
-		for _, h := range w.Histograms {
-			m.hists[h.Name] = true
-			sum, ok := wm.Hist[h.Name]
-			if !ok {
-				sum = make([]uint64, profile.HistBuckets)
-				wm.Hist[h.Name] = sum
-			}
-			h.AddTo(sum)
-			// A window holds each histogram once: keep the recording's
-			// per-CPU counts rather than copying them (128 CPUs x 40
-			// buckets a window is most of this pass on a large host).
-			// A repeated name is merged into a copy.
-			per, seen := wm.HistPerCPU[h.Name]
-			if !seen {
-				wm.HistPerCPU[h.Name] = h.PerCPU
-				continue
-			}
-			merged := make([]profile.Counts, max(len(per), len(h.PerCPU)))
-			for cpu := range merged {
-				merged[cpu] = make(profile.Counts, profile.HistBuckets)
-				for _, src := range [][]profile.Counts{per, h.PerCPU} {
-					if cpu < len(src) {
-						for i, c := range src[cpu] {
-							merged[cpu][i] += c
-						}
-					}
-				}
-			}
-			wm.HistPerCPU[h.Name] = merged
-		}
-		for _, s := range w.Samples {
-			if s.Event == m.SampleEvent && s.CPU >= 0 && s.CPU < ncpu {
-				m.SamplesPerCPU[s.CPU] += s.Count
-				m.SampleTotal += s.Count
-			}
-		}
-		var present int
-		for _, p := range w.Processes {
-			if len(p.Threads) == 0 {
-				present++
-				tids[-p.PID] = true
-				continue
-			}
-			for _, t := range p.Threads {
-				present++
-				tids[t.TID] = true
-			}
-		}
-		m.ThreadSeconds += float64(present) * wm.DurationS
-		m.Windows = append(m.Windows, wm)
+	for i := range rec.Windows {
+		m.addWindow(&rec.Windows[i], tids)
 	}
 	m.Threads = len(tids)
 	m.RunqNSPerCPU = make([]float64, ncpu)
@@ -217,6 +106,98 @@ func NewMetrics(rec *profile.Recording) *Metrics {
 		}
 	}
 	return m
+}
+
+// recordedCPUs lists the online CPUs the recording covers: those of
+// Settings.CPUs that are online, or the whole topology, sorted.
+func recordedCPUs(h *profile.Header) []int {
+	var out []int
+	online := map[int]bool{}
+	for _, c := range h.Host.Topology.CPUs {
+		online[c.ID] = true
+		if len(h.Settings.CPUs) == 0 {
+			out = append(out, c.ID)
+		}
+	}
+	for _, c := range h.Settings.CPUs {
+		if online[c] {
+			out = append(out, c)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+// addWindow reduces one window: its counts and histograms, the primary
+// event's samples per CPU, and the target threads present (into tids).
+func (m *Metrics) addWindow(w *profile.Window, tids map[int]bool) {
+	wm := WindowMetrics{
+		StartNS: w.StartNS, EndNS: w.EndNS,
+		DurationS:  float64(w.EndNS-w.StartNS) / 1e9,
+		Counts:     map[string]uint64{},
+		Hist:       map[string][]uint64{},
+		HistPerCPU: map[string][]profile.Counts{},
+	}
+	for _, c := range w.Counters {
+		for _, v := range c.PerCPU {
+			wm.Counts[c.Event] += v
+		}
+	}
+	for _, h := range w.Histograms {
+		m.hists[h.Name] = true
+		wm.addHistogram(h)
+	}
+	for _, s := range w.Samples {
+		if s.Event == m.SampleEvent && s.CPU >= 0 && s.CPU < len(m.SamplesPerCPU) {
+			m.SamplesPerCPU[s.CPU] += s.Count
+			m.SampleTotal += s.Count
+		}
+	}
+	var present int
+	for _, p := range w.Processes {
+		if len(p.Threads) == 0 {
+			present++
+			tids[-p.PID] = true
+			continue
+		}
+		for _, t := range p.Threads {
+			present++
+			tids[t.TID] = true
+		}
+	}
+	m.ThreadSeconds += float64(present) * wm.DurationS
+	m.Windows = append(m.Windows, wm)
+}
+
+// addHistogram adds one of the window's histograms to its sums.
+func (wm *WindowMetrics) addHistogram(h profile.Histogram) {
+	sum, ok := wm.Hist[h.Name]
+	if !ok {
+		sum = make([]uint64, profile.HistBuckets)
+		wm.Hist[h.Name] = sum
+	}
+	h.AddTo(sum)
+	// A window holds each histogram once: keep the recording's per-CPU
+	// counts rather than copying them (128 CPUs x 40 buckets a window is
+	// most of this pass on a large host). A repeated name is merged into
+	// a copy.
+	per, seen := wm.HistPerCPU[h.Name]
+	if !seen {
+		wm.HistPerCPU[h.Name] = h.PerCPU
+		return
+	}
+	merged := make([]profile.Counts, max(len(per), len(h.PerCPU)))
+	for cpu := range merged {
+		merged[cpu] = make(profile.Counts, profile.HistBuckets)
+		for _, src := range [][]profile.Counts{per, h.PerCPU} {
+			if cpu < len(src) {
+				for i, c := range src[cpu] {
+					merged[cpu][i] += c
+				}
+			}
+		}
+	}
+	wm.HistPerCPU[h.Name] = merged
 }
 
 // Measured reports whether an event was measured in this recording.
@@ -308,8 +289,8 @@ func (m *Metrics) Busy(cpu int) float64 {
 	if m.DurationS <= 0 {
 		return 0
 	}
-	if m.Measured(evCPUClock) {
-		return m.PerCPU(evCPUClock, cpu) / 1e9 / m.DurationS
+	if m.Measured(metric.CPUClock) {
+		return m.PerCPU(metric.CPUClock, cpu) / 1e9 / m.DurationS
 	}
 	if hz := m.rec.Header.Settings.SampleHz; hz > 0 && cpu < len(m.SamplesPerCPU) {
 		return float64(m.SamplesPerCPU[cpu]) / float64(hz) / m.DurationS
@@ -329,7 +310,7 @@ func (m *Metrics) Demand(cpu int) float64 {
 }
 
 // OnCPUSeconds is the target's total on-CPU time from cpu-clock.
-func (m *Metrics) OnCPUSeconds() float64 { return m.Total(evCPUClock) / 1e9 }
+func (m *Metrics) OnCPUSeconds() float64 { return m.Total(metric.CPUClock) / 1e9 }
 
 // HistogramSum estimates the sum of the values in a log2 histogram: each
 // bucket's count times its midpoint. A value in [2^i, 2^(i+1)) is off from

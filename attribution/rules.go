@@ -3,22 +3,10 @@ package attribution
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 
+	"github.com/cacheheat/cacheheat/metric"
 	"github.com/cacheheat/cacheheat/profile"
-)
-
-// Units of evidence values.
-const (
-	UnitRatio     = "ratio" // a fraction in [0, 1], printed as a percentage
-	UnitNS        = "ns"
-	UnitTimes     = "x" // a multiple of a baseline
-	UnitPerSecond = "/s"
-	UnitPerThread = "/s per thread"
-	UnitMPKI      = "per 1000 instructions"
-	UnitSamples   = "samples"
-	UnitEvents    = "events"
 )
 
 // Need kinds.
@@ -37,6 +25,29 @@ type Need struct {
 	// Label names a need with many alternatives in short.
 	Label string `json:"label,omitempty"`
 }
+
+// Rule ids: stable, scripts and CI depend on them.
+const (
+	RuleL1Contention   = "l1-bandwidth-contention"
+	RuleL3Writeback    = "l3-writeback-congestion"
+	RuleLLCThrashing   = "llc-thrashing"
+	RuleRemoteNUMA     = "remote-numa"
+	RuleDTLB           = "dtlb-pressure"
+	RuleFalseSharing   = "false-sharing"
+	RuleCoreHotspot    = "core-hotspot"
+	RuleCPUSaturation  = "cpu-saturation"
+	RuleNoisyNeighbour = "noisy-neighbour"
+	RuleLockContention = "lock-contention"
+	RuleIOWait         = "io-wait"
+	RulePageFaults     = "page-fault-storm"
+	RuleMigrations     = "migration-churn"
+	RuleLatencyTail    = "latency-tail"
+	RuleFunctionTail   = "function-tail"
+)
+
+// ShowsSamples as a rule's Shows points its findings at the heatmap of
+// the recording's primary sample event (metric.Samples).
+const ShowsSamples = "samples"
 
 // Sources of a finding's functions besides a sample event.
 const (
@@ -83,10 +94,10 @@ func (n Need) String() string {
 
 // Threshold is one limit a rule holds a metric to.
 type Threshold struct {
-	Metric string  `json:"metric"`
-	Op     string  `json:"op"` // ">", ">=", "<", "<="
-	Value  float64 `json:"value"`
-	Unit   string  `json:"unit"`
+	Metric metric.ID `json:"metric"`
+	Op     string    `json:"op"` // ">", ">=", "<", "<="
+	Value  float64   `json:"value"`
+	Unit   string    `json:"unit"`
 	// Why says where the number comes from.
 	Why string `json:"why"`
 }
@@ -135,19 +146,27 @@ type Rule struct {
 	// of the event it is about. "" is cpu-clock samples; FuncsOffCPU and
 	// FuncsNone are set by the rule itself.
 	Functions string `json:"functions,omitempty"`
+	// Shows is the per-core heatmap metric a finding points at (an
+	// event, a derived metric, or ShowsSamples); "" when no heatmap
+	// shows what the rule measures, or when eval names it per finding.
+	Shows string `json:"shows,omitempty"`
 
 	eval func(m *Metrics, r *Rule) []Finding
 }
 
-// T returns the named threshold. A missing name is a bug in the table,
-// caught by the tests.
-func (r *Rule) T(metric string) Threshold {
+// T returns the first threshold on a metric. A missing name is a bug in
+// the table, caught by the tests.
+func (r *Rule) T(id metric.ID) Threshold { return r.bound(id, "") }
+
+// bound returns the threshold on a metric with operator op ("" for any):
+// a metric held within a range has two.
+func (r *Rule) bound(id metric.ID, op string) Threshold {
 	for _, t := range r.Thresholds {
-		if t.Metric == metric {
+		if t.Metric == id && (op == "" || t.Op == op) {
 			return t
 		}
 	}
-	panic(fmt.Sprintf("attribution: rule %s has no threshold %q", r.ID, metric))
+	panic(fmt.Sprintf("attribution: rule %s has no threshold %q %s", r.ID, id, op))
 }
 
 // Rules returns the rule table, for docs and tests.
@@ -167,7 +186,7 @@ func (r *Rule) Hardware() bool {
 		}
 		hw := true
 		for _, e := range n.AnyOf {
-			if slices.Contains(softwareEvents, e) {
+			if metric.Software(e) {
 				hw = false
 			}
 		}
@@ -177,9 +196,6 @@ func (r *Rule) Hardware() bool {
 	}
 	return false
 }
-
-// softwareEvents are the kernel's software events the rules read.
-var softwareEvents = []string{evCPUClock, evPageFaults, evContextSwitch, evCPUMigrations}
 
 func (r *Rule) events() []string {
 	var out []string
@@ -329,17 +345,18 @@ const (
 // table is the rule table. IDs are stable.
 var table = []Rule{
 	{
-		ID:    "l1-bandwidth-contention",
+		ID:    RuleL1Contention,
+		Shows: ShowsSamples,
 		Title: "L1 bandwidth contention on one core",
-		Needs: []Need{samples, event(evL1Loads), event(evL1LoadMisses), event(evLLCLoads), event(evLLCStores)},
+		Needs: []Need{samples, event(metric.L1DLoads), event(metric.L1DLoadMisses), event(metric.LLCLoads), event(metric.LLCStores)},
 		Formula: "top core share = target samples on the busiest core / all target samples; " +
-			"L1 miss ratio = L1-dcache-load-misses / L1-dcache-loads on that core; " +
+			"L1-dcache-load-miss-ratio = L1-dcache-load-misses / L1-dcache-loads on that core; " +
 			"write-back/load = LLC-stores / LLC-loads on that core",
 		Thresholds: []Threshold{
-			{Metric: "samples", Op: ">=", Value: 50, Unit: UnitSamples, Why: whySampleMin},
-			{Metric: "top core share of samples", Op: ">", Value: 0.90, Unit: UnitRatio, Why: "the O3 performance guide's bottleneck table: a hotspot is one core with more than 90% of the load"},
-			{Metric: "L1 miss ratio", Op: ">", Value: 0.75, Unit: UnitRatio, Why: "the O3 performance guide's bottleneck table: L1/L2 miss ratio over 75%"},
-			{Metric: "write-back/load", Op: "<", Value: 0.3, Unit: "", Why: "the O3 performance guide's bottleneck table: write-back/load under 0.3"},
+			{Metric: mSamples, Op: ">=", Value: 50, Unit: metric.UnitSamples, Why: whySampleMin},
+			{Metric: mTopCoreSampleShare, Op: ">", Value: 0.90, Unit: metric.UnitRatio, Why: "the O3 performance guide's bottleneck table: a hotspot is one core with more than 90% of the load"},
+			{Metric: metric.L1DLoadMissRatio, Op: ">", Value: 0.75, Unit: metric.UnitRatio, Why: "the O3 performance guide's bottleneck table: L1/L2 miss ratio over 75%"},
+			{Metric: mWritebackPerLoad, Op: "<", Value: 0.3, Unit: "", Why: "the O3 performance guide's bottleneck table: write-back/load under 0.3"},
 		},
 		Source:        "the O3 performance guide's bottleneck patterns, implemented as stated and not verified by this project",
 		Advice:        "One core misses in L1 on most loads but writes little back: its working set streams through L1. Block (tile) the loop so a tile stays in L1/L2, or spread the work over more cores.",
@@ -348,17 +365,18 @@ var table = []Rule{
 		eval:          evalL1Contention,
 	},
 	{
-		ID:    "l3-writeback-congestion",
+		ID:    RuleL3Writeback,
+		Shows: metric.LLCLoadMisses,
 		Title: "L3 write-back queue congestion on a NUMA node",
-		Needs: []Need{event(evLLCLoads), event(evLLCLoadMisses), event(evLLCStores)},
+		Needs: []Need{event(metric.LLCLoads), event(metric.LLCLoadMisses), event(metric.LLCStores)},
 		Formula: "per node: top core share = the node's busiest core's LLC-load-misses / the node's LLC-load-misses; " +
-			"LLC miss ratio = LLC-load-misses / LLC-loads; write-back/load = LLC-stores / LLC-loads",
+			"LLC-load-miss-ratio = LLC-load-misses / LLC-loads; write-back/load = LLC-stores / LLC-loads",
 		Thresholds: []Threshold{
-			{Metric: "LLC-load-misses/s on the node", Op: ">=", Value: 1e6, Unit: UnitPerSecond, Why: whyMemFloor},
-			{Metric: "top core share of the node's misses", Op: "<=", Value: 0.90, Unit: UnitRatio, Why: "the O3 performance guide's bottleneck table: spread across a NUMA node (not the one-core hotspot)"},
-			{Metric: "LLC miss ratio (low)", Op: ">=", Value: 0.40, Unit: UnitRatio, Why: "the O3 performance guide's bottleneck table: miss ratio 40-60%"},
-			{Metric: "LLC miss ratio (high)", Op: "<=", Value: 0.60, Unit: UnitRatio, Why: "the O3 performance guide's bottleneck table: miss ratio 40-60%"},
-			{Metric: "write-back/load", Op: ">", Value: 1.8, Unit: "", Why: "the O3 performance guide's bottleneck table: write-back/load over 1.8"},
+			{Metric: mNodeLLCMissRate, Op: ">=", Value: 1e6, Unit: metric.UnitPerSecond, Why: whyMemFloor},
+			{Metric: mTopCoreNodeMissShare, Op: "<=", Value: 0.90, Unit: metric.UnitRatio, Why: "the O3 performance guide's bottleneck table: spread across a NUMA node (not the one-core hotspot)"},
+			{Metric: metric.LLCLoadMissRatio, Op: ">=", Value: 0.40, Unit: metric.UnitRatio, Why: "the O3 performance guide's bottleneck table: miss ratio 40-60%"},
+			{Metric: metric.LLCLoadMissRatio, Op: "<=", Value: 0.60, Unit: metric.UnitRatio, Why: "the O3 performance guide's bottleneck table: miss ratio 40-60%"},
+			{Metric: mWritebackPerLoad, Op: ">", Value: 1.8, Unit: "", Why: "the O3 performance guide's bottleneck table: write-back/load over 1.8"},
 		},
 		Source:        "the O3 performance guide's bottleneck patterns, implemented as stated and not verified by this project",
 		Advice:        "Many cores of one node write back more lines than they load: the L3/memory controller queue is the bottleneck. Reduce written data (in-place updates, narrower types), batch writes (write-combining), or spread the writers over nodes.",
@@ -367,14 +385,15 @@ var table = []Rule{
 		eval:          evalL3Writeback,
 	},
 	{
-		ID:      "llc-thrashing",
+		ID:      RuleLLCThrashing,
+		Shows:   string(metric.LLCLoadMPKI),
 		Title:   "last-level cache thrashing",
-		Needs:   []Need{event(evLLCLoads), event(evLLCLoadMisses), event(evInstructions)},
-		Formula: "LLC MPKI = 1000 * LLC-load-misses / instructions; LLC miss ratio = LLC-load-misses / LLC-loads (likwid L3CACHE group: L3 miss rate and miss ratio)",
+		Needs:   []Need{event(metric.LLCLoads), event(metric.LLCLoadMisses), event(metric.Instructions)},
+		Formula: "LLC-load-MPKI = 1000 * LLC-load-misses / instructions; LLC-load-miss-ratio = LLC-load-misses / LLC-loads (likwid L3CACHE group: L3 miss rate and miss ratio)",
 		Thresholds: []Threshold{
-			{Metric: "instructions/s", Op: ">=", Value: 1e8, Unit: UnitPerSecond, Why: whyInstrFloor},
-			{Metric: "LLC MPKI", Op: ">", Value: 5, Unit: UnitMPKI, Why: "5 misses per 1000 instructions at ~250 cycles each (80 ns at 3 GHz) is over 1 stall cycle per instruction unless overlapped: memory-bound"},
-			{Metric: "LLC miss ratio", Op: ">", Value: 0.5, Unit: UnitRatio, Why: "more than half the LLC lookups miss: the working set does not fit"},
+			{Metric: rateInstructions, Op: ">=", Value: 1e8, Unit: metric.UnitPerSecond, Why: whyInstrFloor},
+			{Metric: metric.LLCLoadMPKI, Op: ">", Value: 5, Unit: metric.UnitPerKiloInstr, Why: "5 misses per 1000 instructions at ~250 cycles each (80 ns at 3 GHz) is over 1 stall cycle per instruction unless overlapped: memory-bound"},
+			{Metric: metric.LLCLoadMissRatio, Op: ">", Value: 0.5, Unit: metric.UnitRatio, Why: "more than half the LLC lookups miss: the working set does not fit"},
 		},
 		Source:     "likwid performance groups L3CACHE (miss rate = misses / instructions, miss ratio = misses / requests); threshold: this project (see Why)",
 		Advice:     "The working set does not fit in the LLC. Shrink it (smaller types, structure-of-arrays), tile loops so a tile fits, or make the access pattern sequential so prefetchers help.",
@@ -382,13 +401,14 @@ var table = []Rule{
 		eval:       evalLLCThrashing,
 	},
 	{
-		ID:      "remote-numa",
+		ID:      RuleRemoteNUMA,
+		Shows:   string(metric.NodeLoadMissRatio),
 		Title:   "remote NUMA memory accesses",
-		Needs:   []Need{event(evNodeLoads), event(evNodeLoadMisses)},
-		Formula: "remote share = node-load-misses / node-loads (perf's node events: loads served by the local node vs a remote one)",
+		Needs:   []Need{event(metric.NodeLoads), event(metric.NodeLoadMisses)},
+		Formula: "node-load-miss-ratio (the remote share) = node-load-misses / node-loads (perf's node events: loads served by the local node vs a remote one)",
 		Thresholds: []Threshold{
-			{Metric: "node-loads/s", Op: ">=", Value: 1e6, Unit: UnitPerSecond, Why: whyMemFloor},
-			{Metric: "remote share", Op: ">", Value: 0.2, Unit: UnitRatio, Why: "remote DRAM costs about 2.5 times local on a two-socket server (180-220 ns against 70-90 ns); 20% remote raises the mean memory latency by ~30%"},
+			{Metric: rateNodeLoads, Op: ">=", Value: 1e6, Unit: metric.UnitPerSecond, Why: whyMemFloor},
+			{Metric: metric.NodeLoadMissRatio, Op: ">", Value: 0.2, Unit: metric.UnitRatio, Why: "remote DRAM costs about 2.5 times local on a two-socket server (180-220 ns against 70-90 ns); 20% remote raises the mean memory latency by ~30%"},
 		},
 		Source:     "perf generic node-loads/node-load-misses (the kernel's per-model offcore/L3-miss encodings); DRAM latencies: typical two-socket server figures",
 		Advice:     "Threads read memory that lives on another node. Bind threads and memory together (numactl --cpunodebind=N --membind=N), allocate on the thread that uses the data (first touch), or interleave shared data.",
@@ -396,13 +416,14 @@ var table = []Rule{
 		eval:       evalRemoteNUMA,
 	},
 	{
-		ID:      "dtlb-pressure",
+		ID:      RuleDTLB,
+		Shows:   string(metric.DTLBLoadMPKI),
 		Title:   "data TLB pressure",
-		Needs:   []Need{event(evDTLBLoadMisses), event(evInstructions)},
-		Formula: "dTLB MPKI = 1000 * dTLB-load-misses / instructions (likwid TLB_DATA group: L1 DTLB load miss rate)",
+		Needs:   []Need{event(metric.DTLBLoadMisses), event(metric.Instructions)},
+		Formula: "dTLB-load-MPKI = 1000 * dTLB-load-misses / instructions (likwid TLB_DATA group: L1 DTLB load miss rate)",
 		Thresholds: []Threshold{
-			{Metric: "instructions/s", Op: ">=", Value: 1e8, Unit: UnitPerSecond, Why: whyInstrFloor},
-			{Metric: "dTLB MPKI", Op: ">", Value: 1, Unit: UnitMPKI, Why: "a page walk costs 20-100+ cycles; one per 1000 instructions is 2-10% of cycles at IPC 1"},
+			{Metric: rateInstructions, Op: ">=", Value: 1e8, Unit: metric.UnitPerSecond, Why: whyInstrFloor},
+			{Metric: metric.DTLBLoadMPKI, Op: ">", Value: 1, Unit: metric.UnitPerKiloInstr, Why: "a page walk costs 20-100+ cycles; one per 1000 instructions is 2-10% of cycles at IPC 1"},
 		},
 		Source:     "likwid performance groups TLB_DATA; threshold: this project (see Why)",
 		Advice:     "Loads miss the data TLB: the working set spans too many pages. Use huge pages (THP: madvise(MADV_HUGEPAGE)), or improve locality so fewer pages are touched.",
@@ -410,13 +431,13 @@ var table = []Rule{
 		eval:       evalDTLB,
 	},
 	{
-		ID:      "false-sharing",
+		ID:      RuleFalseSharing,
 		Title:   "false sharing (cache-to-cache transfers of modified lines)",
-		Needs:   []Need{{Kind: NeedEvent, AnyOf: hitmEvents, Label: "HITM event (" + strings.Join(hitmEvents, " or ") + ")"}, event(evInstructions)},
-		Formula: "HITM per 1000 instructions = 1000 * (loads that hit a line modified in another core's cache) / instructions; the vendor's events, summed where a model has several (Intel mem_load_l3_hit_retired.xsnp_hitm/xsnp_fwd; AMD Zen 4 ls_dmnd_fills_from_sys.near_cache + far_cache, Zen 3 ext_cache_local + ext_cache_remote, Zen 2 ls_refills_from_sys.ls_mabresp_rmt_cache; names from the kernel's pmu-events)",
+		Needs:   []Need{{Kind: NeedEvent, AnyOf: metric.HITMEvents, Label: "HITM event (" + strings.Join(metric.HITMEvents, " or ") + ")"}, event(metric.Instructions)},
+		Formula: "HITM-PKI (HITM loads per 1000 instructions) = 1000 * (loads that hit a line modified in another core's cache) / instructions; the vendor's events, summed where a model has several (Intel mem_load_l3_hit_retired.xsnp_hitm/xsnp_fwd; AMD Zen 4 ls_dmnd_fills_from_sys.near_cache + far_cache, Zen 3 ext_cache_local + ext_cache_remote, Zen 2 ls_refills_from_sys.ls_mabresp_rmt_cache; names from the kernel's pmu-events)",
 		Thresholds: []Threshold{
-			{Metric: "instructions/s", Op: ">=", Value: 1e8, Unit: UnitPerSecond, Why: whyInstrFloor},
-			{Metric: "HITM per 1000 instructions", Op: ">", Value: 0.25, Unit: UnitMPKI, Why: "a load of a line modified in another core's cache costs ~127 ns (the O3 performance guide's figure), ~400 cycles at 3 GHz: 0.25 per 1000 instructions is ~10% of cycles at IPC 1, twice the 5%-of-cycles threshold of Intel TMA's Contested_Accesses node (toplev, tma_contested_accesses)"},
+			{Metric: rateInstructions, Op: ">=", Value: 1e8, Unit: metric.UnitPerSecond, Why: whyInstrFloor},
+			{Metric: metric.HITMPKI, Op: ">", Value: 0.25, Unit: metric.UnitPerKiloInstr, Why: "a load of a line modified in another core's cache costs ~127 ns (the O3 performance guide's figure), ~400 cycles at 3 GHz: 0.25 per 1000 instructions is ~10% of cycles at IPC 1, twice the 5%-of-cycles threshold of Intel TMA's Contested_Accesses node (toplev, tma_contested_accesses)"},
 		},
 		Source:     "Intel TMA (toplev) Contested_Accesses, which counts the same HITM loads; perf c2c; event names from the kernel's tools/perf/pmu-events; cost: the O3 performance guide",
 		Advice:     "Cores write to cache lines that other cores read or write. Pad per-thread data to its own 64-byte line (alignas(64)), or batch updates per thread and combine at the end. 'perf c2c' names the lines.",
@@ -424,15 +445,16 @@ var table = []Rule{
 		eval:       evalFalseSharing,
 	},
 	{
-		ID:      "core-hotspot",
+		ID:      RuleCoreHotspot,
+		Shows:   ShowsSamples,
 		Title:   "load concentrated on one core",
 		Formula: "top core share = target samples on the busiest core / all target samples; demand = (target on-CPU time on a core + its run-queue wait there) / recorded time, on-CPU time from cpu-clock (or samples / sample rate without it), run-queue wait from the runq-latency histogram when recorded; busy = 1 - the core's idle time (all tasks, /proc/stat) / recorded time",
 		Needs:   []Need{samples, cpuIdle},
 		Thresholds: []Threshold{
-			{Metric: "samples", Op: ">=", Value: 50, Unit: UnitSamples, Why: whySampleMin},
-			{Metric: "top core share of samples", Op: ">", Value: 0.90, Unit: UnitRatio, Why: "the O3 performance guide's bottleneck table: a hotspot is one core with more than 90% of the load"},
-			{Metric: "top core demand", Op: ">=", Value: 0.5, Unit: UnitRatio, Why: "floor: the target runs or waits to run on that core at least half the time, so the concentration costs throughput (an idle target never fires); demand, not on-CPU time, so that competing load on a shared host does not hide it"},
-			{Metric: "least busy other core", Op: "<", Value: 0.5, Unit: UnitRatio, Why: "another recorded core is idle at least half the time (all tasks counted): there is room to spread to; a core busy with other processes' work is no room"},
+			{Metric: mSamples, Op: ">=", Value: 50, Unit: metric.UnitSamples, Why: whySampleMin},
+			{Metric: mTopCoreSampleShare, Op: ">", Value: 0.90, Unit: metric.UnitRatio, Why: "the O3 performance guide's bottleneck table: a hotspot is one core with more than 90% of the load"},
+			{Metric: mTopCoreDemand, Op: ">=", Value: 0.5, Unit: metric.UnitRatio, Why: "floor: the target runs or waits to run on that core at least half the time, so the concentration costs throughput (an idle target never fires); demand, not on-CPU time, so that competing load on a shared host does not hide it"},
+			{Metric: mLeastBusyOther, Op: "<", Value: 0.5, Unit: metric.UnitRatio, Why: "another recorded core is idle at least half the time (all tasks counted): there is room to spread to; a core busy with other processes' work is no room"},
 		},
 		Source:     "the O3 performance guide's bottleneck patterns (one core over 90%)",
 		Advice:     "The target runs on one core while others have spare time: it is single-threaded or pinned (taskset, cpuset, IRQ affinity). Parallelize the hot loop or widen the affinity mask.",
@@ -440,15 +462,15 @@ var table = []Rule{
 		eval:       evalCoreHotspot,
 	},
 	{
-		ID:      "cpu-saturation",
+		ID:      RuleCPUSaturation,
 		Title:   "CPU saturation (the target's own threads queue for its CPUs)",
-		Needs:   []Need{hist(profile.HistRunqLatency), event(evCPUClock)},
+		Needs:   []Need{hist(profile.HistRunqLatency), event(metric.CPUClock)},
 		Formula: "per window (warm-up left out): p99 of the runq-latency histogram (wakeup or preemption to running, summed over CPUs); saturated windows = windows with p99 over the threshold / all windows; working threads = target threads that ran at least half as long as the window's busiest target thread and at least 1 ms (cpu-clock), median over windows; allowed CPUs = the target's affinity at the start (or the recorded CPUs)",
 		Thresholds: []Threshold{
-			{Metric: "run-queue events per window", Op: ">=", Value: 20, Unit: UnitEvents, Why: "floor: a p99 of fewer events is the maximum of a handful"},
-			{Metric: "runq-latency p99", Op: ">", Value: 1e6, Unit: UnitNS, Why: "the scheduler's base slice is 0.75-3 ms: a p99 wait over 1 ms means runnable threads queue behind full slices of others"},
-			{Metric: "share of windows saturated", Op: ">=", Value: 0.5, Unit: UnitRatio, Why: "saturation in most of the recording, not a burst (bursts are latency-tail's job)"},
-			{Metric: "working threads per allowed CPU", Op: ">", Value: 1, Unit: UnitTimes, Why: "only more working threads than CPUs make the target queue behind itself; idle runtime threads (a Go program's sysmon and spare Ms) wake briefly and do not count, and queueing behind other processes is noisy-neighbour"},
+			{Metric: mRunqEvents, Op: ">=", Value: 20, Unit: metric.UnitEvents, Why: "floor: a p99 of fewer events is the maximum of a handful"},
+			{Metric: mRunqP99, Op: ">", Value: 1e6, Unit: metric.UnitNS, Why: "the scheduler's base slice is 0.75-3 ms: a p99 wait over 1 ms means runnable threads queue behind full slices of others"},
+			{Metric: mSaturatedShare, Op: ">=", Value: 0.5, Unit: metric.UnitRatio, Why: "saturation in most of the recording, not a burst (bursts are latency-tail's job)"},
+			{Metric: mWorkingPerCPU, Op: ">", Value: 1, Unit: metric.UnitTimes, Why: "only more working threads than CPUs make the target queue behind itself; idle runtime threads (a Go program's sysmon and spare Ms) wake briefly and do not count, and queueing behind other processes is noisy-neighbour"},
 		},
 		Source:     "Brendan Gregg's USE method (CPU saturation = run-queue latency); runqlat (bcc); threshold: scheduler slice length",
 		Advice:     "Use fewer threads (a pool sized to the CPUs) or give the target more CPUs.",
@@ -456,15 +478,15 @@ var table = []Rule{
 		eval:       evalCPUSaturation,
 	},
 	{
-		ID:      "noisy-neighbour",
+		ID:      RuleNoisyNeighbour,
 		Title:   "other processes take the target's CPUs",
-		Needs:   []Need{hist(profile.HistRunqLatency), event(evCPUClock), cpuIdle, samples},
+		Needs:   []Need{hist(profile.HistRunqLatency), event(metric.CPUClock), cpuIdle, samples},
 		Formula: "as cpu-saturation for the run-queue p99 and working threads; other processes' share = (recorded time - idle time - target on-CPU time) / recorded time, over the CPUs the target may run on; who = the other processes' cpu-clock samples (the sampler records them by process, without stacks)",
 		Thresholds: []Threshold{
-			{Metric: "run-queue events per window", Op: ">=", Value: 20, Unit: UnitEvents, Why: "floor: a p99 of fewer events is the maximum of a handful"},
-			{Metric: "runq-latency p99", Op: ">", Value: 1e6, Unit: UnitNS, Why: "the scheduler's base slice is 0.75-3 ms: a p99 wait over 1 ms means runnable threads queue behind full slices of others"},
-			{Metric: "share of windows saturated", Op: ">=", Value: 0.5, Unit: UnitRatio, Why: "queueing in most of the recording, not a burst"},
-			{Metric: "other processes' share of the allowed CPUs", Op: ">=", Value: 0.1, Unit: UnitRatio, Why: "other processes ran at least a tenth of the time on the CPUs the target may use; fires only when the target's own working threads fit its CPUs (otherwise it is cpu-saturation)"},
+			{Metric: mRunqEvents, Op: ">=", Value: 20, Unit: metric.UnitEvents, Why: "floor: a p99 of fewer events is the maximum of a handful"},
+			{Metric: mRunqP99, Op: ">", Value: 1e6, Unit: metric.UnitNS, Why: "the scheduler's base slice is 0.75-3 ms: a p99 wait over 1 ms means runnable threads queue behind full slices of others"},
+			{Metric: mSaturatedShare, Op: ">=", Value: 0.5, Unit: metric.UnitRatio, Why: "queueing in most of the recording, not a burst"},
+			{Metric: mOthersShare, Op: ">=", Value: 0.1, Unit: metric.UnitRatio, Why: "other processes ran at least a tenth of the time on the CPUs the target may use; fires only when the target's own working threads fit its CPUs (otherwise it is cpu-saturation)"},
 		},
 		Source:     "Brendan Gregg's USE method (saturation), split by who runs; this project",
 		Advice:     "Move the competing load away or reserve CPUs for the target (cpuset, isolcpus).",
@@ -473,13 +495,13 @@ var table = []Rule{
 		eval:       evalNoisyNeighbour,
 	},
 	{
-		ID:      "lock-contention",
+		ID:      RuleLockContention,
 		Title:   "threads wait for locks",
-		Needs:   []Need{offCPUStacks, event(evCPUClock)},
+		Needs:   []Need{offCPUStacks, event(metric.CPUClock)},
 		Formula: "lock wait = off-CPU time of the target's working threads (with at least 1% of the target's on-CPU time) whose stacks show a lock or futex wait (futex, pthread mutexes and rwlocks, semaphores, Go's sync.Mutex/RWMutex and the runtime's semacquire), stacks sampled at most once per CPU per millisecond and scaled to all blocked time; share = lock wait / (lock wait + target on-CPU time)",
 		Thresholds: []Threshold{
-			{Metric: "lock wait share", Op: ">", Value: 0.02, Unit: UnitRatio, Why: "the working threads lose more than 2% of their time waiting for locks: more than run-to-run noise of a throughput benchmark on a quiet host"},
-			{Metric: "lock wait per second", Op: ">=", Value: 10e6, Unit: UnitNS, Why: "floor: 10 ms of waiting per second of recording; a process that starts and stops its threads waits a few ms in total"},
+			{Metric: mLockWaitShare, Op: ">", Value: 0.02, Unit: metric.UnitRatio, Why: "the working threads lose more than 2% of their time waiting for locks: more than run-to-run noise of a throughput benchmark on a quiet host"},
+			{Metric: mLockWaitRate, Op: ">=", Value: 10e6, Unit: metric.UnitNS, Why: "floor: 10 ms of waiting per second of recording; a process that starts and stops its threads waits a few ms in total"},
 		},
 		Source:     "Brendan Gregg, off-CPU analysis (offcputime); thresholds: this project (see Why)",
 		Advice:     "Working threads block on a lock, named with their share of the wait. Shorten the critical sections, split the lock, or use read-mostly structures (an atomically swapped copy) for data that is mostly read.",
@@ -488,13 +510,13 @@ var table = []Rule{
 		eval:       evalBlocked(profile.OffCPULock),
 	},
 	{
-		ID:      "io-wait",
+		ID:      RuleIOWait,
 		Title:   "threads wait for I/O",
-		Needs:   []Need{offCPUStacks, event(evCPUClock)},
+		Needs:   []Need{offCPUStacks, event(metric.CPUClock)},
 		Formula: "I/O wait = off-CPU time of the target's working threads whose stacks show a block device, page cache, pipe or socket wait; share = I/O wait / (I/O wait + target on-CPU time); stacks sampled and scaled as for lock-contention",
 		Thresholds: []Threshold{
-			{Metric: "I/O wait share", Op: ">", Value: 0.1, Unit: UnitRatio, Why: "the working threads spend more than a tenth of their time waiting for reads and writes"},
-			{Metric: "I/O wait per second", Op: ">=", Value: 50e6, Unit: UnitNS, Why: "floor: 50 ms of waiting per second of recording"},
+			{Metric: mIOWaitShare, Op: ">", Value: 0.1, Unit: metric.UnitRatio, Why: "the working threads spend more than a tenth of their time waiting for reads and writes"},
+			{Metric: mIOWaitRate, Op: ">=", Value: 50e6, Unit: metric.UnitNS, Why: "floor: 50 ms of waiting per second of recording"},
 		},
 		Source:     "Brendan Gregg, off-CPU analysis; thresholds: this project (see Why)",
 		Advice:     "Working threads wait for reads or writes, in the functions named. Batch or overlap the I/O (async I/O, io_uring, more requests in flight), cache what is read again, or move it off the hot path.",
@@ -503,26 +525,28 @@ var table = []Rule{
 		eval:       evalBlocked(profile.OffCPUIO),
 	},
 	{
-		ID:      "page-fault-storm",
+		ID:      RulePageFaults,
+		Shows:   metric.PageFaults,
 		Title:   "page-fault storm",
-		Needs:   []Need{event(evPageFaults)},
+		Needs:   []Need{event(metric.PageFaults)},
 		Formula: "page-faults / recorded seconds, over the recording and per window, leaving out the warm-up window of a command the recorder started (its setup faults); functions from page-faults samples (every 997th fault, with stacks)",
 		Thresholds: []Threshold{
-			{Metric: "page-faults/s", Op: ">", Value: 10000, Unit: UnitPerSecond, Why: "a minor fault of a fresh page costs ~1-2 us (trap, zeroing 4 KiB, page-table update): 10,000/s is 1-2% of a core plus 40 MiB/s of cache-polluting zeroing; a steady-state process faults well under 100/s, so this is over 100x that baseline"},
+			{Metric: ratePageFaults, Op: ">", Value: 10000, Unit: metric.UnitPerSecond, Why: "a minor fault of a fresh page costs ~1-2 us (trap, zeroing 4 KiB, page-table update): 10,000/s is 1-2% of a core plus 40 MiB/s of cache-polluting zeroing; a steady-state process faults well under 100/s, so this is over 100x that baseline"},
 		},
 		Source:     "kernel page-faults software event; cost from the fault path (clear_page, ~1 us)",
 		Advice:     "The target keeps touching fresh memory: it maps and frees buffers in a loop (malloc/free of large blocks goes to mmap/munmap) or its heap is returned to the OS between bursts. Reuse buffers, raise M_MMAP_THRESHOLD / M_TRIM_THRESHOLD, pre-fault (MAP_POPULATE) or use huge pages.",
 		Confidence: 0.9,
-		Functions:  evPageFaults,
+		Functions:  metric.PageFaults,
 		eval:       evalPageFaults,
 	},
 	{
-		ID:      "migration-churn",
+		ID:      RuleMigrations,
+		Shows:   metric.CPUMigrations,
 		Title:   "threads migrate between CPUs often",
-		Needs:   []Need{event(evCPUMigrations)},
+		Needs:   []Need{event(metric.CPUMigrations)},
 		Formula: "cpu-migrations / thread-seconds (threads present in a window times its length)",
 		Thresholds: []Threshold{
-			{Metric: "cpu-migrations per thread", Op: ">", Value: 50, Unit: UnitPerThread, Why: "each migration starts on cold L1/L2 (refilling 1+ MiB of L2 at ~10 GB/s is ~100 us): 50/s per thread is ~0.5% of its time or more, and a sign the scheduler keeps rebalancing"},
+			{Metric: mMigrationsPerThread, Op: ">", Value: 50, Unit: metric.UnitPerThread, Why: "each migration starts on cold L1/L2 (refilling 1+ MiB of L2 at ~10 GB/s is ~100 us): 50/s per thread is ~0.5% of its time or more, and a sign the scheduler keeps rebalancing"},
 		},
 		Source:     "kernel cpu-migrations software event; threshold: this project (see Why)",
 		Advice:     "Threads hop between CPUs and restart on cold caches. Pin long-running threads (sched_setaffinity, taskset), use fewer threads than CPUs, or reduce wake-ups that trigger rebalancing.",
@@ -530,17 +554,17 @@ var table = []Rule{
 		eval:       evalMigrations,
 	},
 	{
-		ID:      "latency-tail",
+		ID:      RuleLatencyTail,
 		Title:   "latency tail coincides with a cause",
 		Needs:   []Need{hist(profile.HistRunqLatency, profile.HistOffCPU), event(tailCauses...)},
 		Formula: "over windows at least half the median window length: tail windows = windows whose histogram p99 is over the floor and at least the tail factor times the median window's p99; cause = the counter whose rate in tail windows is the largest multiple of its median-window rate",
 		Thresholds: []Threshold{
-			{Metric: "events per window", Op: ">=", Value: 20, Unit: UnitEvents, Why: "floor: a p99 of fewer events is the maximum of a handful"},
-			{Metric: "windows with enough events", Op: ">=", Value: 4, Unit: "windows", Why: "a median and a tail need several windows"},
-			{Metric: "tail window p99", Op: ">", Value: 1e6, Unit: UnitNS, Why: "floor: the O3 performance guide's long-tail latency buckets start at 1 ms"},
-			{Metric: "tail p99 over median window p99", Op: ">=", Value: 4, Unit: UnitTimes, Why: "two log2 buckets above the median: not bucket jitter"},
-			{Metric: "cause rate over median window", Op: ">=", Value: 2, Unit: UnitTimes, Why: "the cause at least doubles in the tail windows"},
-			{Metric: "cause rate excess", Op: ">=", Value: 100, Unit: UnitPerSecond, Why: "floor: the cause adds at least 100 events/s, not a few"},
+			{Metric: mEventsPerWindow, Op: ">=", Value: 20, Unit: metric.UnitEvents, Why: "floor: a p99 of fewer events is the maximum of a handful"},
+			{Metric: mEnoughWindows, Op: ">=", Value: 4, Unit: "windows", Why: "a median and a tail need several windows"},
+			{Metric: mTailP99, Op: ">", Value: 1e6, Unit: metric.UnitNS, Why: "floor: the O3 performance guide's long-tail latency buckets start at 1 ms"},
+			{Metric: mTailOverMedian, Op: ">=", Value: 4, Unit: metric.UnitTimes, Why: "two log2 buckets above the median: not bucket jitter"},
+			{Metric: mCauseOverMedian, Op: ">=", Value: 2, Unit: metric.UnitTimes, Why: "the cause at least doubles in the tail windows"},
+			{Metric: mCauseExcess, Op: ">=", Value: 100, Unit: metric.UnitPerSecond, Why: "floor: the cause adds at least 100 events/s, not a few"},
 		},
 		Source:     "the O3 performance guide's long-tail latency attribution (generalized from its cache-miss cause to any counter)",
 		Advice:     "Latency spikes in some windows coincide with a burst of the named cause; fix that cause first (see the rule that matches it), then re-record.",
@@ -548,16 +572,16 @@ var table = []Rule{
 		eval:       evalLatencyTail,
 	},
 	{
-		ID:      "function-tail",
+		ID:      RuleFunctionTail,
 		Title:   "a function's slowest calls, and what they did more of",
 		Needs:   []Need{functions},
 		Formula: "per --func function: tail = calls in the log2 latency bucket holding p99 and above, median = calls in the bucket holding p50 and its two neighbours (never overlapping the tail); per-call means of latency and of each counter in both groups; the extra time of a tail call (tail mean latency minus median) is split over on-CPU, run-queue and blocked time; the cause is the fault, switch or migration counter whose per-call mean is the largest multiple of the median's (a counter absent from the median calls counts as 0.01 per call)",
 		Thresholds: []Threshold{
-			{Metric: "calls", Op: ">=", Value: 100, Unit: "calls", Why: "floor: with fewer calls the p99 is the slowest call or two"},
-			{Metric: "tail mean over median mean", Op: ">=", Value: 4, Unit: UnitTimes, Why: "two log2 buckets: more than bucket jitter"},
-			{Metric: "tail calls with counters", Op: ">=", Value: 1, Unit: "calls", Why: "per-call means need a call whose counters were read on one thread"},
-			{Metric: "cause per call, tail over median", Op: ">=", Value: tailCauseRatio, Unit: UnitTimes, Why: "a counter that rises less than the latency itself explains little of it"},
-			{Metric: "cause per call, tail minus median", Op: ">=", Value: tailCauseExcess, Unit: UnitEvents, Why: "floor: at least one more event per slow call, not a stray one in many"},
+			{Metric: mCalls, Op: ">=", Value: 100, Unit: "calls", Why: "floor: with fewer calls the p99 is the slowest call or two"},
+			{Metric: mTailMeanOverMedian, Op: ">=", Value: 4, Unit: metric.UnitTimes, Why: "two log2 buckets: more than bucket jitter"},
+			{Metric: mTailCounted, Op: ">=", Value: 1, Unit: "calls", Why: "per-call means need a call whose counters were read on one thread"},
+			{Metric: mCausePerCallRatio, Op: ">=", Value: tailCauseRatio, Unit: metric.UnitTimes, Why: "a counter that rises less than the latency itself explains little of it"},
+			{Metric: mCausePerCallExcess, Op: ">=", Value: tailCauseExcess, Unit: metric.UnitEvents, Why: "floor: at least one more event per slow call, not a stray one in many"},
 		},
 		Source:     "per-call deltas of the thread's own kernel counters (task_struct), bucketed by latency in BPF; docs/FUNCTIONS.md",
 		Advice:     "The finding's verdict names where the slow calls' extra time went and what they did more of; fix that cause and re-record.",
@@ -569,8 +593,8 @@ var table = []Rule{
 // tailCauses are the counters latency-tail compares, most specific
 // first.
 var tailCauses = []string{
-	evLLCLoadMisses, evL1LoadMisses, evDTLBLoadMisses, evNodeLoadMisses,
-	evPageFaults, evContextSwitch, evCPUMigrations,
+	metric.LLCLoadMisses, metric.L1DLoadMisses, metric.DTLBLoadMisses, metric.NodeLoadMisses,
+	metric.PageFaults, metric.ContextSwitches, metric.CPUMigrations,
 }
 
 // topCPU returns the recorded CPU with the most of v and its share.
@@ -600,15 +624,15 @@ func evalL1Contention(m *Metrics, r *Rule) []Finding {
 		return nil
 	}
 	ev, ok := allPass(
-		r.T("samples"), total,
-		r.T("top core share of samples"), share,
-		r.T("L1 miss ratio"), ratio(m.PerCPU(evL1LoadMisses, top), m.PerCPU(evL1Loads, top)),
-		r.T("write-back/load"), ratio(m.PerCPU(evLLCStores, top), m.PerCPU(evLLCLoads, top)),
+		r.T(mSamples), total,
+		r.T(mTopCoreSampleShare), share,
+		r.T(metric.L1DLoadMissRatio), ratio(m.PerCPU(metric.L1DLoadMisses, top), m.PerCPU(metric.L1DLoads, top)),
+		r.T(mWritebackPerLoad), ratio(m.PerCPU(metric.LLCStores, top), m.PerCPU(metric.LLCLoads, top)),
 	)
 	if !ok {
 		return nil
 	}
-	return []Finding{{Severity: severity(r.T("L1 miss ratio"), ev[2].Value), Scope: Scope{CPUs: []int{top}}, Evidence: ev}}
+	return []Finding{{Severity: severity(r.T(metric.L1DLoadMissRatio), ev[2].Value), Scope: Scope{CPUs: []int{top}}, Evidence: ev}}
 }
 
 func evalL3Writeback(m *Metrics, r *Rule) []Finding {
@@ -618,18 +642,18 @@ func evalL3Writeback(m *Metrics, r *Rule) []Finding {
 		if len(cpus) < 2 {
 			continue // one core cannot show a spread
 		}
-		_, share, misses := m.topCPU(func(c int) float64 { return m.PerCPU(evLLCLoadMisses, c) }, cpus)
-		loads := m.NodeTotal(evLLCLoads, node)
+		_, share, misses := m.topCPU(func(c int) float64 { return m.PerCPU(metric.LLCLoadMisses, c) }, cpus)
+		loads := m.NodeTotal(metric.LLCLoads, node)
 		mr := ratio(misses, loads)
 		ev, ok := allPass(
-			r.T("LLC-load-misses/s on the node"), misses/m.DurationS,
-			r.T("top core share of the node's misses"), share,
-			r.T("LLC miss ratio (low)"), mr,
-			r.T("LLC miss ratio (high)"), mr,
-			r.T("write-back/load"), ratio(m.NodeTotal(evLLCStores, node), loads),
+			r.T(mNodeLLCMissRate), misses/m.DurationS,
+			r.T(mTopCoreNodeMissShare), share,
+			r.bound(metric.LLCLoadMissRatio, ">="), mr,
+			r.bound(metric.LLCLoadMissRatio, "<="), mr,
+			r.T(mWritebackPerLoad), ratio(m.NodeTotal(metric.LLCStores, node), loads),
 		)
 		if ok {
-			out = append(out, Finding{Severity: severity(r.T("write-back/load"), ev[4].Value), Scope: Scope{CPUs: cpus}, Evidence: ev})
+			out = append(out, Finding{Severity: severity(r.T(mWritebackPerLoad), ev[4].Value), Scope: Scope{CPUs: cpus}, Evidence: ev})
 		}
 	}
 	return out
@@ -640,7 +664,7 @@ func evalL3Writeback(m *Metrics, r *Rule) []Finding {
 func (m *Metrics) mpkiCPUs(event string, t Threshold) []int {
 	var out []int
 	for _, c := range m.CPUs {
-		if t.pass(1000 * ratio(m.PerCPU(event, c), m.PerCPU(evInstructions, c))) {
+		if t.pass(1000 * ratio(m.PerCPU(event, c), m.PerCPU(metric.Instructions, c))) {
 			out = append(out, c)
 		}
 	}
@@ -648,46 +672,46 @@ func (m *Metrics) mpkiCPUs(event string, t Threshold) []int {
 }
 
 func evalLLCThrashing(m *Metrics, r *Rule) []Finding {
-	mpki := 1000 * ratio(m.Total(evLLCLoadMisses), m.Total(evInstructions))
+	mpki := 1000 * ratio(m.Total(metric.LLCLoadMisses), m.Total(metric.Instructions))
 	ev, ok := allPass(
-		r.T("instructions/s"), m.Rate(evInstructions),
-		r.T("LLC MPKI"), mpki,
-		r.T("LLC miss ratio"), ratio(m.Total(evLLCLoadMisses), m.Total(evLLCLoads)),
+		r.T(rateInstructions), m.Rate(metric.Instructions),
+		r.T(metric.LLCLoadMPKI), mpki,
+		r.T(metric.LLCLoadMissRatio), ratio(m.Total(metric.LLCLoadMisses), m.Total(metric.LLCLoads)),
 	)
 	if !ok {
 		return nil
 	}
-	return []Finding{{Severity: severity(r.T("LLC MPKI"), mpki), Scope: Scope{CPUs: m.mpkiCPUs(evLLCLoadMisses, r.T("LLC MPKI"))}, Evidence: ev}}
+	return []Finding{{Severity: severity(r.T(metric.LLCLoadMPKI), mpki), Scope: Scope{CPUs: m.mpkiCPUs(metric.LLCLoadMisses, r.T(metric.LLCLoadMPKI))}, Evidence: ev}}
 }
 
 func evalRemoteNUMA(m *Metrics, r *Rule) []Finding {
-	share := ratio(m.Total(evNodeLoadMisses), m.Total(evNodeLoads))
+	share := ratio(m.Total(metric.NodeLoadMisses), m.Total(metric.NodeLoads))
 	ev, ok := allPass(
-		r.T("node-loads/s"), m.Rate(evNodeLoads),
-		r.T("remote share"), share,
+		r.T(rateNodeLoads), m.Rate(metric.NodeLoads),
+		r.T(metric.NodeLoadMissRatio), share,
 	)
 	if !ok {
 		return nil
 	}
 	var cpus []int
 	for _, c := range m.CPUs {
-		if r.T("remote share").pass(ratio(m.PerCPU(evNodeLoadMisses, c), m.PerCPU(evNodeLoads, c))) {
+		if r.T(metric.NodeLoadMissRatio).pass(ratio(m.PerCPU(metric.NodeLoadMisses, c), m.PerCPU(metric.NodeLoads, c))) {
 			cpus = append(cpus, c)
 		}
 	}
-	return []Finding{{Severity: severity(r.T("remote share"), share), Scope: Scope{CPUs: cpus}, Evidence: ev}}
+	return []Finding{{Severity: severity(r.T(metric.NodeLoadMissRatio), share), Scope: Scope{CPUs: cpus}, Evidence: ev}}
 }
 
 func evalDTLB(m *Metrics, r *Rule) []Finding {
-	mpki := 1000 * ratio(m.Total(evDTLBLoadMisses), m.Total(evInstructions))
+	mpki := 1000 * ratio(m.Total(metric.DTLBLoadMisses), m.Total(metric.Instructions))
 	ev, ok := allPass(
-		r.T("instructions/s"), m.Rate(evInstructions),
-		r.T("dTLB MPKI"), mpki,
+		r.T(rateInstructions), m.Rate(metric.Instructions),
+		r.T(metric.DTLBLoadMPKI), mpki,
 	)
 	if !ok {
 		return nil
 	}
-	return []Finding{{Severity: severity(r.T("dTLB MPKI"), mpki), Scope: Scope{CPUs: m.mpkiCPUs(evDTLBLoadMisses, r.T("dTLB MPKI"))}, Evidence: ev}}
+	return []Finding{{Severity: severity(r.T(metric.DTLBLoadMPKI), mpki), Scope: Scope{CPUs: m.mpkiCPUs(metric.DTLBLoadMisses, r.T(metric.DTLBLoadMPKI))}, Evidence: ev}}
 }
 
 func evalFalseSharing(m *Metrics, r *Rule) []Finding {
@@ -696,7 +720,7 @@ func evalFalseSharing(m *Metrics, r *Rule) []Finding {
 	var names []string
 	var hitm float64
 	perCPU := map[int]float64{}
-	for _, e := range hitmEvents {
+	for _, e := range metric.HITMEvents {
 		if !m.Measured(e) {
 			continue
 		}
@@ -706,22 +730,23 @@ func evalFalseSharing(m *Metrics, r *Rule) []Finding {
 			perCPU[c] += m.PerCPU(e, c)
 		}
 	}
-	hpki := 1000 * ratio(hitm, m.Total(evInstructions))
+	hpki := 1000 * ratio(hitm, m.Total(metric.Instructions))
 	ev, ok := allPass(
-		r.T("instructions/s"), m.Rate(evInstructions),
-		r.T("HITM per 1000 instructions"), hpki,
+		r.T(rateInstructions), m.Rate(metric.Instructions),
+		r.T(metric.HITMPKI), hpki,
 	)
 	if !ok {
 		return nil
 	}
-	ev[1].Metric = strings.Join(names, " + ") + " per 1000 instructions"
+	ev[1].Events = names
 	var cpus []int
 	for _, c := range m.CPUs {
-		if r.T("HITM per 1000 instructions").pass(1000 * ratio(perCPU[c], m.PerCPU(evInstructions, c))) {
+		if r.T(metric.HITMPKI).pass(1000 * ratio(perCPU[c], m.PerCPU(metric.Instructions, c))) {
 			cpus = append(cpus, c)
 		}
 	}
-	return []Finding{{Severity: severity(r.T("HITM per 1000 instructions"), hpki), Scope: Scope{CPUs: cpus}, Evidence: ev}}
+	// The heatmap shows each event, not their sum: point at the first.
+	return []Finding{{Severity: severity(r.T(metric.HITMPKI), hpki), Scope: Scope{CPUs: cpus}, Evidence: ev, Metric: names[0]}}
 }
 
 func evalCoreHotspot(m *Metrics, r *Rule) []Finding {
@@ -739,15 +764,15 @@ func evalCoreHotspot(m *Metrics, r *Rule) []Finding {
 		}
 	}
 	ev, ok := allPass(
-		r.T("samples"), total,
-		r.T("top core share of samples"), share,
-		r.T("top core demand"), m.Demand(top),
-		r.T("least busy other core"), least,
+		r.T(mSamples), total,
+		r.T(mTopCoreSampleShare), share,
+		r.T(mTopCoreDemand), m.Demand(top),
+		r.T(mLeastBusyOther), least,
 	)
 	if !ok {
 		return nil
 	}
-	return []Finding{{Severity: severity(r.T("top core demand"), ev[2].Value), Scope: Scope{CPUs: []int{top}}, Evidence: ev}}
+	return []Finding{{Severity: severity(r.T(mTopCoreDemand), ev[2].Value), Scope: Scope{CPUs: []int{top}}, Evidence: ev}}
 }
 
 // busyCPUs lists the CPUs on which the target counted at least a tenth of
@@ -764,11 +789,11 @@ func (m *Metrics) busyCPUs(event string) []int {
 }
 
 func evalPageFaults(m *Metrics, r *Rule) []Finding {
-	t := r.T("page-faults/s")
+	t := r.T(ratePageFaults)
 	var faults, secs float64
 	for i, w := range m.Windows {
 		if !m.warmup(i) {
-			faults += float64(w.Counts[evPageFaults])
+			faults += float64(w.Counts[metric.PageFaults])
 			secs += w.DurationS
 		}
 	}
@@ -779,14 +804,14 @@ func evalPageFaults(m *Metrics, r *Rule) []Finding {
 	// The time range is the windows that are themselves over the floor.
 	var start, end int64 = -1, 0
 	for i, w := range m.Windows {
-		if !m.warmup(i) && t.pass(w.Rate(evPageFaults)) {
+		if !m.warmup(i) && t.pass(w.Rate(metric.PageFaults)) {
 			if start < 0 {
 				start = w.StartNS
 			}
 			end = w.EndNS
 		}
 	}
-	sc := Scope{CPUs: m.busyCPUs(evPageFaults)}
+	sc := Scope{CPUs: m.busyCPUs(metric.PageFaults)}
 	if start >= 0 {
 		sc.StartNS, sc.EndNS = start, end
 	}
@@ -797,93 +822,119 @@ func evalMigrations(m *Metrics, r *Rule) []Finding {
 	if len(m.CPUs) < 2 {
 		return nil
 	}
-	t := r.T("cpu-migrations per thread")
-	v := ratio(m.Total(evCPUMigrations), m.ThreadSeconds)
+	t := r.T(mMigrationsPerThread)
+	v := ratio(m.Total(metric.CPUMigrations), m.ThreadSeconds)
 	if !t.pass(v) {
 		return nil
 	}
-	return []Finding{{Severity: severity(t, v), Scope: Scope{CPUs: m.busyCPUs(evCPUMigrations)}, Evidence: []Evidence{t.evidence(v)}}}
+	return []Finding{{Severity: severity(t, v), Scope: Scope{CPUs: m.busyCPUs(metric.CPUMigrations)}, Evidence: []Evidence{t.evidence(v)}}}
 }
 
 func evalLatencyTail(m *Metrics, r *Rule) []Finding {
-	nwin, floor, factor := r.T("windows with enough events"), r.T("tail window p99"), r.T("tail p99 over median window p99")
-	causeT, excessT := r.T("cause rate over median window"), r.T("cause rate excess")
-	minEvents := r.T("events per window")
+	var out []Finding
+	for _, h := range []string{profile.HistRunqLatency, profile.HistOffCPU} {
+		if f, ok := m.latencyTail(r, h); ok {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// latencyTail is latency-tail on one histogram: the tail windows of its
+// p99 and the counter that rises most in them.
+func (m *Metrics) latencyTail(r *Rule, h string) (Finding, bool) {
+	nwin, floor, factor := r.T(mEnoughWindows), r.T(mTailP99), r.T(mTailOverMedian)
+	causeT, excessT := r.T(mCauseOverMedian), r.T(mCauseExcess)
+	idx, p99 := m.steadyP99s(h, r.T(mEventsPerWindow))
+	if !nwin.pass(float64(len(idx))) {
+		return Finding{}, false
+	}
+	med := median(p99)
+	var tail []int
+	var tailP99 []float64
+	for k, i := range idx {
+		if floor.pass(p99[k]) && factor.pass(ratio(p99[k], med)) {
+			tail = append(tail, i)
+			tailP99 = append(tailP99, p99[k])
+		}
+	}
+	if len(tail) == 0 {
+		return Finding{}, false
+	}
+	c, ok := m.tailCause(idx, tail, causeT, excessT)
+	if !ok {
+		return Finding{}, false
+	}
+	tp := median(tailP99)
+	first, last := m.Windows[tail[0]], m.Windows[tail[len(tail)-1]]
+	ev := []Evidence{
+		{Metric: metric.ID(h + " p99 in tail windows (median)"), Value: tp, Threshold: floor.Value, Op: floor.Op, Unit: metric.UnitNS},
+		factor.evidence(ratio(tp, med)),
+		{Metric: metric.ID(c.event + "/s in tail windows over median window"), Value: c.times, Threshold: causeT.Value, Op: causeT.Op, Unit: metric.UnitTimes},
+		{Metric: metric.ID(c.event + "/s in tail windows minus median window"), Value: c.tail - c.median, Threshold: excessT.Value, Op: excessT.Op, Unit: metric.UnitPerSecond},
+	}
+	return Finding{
+		Severity: severity(factor, ratio(tp, med)),
+		Scope:    Scope{CPUs: m.busyCPUs(c.event), StartNS: first.StartNS, EndNS: last.EndNS},
+		Evidence: ev,
+		Metric:   c.event,
+	}, true
+}
+
+// steadyP99s returns the windows of the steady state that hold at least
+// minEvents of histogram h, with h's p99 in each.
+func (m *Metrics) steadyP99s(h string, minEvents Threshold) (idx []int, p99 []float64) {
 	var lens []float64
 	for _, w := range m.Windows {
 		lens = append(lens, w.DurationS)
 	}
 	full := median(lens) / 2
-	var out []Finding
-	for _, h := range []string{profile.HistRunqLatency, profile.HistOffCPU} {
-		var idx []int
-		var p99 []float64
-		for i, w := range m.Windows {
-			// A partial window (the last one, cut short by the target's
-			// exit) holds the exit of every thread and a rate over a
-			// fraction of a window: it is no sample of the steady state.
-			if w.DurationS < full || m.warmup(i) {
-				continue
-			}
-			if b := w.Hist[h]; minEvents.pass(float64(HistogramCount(b))) {
-				idx = append(idx, i)
-				p99 = append(p99, profile.Percentile(b, 0.99))
-			}
-		}
-		if !nwin.pass(float64(len(idx))) {
+	for i, w := range m.Windows {
+		// A partial window (the last one, cut short by the target's
+		// exit) holds the exit of every thread and a rate over a
+		// fraction of a window: it is no sample of the steady state.
+		if w.DurationS < full || m.warmup(i) {
 			continue
 		}
-		med := median(p99)
-		var tail []int
-		var tailP99 []float64
-		for k, i := range idx {
-			if floor.pass(p99[k]) && factor.pass(ratio(p99[k], med)) {
-				tail = append(tail, i)
-				tailP99 = append(tailP99, p99[k])
-			}
+		if b := w.Hist[h]; minEvents.pass(float64(HistogramCount(b))) {
+			idx = append(idx, i)
+			p99 = append(p99, profile.Percentile(b, 0.99))
 		}
-		if len(tail) == 0 {
-			continue
-		}
-		// Pick the cause whose tail-window rate is the largest multiple of
-		// its median-window rate.
-		var best string
-		var bestX, bestTail, bestMed float64
-		for _, e := range tailCauses {
-			if !m.Measured(e) {
-				continue
-			}
-			var rates []float64
-			for _, i := range idx {
-				rates = append(rates, m.Windows[i].Rate(e))
-			}
-			medR := median(rates)
-			var tailR float64
-			for _, i := range tail {
-				tailR += m.Windows[i].Rate(e)
-			}
-			tailR /= float64(len(tail))
-			x := tailR / max(medR, 1) // a cause absent from the median window counts as 1/s
-			if causeT.pass(x) && excessT.pass(tailR-medR) && x > bestX {
-				best, bestX, bestTail, bestMed = e, x, tailR, medR
-			}
-		}
-		if best == "" {
-			continue
-		}
-		tp := median(tailP99)
-		first, last := m.Windows[tail[0]], m.Windows[tail[len(tail)-1]]
-		ev := []Evidence{
-			{Metric: h + " p99 in tail windows (median)", Value: tp, Threshold: floor.Value, Op: floor.Op, Unit: UnitNS},
-			factor.evidence(ratio(tp, med)),
-			{Metric: best + "/s in tail windows over median window", Value: bestX, Threshold: causeT.Value, Op: causeT.Op, Unit: UnitTimes},
-			{Metric: best + "/s in tail windows minus median window", Value: bestTail - bestMed, Threshold: excessT.Value, Op: excessT.Op, Unit: UnitPerSecond},
-		}
-		out = append(out, Finding{
-			Severity: severity(factor, ratio(tp, med)),
-			Scope:    Scope{CPUs: m.busyCPUs(best), StartNS: first.StartNS, EndNS: last.EndNS},
-			Evidence: ev,
-		})
 	}
-	return out
+	return idx, p99
+}
+
+// tailCause is a counter's rate in the tail windows against the median
+// window's.
+type tailCause struct {
+	event        string
+	times        float64 // tail / max(median, 1)
+	tail, median float64 // per second
+}
+
+// tailCause picks, of the measured tailCauses, the one whose tail-window
+// rate is the largest multiple of its median-window rate among those
+// that pass both thresholds.
+func (m *Metrics) tailCause(idx, tail []int, causeT, excessT Threshold) (tailCause, bool) {
+	var best tailCause
+	for _, e := range tailCauses {
+		if !m.Measured(e) {
+			continue
+		}
+		var rates []float64
+		for _, i := range idx {
+			rates = append(rates, m.Windows[i].Rate(e))
+		}
+		medR := median(rates)
+		var tailR float64
+		for _, i := range tail {
+			tailR += m.Windows[i].Rate(e)
+		}
+		tailR /= float64(len(tail))
+		x := tailR / max(medR, 1) // a cause absent from the median window counts as 1/s
+		if causeT.pass(x) && excessT.pass(tailR-medR) && x > best.times {
+			best = tailCause{event: e, times: x, tail: tailR, median: medR}
+		}
+	}
+	return best, best.event != ""
 }

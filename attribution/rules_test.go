@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cacheheat/cacheheat/metric"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -13,70 +14,70 @@ import (
 // must fire at x = 1.05 and stay quiet at x = 0.95.
 type ruleCase struct {
 	rule   string
-	metric string // the threshold that x scales
+	metric metric.ID // the threshold that x scales
 	build  func(t *testing.T, x float64) *profile.Recording
 }
 
 func u(v float64) uint64 { return uint64(math.Round(v)) }
 
 var ruleCases = []ruleCase{
-	{"l1-bandwidth-contention", "L1 miss ratio", func(t *testing.T, x float64) *profile.Recording {
+	{"l1-bandwidth-contention", metric.L1DLoadMissRatio, func(t *testing.T, x float64) *profile.Recording {
 		return newRec(t, 2, 3, append(swEvents, hwEvents...)...).
 			samples(0, 95, "main.hot").samples(1, 5, "main.cold").
-			counter(evL1Loads, []uint64{1e9, 1e7}).
-			counter(evL1LoadMisses, []uint64{u(0.75 * x * 1e9), 1e5}).
-			counter(evLLCLoads, []uint64{1e8, 1e5}).
-			counter(evLLCStores, []uint64{2e7, 1e4}).done()
+			counter(metric.L1DLoads, []uint64{1e9, 1e7}).
+			counter(metric.L1DLoadMisses, []uint64{u(0.75 * x * 1e9), 1e5}).
+			counter(metric.LLCLoads, []uint64{1e8, 1e5}).
+			counter(metric.LLCStores, []uint64{2e7, 1e4}).done()
 	}},
 	{"l1-bandwidth-contention", "top core share of samples", func(t *testing.T, x float64) *profile.Recording {
 		hot := u(1000 * 0.90 * x)
 		return newRec(t, 2, 3, append(swEvents, hwEvents...)...).
 			samples(0, hot, "main.hot").samples(1, 1000-hot, "main.cold").
-			counter(evL1Loads, []uint64{1e9, 1e7}).
-			counter(evL1LoadMisses, []uint64{8e8, 1e5}).
-			counter(evLLCLoads, []uint64{1e8, 1e5}).
-			counter(evLLCStores, []uint64{2e7, 1e4}).done()
+			counter(metric.L1DLoads, []uint64{1e9, 1e7}).
+			counter(metric.L1DLoadMisses, []uint64{8e8, 1e5}).
+			counter(metric.LLCLoads, []uint64{1e8, 1e5}).
+			counter(metric.LLCStores, []uint64{2e7, 1e4}).done()
 	}},
 	{"l3-writeback-congestion", "write-back/load", func(t *testing.T, x float64) *profile.Recording {
 		return newRec(t, 2, 3, append(swEvents, hwEvents...)...).
-			counter(evLLCLoads, []uint64{4e6, 4e6}).
-			counter(evLLCLoadMisses, []uint64{2e6, 2e6}).
-			counter(evLLCStores, []uint64{u(4e6 * 1.8 * x), u(4e6 * 1.8 * x)}).done()
+			counter(metric.LLCLoads, []uint64{4e6, 4e6}).
+			counter(metric.LLCLoadMisses, []uint64{2e6, 2e6}).
+			counter(metric.LLCStores, []uint64{u(4e6 * 1.8 * x), u(4e6 * 1.8 * x)}).done()
 	}},
-	{"llc-thrashing", "LLC MPKI", func(t *testing.T, x float64) *profile.Recording {
+	{"llc-thrashing", metric.LLCLoadMPKI, func(t *testing.T, x float64) *profile.Recording {
 		miss := 5e6 * x
 		return newRec(t, 2, 3, append(swEvents, hwEvents...)...).
-			counter(evInstructions, []uint64{5e8, 5e8}).
-			counter(evLLCLoadMisses, []uint64{u(miss / 2), u(miss / 2)}).
-			counter(evLLCLoads, []uint64{u(miss / 2 / 0.8), u(miss / 2 / 0.8)}).done()
+			counter(metric.Instructions, []uint64{5e8, 5e8}).
+			counter(metric.LLCLoadMisses, []uint64{u(miss / 2), u(miss / 2)}).
+			counter(metric.LLCLoads, []uint64{u(miss / 2 / 0.8), u(miss / 2 / 0.8)}).done()
 	}},
-	{"remote-numa", "remote share", func(t *testing.T, x float64) *profile.Recording {
+	{"remote-numa", metric.NodeLoadMissRatio, func(t *testing.T, x float64) *profile.Recording {
 		return newRec(t, 2, 3, append(swEvents, hwEvents...)...).
-			counter(evNodeLoads, []uint64{1e7, 1e7}).
-			counter(evNodeLoadMisses, []uint64{u(0.2 * x * 1e7), u(0.2 * x * 1e7)}).done()
+			counter(metric.NodeLoads, []uint64{1e7, 1e7}).
+			counter(metric.NodeLoadMisses, []uint64{u(0.2 * x * 1e7), u(0.2 * x * 1e7)}).done()
 	}},
-	{"dtlb-pressure", "dTLB MPKI", func(t *testing.T, x float64) *profile.Recording {
+	{"dtlb-pressure", metric.DTLBLoadMPKI, func(t *testing.T, x float64) *profile.Recording {
 		return newRec(t, 2, 3, append(swEvents, hwEvents...)...).
-			counter(evInstructions, []uint64{1e9, 0}).
-			counter(evDTLBLoadMisses, []uint64{u(1e6 * x), 0}).done()
+			counter(metric.Instructions, []uint64{1e9, 0}).
+			counter(metric.DTLBLoadMisses, []uint64{u(1e6 * x), 0}).done()
 	}},
-	{"false-sharing", "HITM per 1000 instructions", func(t *testing.T, x float64) *profile.Recording {
+	{"false-sharing", metric.HITMPKI, func(t *testing.T, x float64) *profile.Recording {
 		return newRec(t, 2, 3, append(swEvents, hwEvents...)...).
-			counter(evInstructions, []uint64{5e8, 5e8}).
-			counter(hitmEvents[0], []uint64{u(0.125e6 * x), u(0.125e6 * x)}).done()
+			counter(metric.Instructions, []uint64{5e8, 5e8}).
+			counter(metric.HITMEvents[0], []uint64{u(0.125e6 * x), u(0.125e6 * x)}).done()
 	}},
 	{"core-hotspot", "top core share of samples", func(t *testing.T, x float64) *profile.Recording {
 		hot := u(100 * 0.90 * x)
 		return newRec(t, 2, 4, swEvents...).software().
 			samples(1, hot, "main.spin").samples(0, 100-hot, "main.other").
-			counter(evCPUClock, []uint64{(100 - hot) * 1e7, hot * 1e7}).done()
+			counter(metric.CPUClock, []uint64{(100 - hot) * 1e7, hot * 1e7}).done()
 	}},
 	{"core-hotspot", "top core demand", func(t *testing.T, x float64) *profile.Recording {
 		// All samples on one core, which the target keeps x * 50% busy.
 		busy := u(50 * x)
 		return newRec(t, 2, 4, swEvents...).software().
 			samples(1, 100, "main.spin").
-			counter(evCPUClock, []uint64{0, busy * 1e7}).done()
+			counter(metric.CPUClock, []uint64{0, busy * 1e7}).done()
 	}},
 	{"core-hotspot", "top core demand", func(t *testing.T, x float64) *profile.Recording {
 		// A shared host: the pinned thread runs 30% of the time and waits
@@ -85,7 +86,7 @@ var ruleCases = []ruleCase{
 		n := u(wait / (1.5 * (1 << 20)))
 		return newRec(t, 2, 4, swEvents...).software().
 			samples(1, 100, "main.spin").
-			counter(evCPUClock, []uint64{0, 3e8}).
+			counter(metric.CPUClock, []uint64{0, 3e8}).
 			hist(profile.HistRunqLatency, 1, 20, n).done()
 	}},
 	{"core-hotspot", "least busy other core", func(t *testing.T, x float64) *profile.Recording {
@@ -94,15 +95,15 @@ var ruleCases = []ruleCase{
 		busy := 0.5 * (2 - x)
 		return newRec(t, 2, 4, swEvents...).software().
 			samples(1, 100, "main.spin").
-			counter(evCPUClock, []uint64{0, 9e8}).
+			counter(metric.CPUClock, []uint64{0, 9e8}).
 			idle([]uint64{u((1 - busy) * 1e9), 1e8}).done()
 	}},
 	{"cpu-saturation", "share of windows saturated", func(t *testing.T, x float64) *profile.Recording {
 		// Ten windows; x*5 of them (rounded) have a 1.5 ms p99; three
 		// working threads on two CPUs.
 		b := newRec(t, 2, 10, swEvents...).software().
-			threads(3, map[string]uint64{evCPUClock: 6e8}).
-			counter(evCPUClock, []uint64{9e8, 9e8})
+			threads(3, map[string]uint64{metric.CPUClock: 6e8}).
+			counter(metric.CPUClock, []uint64{9e8, 9e8})
 		n := int(math.Round(5 * x))
 		if x < 1 {
 			n = 4
@@ -125,8 +126,8 @@ var ruleCases = []ruleCase{
 			bucket = 19
 		}
 		return newRec(t, 2, 4, swEvents...).software().
-			threads(3, map[string]uint64{evCPUClock: 6e8}).
-			counter(evCPUClock, []uint64{9e8, 9e8}).
+			threads(3, map[string]uint64{metric.CPUClock: 6e8}).
+			counter(metric.CPUClock, []uint64{9e8, 9e8}).
 			hist(profile.HistRunqLatency, 0, 10, 98).
 			hist(profile.HistRunqLatency, 1, bucket, 2).done()
 	}},
@@ -138,14 +139,14 @@ var ruleCases = []ruleCase{
 			n = 3
 		}
 		b := newRec(t, 2, 4, swEvents...).software().
-			threads(n, map[string]uint64{evCPUClock: 6e8}).
-			counter(evCPUClock, []uint64{9e8, 9e8}).
+			threads(n, map[string]uint64{metric.CPUClock: 6e8}).
+			counter(metric.CPUClock, []uint64{9e8, 9e8}).
 			hist(profile.HistRunqLatency, 0, 10, 98).
 			hist(profile.HistRunqLatency, 1, 20, 2)
 		for i := range b.rec.Windows {
 			p := &b.rec.Windows[i].Processes[0]
 			for k := 0; k < 10; k++ {
-				p.Threads = append(p.Threads, profile.Thread{TID: 200 + k, Comm: "idle", Counts: map[string]uint64{evCPUClock: 1e7}})
+				p.Threads = append(p.Threads, profile.Thread{TID: 200 + k, Comm: "idle", Counts: map[string]uint64{metric.CPUClock: 1e7}})
 			}
 		}
 		return b.done()
@@ -155,8 +156,8 @@ var ruleCases = []ruleCase{
 		// other processes run x*10% of the time, the rest is idle.
 		other := 0.1 * x * 1e9
 		return newRec(t, 2, 4, swEvents...).software().
-			threads(2, map[string]uint64{evCPUClock: 4e8}).
-			counter(evCPUClock, []uint64{4e8, 4e8}).
+			threads(2, map[string]uint64{metric.CPUClock: 4e8}).
+			counter(metric.CPUClock, []uint64{4e8, 4e8}).
 			idle([]uint64{u(6e8 - other), u(6e8 - other)}).
 			others(300, "stress-ng", 40).others(301, "make", 1).
 			hist(profile.HistRunqLatency, 0, 10, 98).
@@ -167,38 +168,38 @@ var ruleCases = []ruleCase{
 		// lock so that wait / (wait + on-CPU) = 0.02*x.
 		share := 0.02 * x
 		return newRec(t, 2, 4, swEvents...).software().
-			threads(2, map[string]uint64{evCPUClock: 5e8}).
-			counter(evCPUClock, []uint64{5e8, 5e8}).
+			threads(2, map[string]uint64{metric.CPUClock: 5e8}).
+			counter(metric.CPUClock, []uint64{5e8, 5e8}).
 			offcpu(100, profile.OffCPULock, u(share/(1-share)*1e9), "sync.(*Mutex).Lock").done()
 	}},
 	{"lock-contention", "lock wait per second", func(t *testing.T, x float64) *profile.Recording {
 		return newRec(t, 2, 4, swEvents...).software().
-			threads(1, map[string]uint64{evCPUClock: 2e8}).
-			counter(evCPUClock, []uint64{2e8, 0}).
+			threads(1, map[string]uint64{metric.CPUClock: 2e8}).
+			counter(metric.CPUClock, []uint64{2e8, 0}).
 			offcpu(100, profile.OffCPULock, u(10e6*x), "pthread_mutex_lock").done()
 	}},
 	{"io-wait", "I/O wait share", func(t *testing.T, x float64) *profile.Recording {
 		share := 0.1 * x
 		return newRec(t, 2, 4, swEvents...).software().
-			threads(2, map[string]uint64{evCPUClock: 5e8}).
-			counter(evCPUClock, []uint64{5e8, 5e8}).
+			threads(2, map[string]uint64{metric.CPUClock: 5e8}).
+			counter(metric.CPUClock, []uint64{5e8, 5e8}).
 			offcpu(101, profile.OffCPUIO, u(share/(1-share)*1e9), "os.(*File).Read").done()
 	}},
 	{"io-wait", "I/O wait per second", func(t *testing.T, x float64) *profile.Recording {
 		return newRec(t, 2, 4, swEvents...).software().
-			threads(1, map[string]uint64{evCPUClock: 2e8}).
-			counter(evCPUClock, []uint64{2e8, 0}).
+			threads(1, map[string]uint64{metric.CPUClock: 2e8}).
+			counter(metric.CPUClock, []uint64{2e8, 0}).
 			offcpu(100, profile.OffCPUIO, u(50e6*x), "read").done()
 	}},
 	{"page-fault-storm", "page-faults/s", func(t *testing.T, x float64) *profile.Recording {
 		return newRec(t, 2, 4, swEvents...).software().
-			counter(evPageFaults, []uint64{u(10000 * x), 0}).done()
+			counter(metric.PageFaults, []uint64{u(10000 * x), 0}).done()
 	}},
 	{"migration-churn", "cpu-migrations per thread", func(t *testing.T, x float64) *profile.Recording {
 		m := u(50 * x)
 		return newRec(t, 2, 4, swEvents...).software().
-			threads(4, map[string]uint64{evCPUMigrations: m}).
-			counter(evCPUMigrations, []uint64{2 * m, 2 * m}).done()
+			threads(4, map[string]uint64{metric.CPUMigrations: m}).
+			counter(metric.CPUMigrations, []uint64{2 * m, 2 * m}).done()
 	}},
 	{"latency-tail", "cause rate over median window", func(t *testing.T, x float64) *profile.Recording {
 		// Six windows; window 4's runq p99 is 3.1 ms against a 6 us
@@ -207,8 +208,8 @@ var ruleCases = []ruleCase{
 			hist(profile.HistRunqLatency, 0, 10, 98).
 			hist(profile.HistRunqLatency, 0, 12, 2, 0, 1, 2, 3, 5).
 			hist(profile.HistRunqLatency, 0, 21, 2, 4).
-			counter(evPageFaults, []uint64{1000, 0}, 0, 1, 2, 3, 5).
-			counter(evPageFaults, []uint64{u(2000 * x), 0}, 4)
+			counter(metric.PageFaults, []uint64{1000, 0}, 0, 1, 2, 3, 5).
+			counter(metric.PageFaults, []uint64{u(2000 * x), 0}, 4)
 		return b.done()
 	}},
 	{"function-tail", "tail mean over median mean", func(t *testing.T, x float64) *profile.Recording {
@@ -233,8 +234,8 @@ var ruleCases = []ruleCase{
 func TestSaturationOrNeighbour(t *testing.T) {
 	build := func(working int, onCPU, idle uint64) *profile.Recording {
 		return newRec(t, 2, 4, swEvents...).software().
-			threads(working, map[string]uint64{evCPUClock: 2 * onCPU / uint64(working)}).
-			counter(evCPUClock, []uint64{onCPU, onCPU}).
+			threads(working, map[string]uint64{metric.CPUClock: 2 * onCPU / uint64(working)}).
+			counter(metric.CPUClock, []uint64{onCPU, onCPU}).
 			idle([]uint64{idle, idle}).
 			others(300, "stress-ng", 90).others(301, "sshd", 2).
 			hist(profile.HistRunqLatency, 0, 10, 98).
@@ -272,8 +273,8 @@ func TestSaturationOrNeighbour(t *testing.T) {
 // I/O wait; an idle thread's futex wait is not a working thread's either.
 func TestSleepAndIdleNeverBlock(t *testing.T) {
 	rec := newRec(t, 2, 4, swEvents...).software().
-		threads(1, map[string]uint64{evCPUClock: 5e8}).
-		counter(evCPUClock, []uint64{5e8, 0}).
+		threads(1, map[string]uint64{metric.CPUClock: 5e8}).
+		counter(metric.CPUClock, []uint64{5e8, 0}).
 		offcpu(100, profile.OffCPUSleep, 5e8, "time.Sleep").
 		offcpu(100, profile.OffCPUIdle, 5e8, "runtime.stopm").
 		offcpu(999, profile.OffCPULock, 9e8, "runtime.semacquire1").done()
@@ -289,8 +290,8 @@ func TestSleepAndIdleNeverBlock(t *testing.T) {
 // stacks with their share of the wait, and leaves out those under 5%.
 func TestLockNamesFunctions(t *testing.T) {
 	rec := newRec(t, 2, 4, swEvents...).software().
-		threads(2, map[string]uint64{evCPUClock: 5e8}).
-		counter(evCPUClock, []uint64{5e8, 5e8}).
+		threads(2, map[string]uint64{metric.CPUClock: 5e8}).
+		counter(metric.CPUClock, []uint64{5e8, 5e8}).
 		offcpu(100, profile.OffCPULock, 3e8, "sync.(*RWMutex).RLock").
 		offcpu(101, profile.OffCPULock, 1e8, "sync.(*Mutex).Lock").
 		offcpu(101, profile.OffCPULock, 1e7, "pthread_mutex_lock").done()
@@ -311,17 +312,17 @@ func TestLockNamesFunctions(t *testing.T) {
 // the page-fault samples, not the busiest cpu-clock functions.
 func TestFunctionsFromTheEvent(t *testing.T) {
 	b := newRec(t, 2, 4, swEvents...).software().
-		counter(evPageFaults, []uint64{0, 90000}).
+		counter(metric.PageFaults, []uint64{0, 90000}).
 		samples(1, 300, "main.compute")
 	id := b.stack(profile.Stack{Frames: []profile.Frame{{Function: "main.alloc", Module: "/bin/target"}}})
 	for i := range b.rec.Windows {
-		b.rec.Windows[i].Samples = append(b.rec.Windows[i].Samples, profile.Sample{Event: evPageFaults, PID: 100, TID: 100, CPU: 1, UserStack: id, Count: 90})
+		b.rec.Windows[i].Samples = append(b.rec.Windows[i].Samples, profile.Sample{Event: metric.PageFaults, PID: 100, TID: 100, CPU: 1, UserStack: id, Count: 90})
 	}
 	f, ok := findRule(Analyze(b.done()), "page-fault-storm")
 	if !ok {
 		t.Fatal("page-fault-storm did not fire")
 	}
-	if len(f.Scope.Functions) != 1 || f.Scope.Functions[0] != "main.alloc" || f.Shares[0].Source != evPageFaults {
+	if len(f.Scope.Functions) != 1 || f.Scope.Functions[0] != "main.alloc" || f.Shares[0].Source != metric.PageFaults {
 		t.Errorf("functions %v (%s), want main.alloc from the page-faults samples", f.Scope.Functions, dump(f.Shares))
 	}
 }
@@ -330,8 +331,8 @@ func TestFunctionsFromTheEvent(t *testing.T) {
 // setup; the same faults in every window are a storm.
 func TestWarmupIsNotAStorm(t *testing.T) {
 	build := func(windows ...int) *profile.Recording {
-		b := newRec(t, 2, 4, swEvents...).software().counter(evPageFaults, []uint64{0, 10}).
-			counter(evPageFaults, []uint64{0, 90000}, windows...)
+		b := newRec(t, 2, 4, swEvents...).software().counter(metric.PageFaults, []uint64{0, 10}).
+			counter(metric.PageFaults, []uint64{0, 90000}, windows...)
 		b.rec.Header.Target = profile.Target{Kind: profile.TargetCommand, PIDs: []int{100}, Command: []string{"/bin/target"}}
 		return b.done()
 	}
@@ -345,7 +346,7 @@ func TestWarmupIsNotAStorm(t *testing.T) {
 
 func TestRuleThresholds(t *testing.T) {
 	for _, c := range ruleCases {
-		t.Run(c.rule+"/"+c.metric, func(t *testing.T) {
+		t.Run(c.rule+"/"+string(c.metric), func(t *testing.T) {
 			r := ruleByID(t, c.rule)
 			r.T(c.metric) // the case names a real threshold
 			above := Analyze(c.build(t, 1.05))
@@ -410,7 +411,7 @@ func TestSoftwareModeNotEvaluated(t *testing.T) {
 	// Drop LLC-stores from the request list to see "not recorded".
 	var evs []profile.EventStatus
 	for _, e := range rec.Header.Events {
-		if e.Name != evLLCStores {
+		if e.Name != metric.LLCStores {
 			evs = append(evs, e)
 		}
 	}
@@ -458,10 +459,10 @@ func TestSoftwareModeNotEvaluated(t *testing.T) {
 // wakeup, a few startup faults, the samples of its start) finds nothing.
 func TestIdleSleep(t *testing.T) {
 	rec := newRec(t, 2, 5, swEvents...).software().
-		threads(1, map[string]uint64{evContextSwitch: 1}).
-		counter(evCPUClock, []uint64{0, 900000}, 0).
-		counter(evPageFaults, []uint64{0, 120}, 0).
-		counter(evContextSwitch, []uint64{0, 1}).
+		threads(1, map[string]uint64{metric.ContextSwitches: 1}).
+		counter(metric.CPUClock, []uint64{0, 900000}, 0).
+		counter(metric.PageFaults, []uint64{0, 120}, 0).
+		counter(metric.ContextSwitches, []uint64{0, 1}).
 		samples(1, 1, "_dl_start", 0).
 		hist(profile.HistRunqLatency, 1, 13, 1).
 		hist(profile.HistOffCPU, 1, 29, 1).done()
@@ -476,12 +477,12 @@ func TestIdleSleep(t *testing.T) {
 func TestFindingScope(t *testing.T) {
 	rec := newRec(t, 2, 4, swEvents...).software().
 		threads(1, nil).
-		counter(evPageFaults, []uint64{0, 10}, 0, 1).
-		counter(evPageFaults, []uint64{0, 90000}, 2, 3).
+		counter(metric.PageFaults, []uint64{0, 10}, 0, 1).
+		counter(metric.PageFaults, []uint64{0, 90000}, 2, 3).
 		samples(1, 50, "main.touch", 2, 3).done()
 	for i := range rec.Windows {
 		for j := range rec.Windows[i].Samples {
-			rec.Windows[i].Samples[j].Event = evPageFaults // the faults' own samples
+			rec.Windows[i].Samples[j].Event = metric.PageFaults // the faults' own samples
 		}
 	}
 	res := Analyze(rec)
@@ -537,7 +538,7 @@ func TestMultiplexedLowersConfidence(t *testing.T) {
 }
 
 func TestResultJSONShape(t *testing.T) {
-	res := Analyze(newRec(t, 2, 3, swEvents...).software().counter(evPageFaults, []uint64{50000, 0}).done())
+	res := Analyze(newRec(t, 2, 3, swEvents...).software().counter(metric.PageFaults, []uint64{50000, 0}).done())
 	b, err := json.Marshal(res)
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cacheheat/cacheheat/metric"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -46,7 +47,7 @@ func (m *Metrics) threadCPU() map[int]float64 {
 	for _, w := range m.rec.Windows {
 		for _, p := range w.Processes {
 			for _, t := range p.Threads {
-				out[t.TID] += float64(t.Counts[evCPUClock])
+				out[t.TID] += float64(t.Counts[metric.CPUClock])
 			}
 		}
 	}
@@ -61,14 +62,14 @@ func (m *Metrics) workingThreads() []float64 {
 		var busiest float64
 		for _, p := range w.Processes {
 			for _, t := range p.Threads {
-				busiest = max(busiest, float64(t.Counts[evCPUClock]))
+				busiest = max(busiest, float64(t.Counts[metric.CPUClock]))
 			}
 		}
 		floor := max(workingShare*busiest, workingFloorNS)
 		n := 0
 		for _, p := range w.Processes {
 			for _, t := range p.Threads {
-				if float64(t.Counts[evCPUClock]) >= floor {
+				if float64(t.Counts[metric.CPUClock]) >= floor {
 					n++
 				}
 			}
@@ -136,7 +137,7 @@ func (m *Metrics) OthersShare(cpus []int) float64 {
 		span := m.Windows[i].DurationS * 1e9
 		var target profile.Counts
 		for _, c := range w.Counters {
-			if c.Event == evCPUClock {
+			if c.Event == metric.CPUClock {
 				target = c.PerCPU
 			}
 		}
@@ -187,7 +188,7 @@ func (m *Metrics) topOthers() ([]FunctionShare, []int) {
 		if share < minFunctionShare || len(out) == maxFunctions {
 			break
 		}
-		out = append(out, FunctionShare{Function: fmt.Sprintf("%s (pid %d)", k.comm, k.pid), Share: share, Source: evCPUClock})
+		out = append(out, FunctionShare{Function: fmt.Sprintf("%s (pid %d)", k.comm, k.pid), Share: share, Source: metric.CPUClock})
 		pids = append(pids, k.pid)
 	}
 	return out, pids
@@ -319,7 +320,7 @@ func (m *Metrics) warmup(i int) bool {
 }
 
 func evalCPUSaturation(m *Metrics, r *Rule) []Finding {
-	floor, p99t, sharet, overt := r.T("run-queue events per window"), r.T("runq-latency p99"), r.T("share of windows saturated"), r.T("working threads per allowed CPU")
+	floor, p99t, sharet, overt := r.T(mRunqEvents), r.T(mRunqP99), r.T(mSaturatedShare), r.T(mWorkingPerCPU)
 	steady := m.steadyWindows()
 	sat, p99s := saturatedWindows(m, floor, p99t)
 	if steady == 0 || len(sat) == 0 {
@@ -350,7 +351,7 @@ func evalCPUSaturation(m *Metrics, r *Rule) []Finding {
 }
 
 func evalNoisyNeighbour(m *Metrics, r *Rule) []Finding {
-	floor, p99t, sharet, otherst := r.T("run-queue events per window"), r.T("runq-latency p99"), r.T("share of windows saturated"), r.T("other processes' share of the allowed CPUs")
+	floor, p99t, sharet, otherst := r.T(mRunqEvents), r.T(mRunqP99), r.T(mSaturatedShare), r.T(mOthersShare)
 	steady := m.steadyWindows()
 	sat, p99s := saturatedWindows(m, floor, p99t)
 	if steady == 0 || len(sat) == 0 {
@@ -411,7 +412,7 @@ func evalBlocked(reason string) func(m *Metrics, r *Rule) []Finding {
 		fs := shares(by, "offcpu")
 		return []Finding{{
 			Severity: severity(shareT, share),
-			Scope:    Scope{CPUs: m.busyCPUs(evCPUClock), Functions: shareNames(fs)},
+			Scope:    Scope{CPUs: m.busyCPUs(metric.CPUClock), Functions: shareNames(fs)},
 			Evidence: ev,
 			Shares:   fs,
 		}}

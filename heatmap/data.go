@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cacheheat/cacheheat/attribution"
+	"github.com/cacheheat/cacheheat/metric"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -22,16 +24,16 @@ const maxRows = 256
 // Report is everything the HTML report shows, computed from a recording.
 // Its JSON form is the page's data block.
 type Report struct {
-	Summary   Summary      `json:"summary"`
-	CPU       Grid         `json:"cpu"`
-	Node      Grid         `json:"node"`
-	Latency   []Latency    `json:"latency"`
-	Processes ProcessTable `json:"processes"`
-	Samples   []SampleView `json:"samples"`
-	OffCPU    *OffCPUView  `json:"offcpu,omitempty"`
-	Host      HostView     `json:"host"`
-	Quality   Quality      `json:"quality"`
-	Findings  *Findings    `json:"findings,omitempty"`
+	Summary   Summary             `json:"summary"`
+	CPU       Grid                `json:"cpu"`
+	Node      Grid                `json:"node"`
+	Latency   []Latency           `json:"latency"`
+	Processes ProcessTable        `json:"processes"`
+	Samples   []SampleView        `json:"samples"`
+	OffCPU    *OffCPUView         `json:"offcpu,omitempty"`
+	Host      HostView            `json:"host"`
+	Quality   Quality             `json:"quality"`
+	Findings  *attribution.Result `json:"findings,omitempty"`
 	// Banner is the simulated or synthetic warning (simulated.go).
 	Banner string `json:"banner,omitempty"`
 	// Functions are the --func functions (heatmap/functions.go).
@@ -285,18 +287,6 @@ type Grid struct {
 	Metrics    []Metric `json:"metrics"`
 }
 
-// derivedRatios are the miss ratios the report offers where both inputs
-// were measured. Misses per kilo-instruction are offered for every
-// measured *-misses event when instructions were measured.
-var derivedRatios = []struct{ name, num, den string }{
-	{"cache-miss-ratio", "cache-misses", "cache-references"},
-	{"L1-dcache-load-miss-ratio", "L1-dcache-load-misses", "L1-dcache-loads"},
-	{"l2-miss-ratio", "l2-misses", "l2-references"},
-	{"LLC-load-miss-ratio", "LLC-load-misses", "LLC-loads"},
-	{"LLC-store-miss-ratio", "LLC-store-misses", "LLC-stores"},
-	{"node-load-miss-ratio", "node-load-misses", "node-loads"},
-}
-
 // sortedCPUs orders CPUs by NUMA node, then L3 domain, then package and
 // core, then id, so that the heatmap groups what shares a cache.
 func sortedCPUs(t profile.Topology) []profile.CPU {
@@ -463,19 +453,14 @@ func buildGrid(rec *profile.Recording, rows []Row, rowOf map[int]int, perRow, ma
 			}
 		}
 		if seen {
-			g.Metrics = append(g.Metrics, Metric{Name: ev + " samples", Kind: "samples", Unit: "samples/s", Values: vals})
+			g.Metrics = append(g.Metrics, Metric{Name: string(metric.Samples(ev)), Kind: "samples", Unit: "samples/s", Values: vals})
 		}
 	}
-	for _, d := range derivedRatios {
-		if have[d.num] && have[d.den] {
-			g.Metrics = append(g.Metrics, Metric{Name: d.name, Kind: "derived", Unit: "miss ratio", Num: d.num, Den: d.den, Scale: 1})
-		}
-	}
-	if have["instructions"] {
-		for _, e := range measuredEvents(rec) {
-			if have[e] && strings.HasSuffix(e, "misses") {
-				g.Metrics = append(g.Metrics, Metric{Name: e + " MPKI", Kind: "derived", Unit: "per 1000 instructions", Num: e, Den: "instructions", Scale: 1000})
-			}
+	// The derived metrics of the catalogue whose two events were
+	// measured, computed per cell from the cell's sums.
+	for _, d := range metric.Ratios() {
+		if have[d.Num] && have[d.Den] {
+			g.Metrics = append(g.Metrics, Metric{Name: string(d.ID), Kind: "derived", Unit: d.Unit, Num: d.Num, Den: d.Den, Scale: d.Scale})
 		}
 	}
 	return g

@@ -26,7 +26,8 @@
     (u.findings || []).forEach(function (f) {
       var li = document.createElement('li');
       li.className = 'sev-' + (f.severity === 'high' ? 'high' : 'other');
-      li.textContent = '[' + f.severity + '] ' + f.title + (f.evidence ? ': ' + f.evidence : '');
+      var ev = (f.evidence || []).map(C.evidence).join(', ');
+      li.textContent = '[' + f.severity + '] ' + f.title + (ev ? ': ' + ev : '');
       ul.appendChild(li);
     });
     if (!(u.findings || []).length) {

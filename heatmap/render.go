@@ -41,7 +41,7 @@ type Options struct {
 	MaxCells int
 	// Findings fills the findings section; nil means attribution.Analyze
 	// of the recording. NoFindings leaves the section out.
-	Findings   *Findings
+	Findings   *attribution.Result
 	NoFindings bool
 }
 
@@ -87,9 +87,9 @@ type pageData struct {
 	Charts
 	Flames []FlameNode `json:"flames"`
 	// OffCPUFlame is the off-CPU flame graph (microseconds).
-	OffCPUFlame *FlameNode `json:"offcpu_flame,omitempty"`
-	Findings    *Findings  `json:"findings,omitempty"`
-	Live        bool       `json:"live,omitempty"`
+	OffCPUFlame *FlameNode          `json:"offcpu_flame,omitempty"`
+	Findings    *attribution.Result `json:"findings,omitempty"`
+	Live        bool                `json:"live,omitempty"`
 }
 
 // Render writes rec's HTML report to w.

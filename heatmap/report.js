@@ -258,18 +258,19 @@ var cacheheatReport = (function () {
     var mi = 0;
     g.grid.metrics.forEach(function (m, i) { if (m.name === f.metric) { mi = i; } });
     var bins = g.grid.bins, c0 = 0, c1 = bins.length - 1;
-    if (f.end_ns > f.start_ns) {
+    var sc = f.scope || {};
+    if (sc.end_ns > sc.start_ns) {
       bins.forEach(function (b, i) {
-        if (b.end_ns <= f.start_ns) { c0 = i + 1; }
-        if (b.start_ns < f.end_ns) { c1 = i; }
+        if (b.end_ns <= sc.start_ns) { c0 = i + 1; }
+        if (b.start_ns < sc.end_ns) { c1 = i; }
       });
     }
     c0 = Math.min(c0, c1);
     var areas = [];
     g.grid.rows.forEach(function (r, i) {
-      var hit = (!f.cpus || !f.cpus.length) && (!f.nodes || !f.nodes.length);
-      r.cpus.forEach(function (cpu) { if (f.cpus && f.cpus.indexOf(cpu) >= 0) { hit = true; } });
-      if (f.nodes && f.nodes.indexOf(r.node) >= 0) { hit = true; }
+      var hit = (!sc.cpus || !sc.cpus.length) && (!sc.nodes || !sc.nodes.length);
+      r.cpus.forEach(function (cpu) { if (sc.cpus && sc.cpus.indexOf(cpu) >= 0) { hit = true; } });
+      if (sc.nodes && sc.nodes.indexOf(r.node) >= 0) { hit = true; }
       if (hit) { areas.push([{ xAxis: c0, yAxis: i }, { xAxis: c1, yAxis: i }]); }
     });
     g.show(mi, areas);
@@ -278,7 +279,7 @@ var cacheheatReport = (function () {
   }
   Array.prototype.forEach.call(document.querySelectorAll('.show-finding'), function (a) {
     a.addEventListener('click', function () {
-      var f = D.findings && D.findings.items[Number(a.getAttribute('data-finding'))];
+      var f = D.findings && D.findings.findings[Number(a.getAttribute('data-finding'))];
       if (f) { showFinding(f); }
     });
   });

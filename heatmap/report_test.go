@@ -14,6 +14,7 @@ import (
 
 	"github.com/cacheheat/cacheheat/attribution"
 	"github.com/cacheheat/cacheheat/heatmap/synth"
+	"github.com/cacheheat/cacheheat/metric"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -134,18 +135,22 @@ func TestScriptJSON(t *testing.T) {
 	}
 }
 
-func TestHeatMetricFor(t *testing.T) {
+// TestFindingLink: a finding keeps its heatmap link only where the
+// per-core heatmap has that metric.
+func TestFindingLink(t *testing.T) {
 	g := Grid{Metrics: []Metric{{Name: "cpu-clock"}, {Name: "page-faults"}, {Name: "cpu-clock samples"},
-		{Name: "LLC-load-misses MPKI"}, {Name: "LLC-load-miss-ratio"}}}
+		{Name: string(metric.LLCLoadMPKI)}, {Name: string(metric.LLCLoadMissRatio)}}}
 	for in, want := range map[string]string{
-		"page-faults/s":             "page-faults",
-		"top core share of samples": "cpu-clock samples",
-		"LLC MPKI":                  "LLC-load-misses MPKI",
-		"LLC miss ratio (low)":      "LLC-load-miss-ratio",
-		"runq-latency p99":          "",
+		"page-faults":                       "page-faults",
+		"cpu-clock samples":                 "cpu-clock samples",
+		string(metric.LLCLoadMPKI):          string(metric.LLCLoadMPKI),
+		string(metric.DTLBLoadMPKI):         "",
+		"":                                  "",
+		"mem_load_l3_hit_retired.xsnp_hitm": "",
 	} {
-		if got := heatMetricFor(in, g); got != want {
-			t.Errorf("heatMetricFor(%q) = %q, want %q", in, got, want)
+		res := FindingsFrom(attribution.Result{Findings: []attribution.Finding{{Rule: "r", Metric: in}}}, g)
+		if got := res.Findings[0].Metric; got != want {
+			t.Errorf("link %q became %q, want %q", in, got, want)
 		}
 	}
 }
@@ -264,14 +269,14 @@ func TestFindingsSection(t *testing.T) {
 	f := FindingsFrom(attribution.Result{
 		Findings: []attribution.Finding{{Rule: "r1", Title: "<b>hot</b> core", Severity: "high", Confidence: 0.8,
 			Scope:    attribution.Scope{CPUs: []int{1}, StartNS: 1e9, EndNS: 3e9},
-			Evidence: []attribution.Evidence{{Metric: "page-faults/s", Value: 2e4, Op: ">", Threshold: 1e4, Unit: "/s"}}}},
+			Evidence: []attribution.Evidence{{Metric: "page-faults/s", Value: 2e4, Op: ">", Threshold: 1e4, Unit: "/s"}}, Metric: "page-faults"}},
 		NotEvaluated: []attribution.NotEvaluated{{Rule: "r2", Title: "LLC", Needs: []string{"LLC-loads"}, Reason: "unsupported"}},
 	}, Build(rec, 0).CPU)
-	if f.Items[0].Metric != "page-faults" {
-		t.Errorf("finding linked to metric %q, want page-faults", f.Items[0].Metric)
+	if f.Findings[0].Metric != "page-faults" {
+		t.Errorf("finding linked to metric %q, want page-faults", f.Findings[0].Metric)
 	}
 	page = renderPage(t, rec, Options{Findings: f})
-	for _, want := range []string{`id="findings"`, `id="finding-0"`, "&lt;b&gt;hot&lt;/b&gt; core", `data-finding="0"`, "Not evaluated", "LLC-loads"} {
+	for _, want := range []string{`id="findings"`, `id="finding-0"`, "&lt;b&gt;hot&lt;/b&gt; core", `data-finding="0"`, "Not evaluated", "LLC-loads", "(page-faults)", "CPUs 1;"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("findings section lacks %q", want)
 		}

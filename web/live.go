@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cacheheat/cacheheat/attribution"
 	"github.com/cacheheat/cacheheat/heatmap"
 	"github.com/cacheheat/cacheheat/profile"
 )
@@ -211,11 +212,11 @@ type update struct {
 	Charts  *heatmap.Charts `json:"charts,omitempty"`
 	// Banner says the recording is simulated or synthetic, as the
 	// report's banner does.
-	Banner    string        `json:"banner,omitempty"`
-	Findings  []Finding     `json:"findings"`
-	Analyzed  int           `json:"findings_windows"` // windows the findings cover
-	Drops     profile.Drops `json:"drops"`
-	HeaderSet bool          `json:"header"`
+	Banner    string                `json:"banner,omitempty"`
+	Findings  []attribution.Finding `json:"findings"`
+	Analyzed  int                   `json:"findings_windows"` // windows the findings cover
+	Drops     profile.Drops         `json:"drops"`
+	HeaderSet bool                  `json:"header"`
 }
 
 // build runs off the recorder's goroutine: it turns the windows so far into
@@ -225,7 +226,7 @@ func (l *Live) build() {
 	defer close(l.stopped)
 	stacks := map[uint64]profile.Stack{}
 	seen := 0
-	var findings []Finding
+	var findings []attribution.Finding
 	analyzed := 0
 	lastN, lastHeader := -1, false
 	for final := false; !final; {
@@ -259,7 +260,7 @@ func (l *Live) build() {
 			}
 		}
 		seen = len(wins)
-		u := update{Windows: len(wins), Status: status, HeaderSet: hasHeader, Findings: []Finding{}}
+		u := update{Windows: len(wins), Status: status, HeaderSet: hasHeader, Findings: []attribution.Finding{}}
 		for _, w := range wins {
 			u.Drops.Add(w.Drops)
 		}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cacheheat/cacheheat/attribution"
 	"github.com/cacheheat/cacheheat/heatmap"
 	"github.com/cacheheat/cacheheat/profile"
 )
@@ -26,8 +27,9 @@ func newTestLive(t *testing.T, opts LiveOptions) (*Live, *httptest.Server) {
 	t.Helper()
 	if opts.Renderers.Report == nil {
 		opts.Renderers = testRenderers()
-		opts.Renderers.Findings = func(rec *profile.Recording) []Finding {
-			return []Finding{{Rule: "r", Severity: "high", Title: evil, Evidence: fmt.Sprintf("%d windows", len(rec.Windows))}}
+		opts.Renderers.Findings = func(rec *profile.Recording) []attribution.Finding {
+			return []attribution.Finding{{Rule: "r", Severity: "high", Title: evil, Evidence: []attribution.Evidence{
+				{Metric: "windows", Value: float64(len(rec.Windows)), Op: ">=", Threshold: 1, Unit: "windows"}}}}
 		}
 	}
 	l := NewLive(opts)

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cacheheat/cacheheat/attribution"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -81,16 +82,10 @@ type Renderers struct {
 	Report func(w io.Writer, rec *profile.Recording) error
 	// Diff writes the HTML diff report of newRec against base.
 	Diff func(w io.Writer, base, newRec *profile.Recording) error
-	// Findings returns rec's findings (root causes with their evidence).
-	Findings func(rec *profile.Recording) []Finding
-}
-
-// Finding is one root cause as the web pages show it.
-type Finding struct {
-	Rule     string `json:"rule"`
-	Severity string `json:"severity"`
-	Title    string `json:"title"`
-	Evidence string `json:"evidence"`
+	// Findings returns rec's findings (root causes with their evidence):
+	// attribution.Analyze's, which the live view shows as the report
+	// and the CLI do.
+	Findings func(rec *profile.Recording) []attribution.Finding
 }
 
 // Server browses the recordings in one directory. It implements

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cacheheat/cacheheat/attribution"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -27,8 +28,8 @@ func testRenderers() Renderers {
 			_, err := fmt.Fprintf(w, "<html>DIFF base=%d new=%d</html>", len(base.Windows), len(newRec.Windows))
 			return err
 		},
-		Findings: func(rec *profile.Recording) []Finding {
-			return make([]Finding, len(rec.Windows)%4)
+		Findings: func(rec *profile.Recording) []attribution.Finding {
+			return make([]attribution.Finding, len(rec.Windows)%4)
 		},
 	}
 }

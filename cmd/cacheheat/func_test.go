@@ -521,7 +521,7 @@ func findRule(res attribution.Result, id string) (attribution.Finding, bool) {
 
 func hasEvidence(f attribution.Finding, counter string) bool {
 	for _, e := range f.Evidence {
-		if strings.HasPrefix(e.Metric, counter+" ") {
+		if strings.HasPrefix(string(e.Metric), counter+" ") {
 			return true
 		}
 	}

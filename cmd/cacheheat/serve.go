@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -34,18 +33,7 @@ func webRenderers() web.Renderers {
 			res := compare.Compare(base, newRec, compare.DefaultOptions())
 			return heatmap.WriteDiff(w, base, newRec, &res)
 		},
-		Findings: func(rec *profile.Recording) []web.Finding {
-			res := attribution.Analyze(rec)
-			out := make([]web.Finding, 0, len(res.Findings))
-			for _, f := range res.Findings {
-				var ev []string
-				for _, e := range f.Evidence {
-					ev = append(ev, fmt.Sprintf("%s = %s (%s %s)", e.Metric, attribution.FormatValue(e.Value, e.Unit), e.Op, attribution.FormatValue(e.Threshold, e.Unit)))
-				}
-				out = append(out, web.Finding{Rule: f.Rule, Severity: f.Severity, Title: f.Title, Evidence: strings.Join(ev, ", ")})
-			}
-			return out
-		},
+		Findings: func(rec *profile.Recording) []attribution.Finding { return attribution.Analyze(rec).Findings },
 	}
 }
 

@@ -23,10 +23,10 @@
     text('live-status', parts.join(' · '));
     var ul = $('live-findings');
     ul.textContent = '';
-    (u.findings || []).forEach(function (f) {
+    (u.findings || []).forEach(function (f, i) {
       var li = document.createElement('li');
       li.className = 'sev-' + (f.severity === 'high' ? 'high' : 'other');
-      var ev = (f.evidence || []).map(C.evidence).join(', ');
+      var ev = ((u.evidence || [])[i] || []).join(', ');
       li.textContent = '[' + f.severity + '] ' + f.title + (ev ? ': ' + ev : '');
       ul.appendChild(li);
     });

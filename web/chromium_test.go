@@ -67,6 +67,10 @@ func TestLivePageInChromium(t *testing.T) {
 	if got := string(eval(`document.getElementById("live-findings").textContent`)); !strings.Contains(got, "onerror=alert(2)") {
 		t.Errorf("findings %s do not show the finding's title as text", got)
 	}
+	// The evidence reads as the CLI writes it (attribution.Evidence.String).
+	if got := string(eval(`document.getElementById("live-findings").textContent`)); !strings.Contains(got, "windows (threshold >= 1 windows)") {
+		t.Errorf("findings %s do not show the evidence as the CLI writes it", got)
+	}
 	if got := string(eval(`JSON.stringify(cacheheatLive.errors())`)); got != `"[]"` {
 		t.Errorf("console errors on the live page: %s", got)
 	}

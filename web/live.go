@@ -212,11 +212,15 @@ type update struct {
 	Charts  *heatmap.Charts `json:"charts,omitempty"`
 	// Banner says the recording is simulated or synthetic, as the
 	// report's banner does.
-	Banner    string                `json:"banner,omitempty"`
-	Findings  []attribution.Finding `json:"findings"`
-	Analyzed  int                   `json:"findings_windows"` // windows the findings cover
-	Drops     profile.Drops         `json:"drops"`
-	HeaderSet bool                  `json:"header"`
+	Banner   string                `json:"banner,omitempty"`
+	Findings []attribution.Finding `json:"findings"`
+	// Evidence is each finding's evidence as the CLI and the report
+	// write it (attribution.Evidence.String), so the page formats no
+	// number itself.
+	Evidence  [][]string    `json:"evidence"`
+	Analyzed  int           `json:"findings_windows"` // windows the findings cover
+	Drops     profile.Drops `json:"drops"`
+	HeaderSet bool          `json:"header"`
 }
 
 // build runs off the recorder's goroutine: it turns the windows so far into
@@ -260,7 +264,7 @@ func (l *Live) build() {
 			}
 		}
 		seen = len(wins)
-		u := update{Windows: len(wins), Status: status, HeaderSet: hasHeader, Findings: []attribution.Finding{}}
+		u := update{Windows: len(wins), Status: status, HeaderSet: hasHeader, Findings: []attribution.Finding{}, Evidence: [][]string{}}
 		for _, w := range wins {
 			u.Drops.Add(w.Drops)
 		}
@@ -278,7 +282,7 @@ func (l *Live) build() {
 			}
 		}
 		if findings != nil {
-			u.Findings = findings
+			u.Findings, u.Evidence = findings, evidenceText(findings)
 		}
 		u.Analyzed = analyzed
 		b, err := json.Marshal(u)
@@ -416,4 +420,16 @@ func (l *Live) servePage(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Write(buf.Bytes())
+}
+
+// evidenceText writes each finding's evidence lines.
+func evidenceText(fs []attribution.Finding) [][]string {
+	out := make([][]string, len(fs))
+	for i, f := range fs {
+		out[i] = []string{}
+		for _, e := range f.Evidence {
+			out[i] = append(out[i], e.String())
+		}
+	}
+	return out
 }

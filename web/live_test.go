@@ -151,6 +151,9 @@ func TestLiveStream(t *testing.T) {
 		if len(u.Findings) != 1 || u.Findings[0].Title != evil {
 			t.Errorf("findings %+v", u.Findings)
 		}
+		if len(u.Evidence) != 1 || len(u.Evidence[0]) != 1 || u.Evidence[0][0] != u.Findings[0].Evidence[0].String() {
+			t.Errorf("evidence %q, want each finding's evidence as attribution.Evidence.String writes it", u.Evidence)
+		}
 		st, _ := json.Marshal(u.Status)
 		if !strings.Contains(string(st), fmt.Sprintf(`"windows":%d`, i+1)) {
 			t.Errorf("status %s", st)

@@ -9,4 +9,9 @@
 // evaluated, with the reason the recording gives (for example "unsupported
 // on this host: no hardware PMU"). docs/ATTRIBUTION.md is generated from the
 // same table, so the documentation cannot drift from the code.
+//
+// Metrics are called by their one name from package metric (the derived
+// metrics and event names) or, for a rule's own vocabulary, names.go.
+// Finding is the one shape of a finding: the CLI, the report and the live
+// view render it.
 package attribution

@@ -627,3 +627,20 @@ func dump(v any) string {
 	}
 	return string(b)
 }
+
+// TestThresholdsUseTheCatalogue: a threshold on a catalogue metric has
+// the catalogue's unit, and no threshold uses a name the catalogue
+// gives another metric.
+func TestThresholdsUseTheCatalogue(t *testing.T) {
+	for _, r := range Rules() {
+		for _, th := range r.Thresholds {
+			if d, ok := metric.Lookup(th.Metric); ok && d.Unit != th.Unit {
+				t.Errorf("rule %s: %s in %q, the catalogue says %q", r.ID, th.Metric, th.Unit, d.Unit)
+			}
+		}
+	}
+	r := ruleByID(t, RuleL3Writeback)
+	if lo, hi := r.bound(metric.LLCLoadMissRatio, ">="), r.bound(metric.LLCLoadMissRatio, "<="); lo.Value != 0.40 || hi.Value != 0.60 {
+		t.Errorf("LLC-load-miss-ratio bounds %v..%v, want 0.40..0.60", lo.Value, hi.Value)
+	}
+}

@@ -77,9 +77,11 @@ type windowMeta struct {
 	ncpu      int // per-CPU arrays' length: MaxCPU()+1
 	sampled   int // CPUs sampled on
 	allTasks  bool
-	startNS   int64
-	endNS     int64
-	procComm  func(pid int) string
+	// noProcesses: windows carry no processes (counting by cgroup).
+	noProcesses bool
+	startNS     int64
+	endNS       int64
+	procComm    func(pid int) string
 	// procCmd is pid's command line; comm is its name now, so that a
 	// cache can tell an exec.
 	procCmd    func(pid int, comm string) []string
@@ -127,7 +129,9 @@ func buildWindow(prev, cur *snapshot, samples []rawSample, lostStacks uint64, m 
 		w.Counters = append(w.Counters, c)
 	}
 
-	w.Processes = buildProcesses(prev, cur, m)
+	if !m.noProcesses {
+		w.Processes = buildProcesses(prev, cur, m)
+	}
 
 	for _, h := range []struct {
 		name      string

@@ -68,7 +68,7 @@ func (r *Recorder) makePlan() (*plan, error) {
 }
 
 // resolveTarget checks the target and sets the kernel's target mode for
-// it. A command's process is added once it is started (startCommand).
+// it. A command's process is added once it is started (startCommandTarget).
 func resolveTarget(tgt Target, kc *kernelConfig) (Target, error) {
 	switch tgt.Kind {
 	case profile.TargetPID:

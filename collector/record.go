@@ -173,7 +173,7 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 	var cm *command
 	var am *appMetrics
 	if p.target.Kind == profile.TargetCommand {
-		if cm, am, err = r.startCommand(p); err != nil {
+		if cm, am, err = r.startCommandTarget(p); err != nil {
 			return nil, err
 		}
 		defer am.close()
@@ -229,10 +229,10 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 	return r.finish(rec, end, cm, am)
 }
 
-// startCommand starts a command target behind its gate, with the file
+// startCommandTarget starts a command target behind its gate, with the file
 // through which it may report application metrics, and makes its process
 // the target.
-func (r *Recorder) startCommand(p *plan) (*command, *appMetrics, error) {
+func (r *Recorder) startCommandTarget(p *plan) (*command, *appMetrics, error) {
 	uid, gid := -1, -1
 	if c := sudoCredential(); c != nil {
 		uid, gid = int(c.Uid), int(c.Gid)
@@ -304,8 +304,8 @@ func (r *Recorder) begin(p *plan, k *kernel, fk *funcKernel, cm *command, am *ap
 		header.Functions = fk.specs()
 	}
 	var w *profile.Writer
+	var err error
 	if o.Output != "" {
-		var err error
 		if w, err = profile.Create(o.Output, header); err != nil {
 			return nil, err
 		}
@@ -319,7 +319,6 @@ func (r *Recorder) begin(p *plan, k *kernel, fk *funcKernel, cm *command, am *ap
 	// The first snapshot is taken before a command starts, so that none of
 	// its counts can land between the snapshot's reads of the task map and
 	// of the per-CPU totals.
-	var err error
 	if rec.prev, err = k.snapshot(); err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cacheheat/cacheheat/collector/symbolize"
+	"github.com/cacheheat/cacheheat/host"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -151,7 +152,7 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 	if err := checkPrivileges(); err != nil {
 		return nil, err
 	}
-	host, err := DetectHost("/")
+	host, err := liveHost()
 	if err != nil {
 		return nil, fmt.Errorf("reading host: %w", err)
 	}
@@ -694,7 +695,7 @@ func pickCPUs(t profile.Topology, want []int) ([]int, error) {
 	}
 	for _, c := range want {
 		if !slices.Contains(online, c) {
-			return nil, fmt.Errorf("%w: cpu %d is not online (online: %s)", ErrNoTarget, c, FormatCPUList(online))
+			return nil, fmt.Errorf("%w: cpu %d is not online (online: %s)", ErrNoTarget, c, host.FormatCPUList(online))
 		}
 	}
 	return want, nil

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/cacheheat/cacheheat/collector"
+	"github.com/cacheheat/cacheheat/host"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -198,9 +199,9 @@ func writeTopology(row rowFunc, t profile.Topology) {
 	for i, c := range t.CPUs {
 		ids[i] = c.ID
 	}
-	row("online CPUs", "%s (%d)", collector.FormatCPUList(ids), len(ids))
+	row("online CPUs", "%s (%d)", host.FormatCPUList(ids), len(ids))
 	if len(t.OfflineCPUs) > 0 {
-		row("offline CPUs", "%s (present but offline: never counted)", collector.FormatCPUList(t.OfflineCPUs))
+		row("offline CPUs", "%s (present but offline: never counted)", host.FormatCPUList(t.OfflineCPUs))
 	}
 	row("packages", "%s", groupText(t, func(c profile.CPU) int { return c.Package }, "package"))
 	writeCores(row, t)
@@ -227,7 +228,7 @@ func writeCores(row rowFunc, t profile.Topology) {
 	example := ""
 	for _, c := range t.CPUs {
 		if len(c.Siblings) > 1 {
-			example = collector.FormatCPUList(c.Siblings)
+			example = host.FormatCPUList(c.Siblings)
 			break
 		}
 	}
@@ -255,10 +256,10 @@ func writeNodes(row rowFunc, t profile.Topology) {
 		}
 		desc := "CPUs " + cpuListOrNone(n.CPUs)
 		if len(n.CPUs) > 0 {
-			desc += "; package " + collector.FormatCPUList(keys(pkgs))
+			desc += "; package " + host.FormatCPUList(keys(pkgs))
 		}
 		if len(l3s) > 0 {
-			desc += "; L3 domains " + collector.FormatCPUList(keys(l3s))
+			desc += "; L3 domains " + host.FormatCPUList(keys(l3s))
 		}
 		row(fmt.Sprintf("  node %d", n.ID), "%s", desc)
 	}
@@ -293,7 +294,7 @@ func writeL3Domains(row rowFunc, t profile.Topology) {
 			row("", "... and %d more L3 domains (see caps --json)", len(l3)-maxListed)
 			break
 		}
-		row(fmt.Sprintf("  L3 %d", id), "CPUs %s", collector.FormatCPUList(l3[id]))
+		row(fmt.Sprintf("  L3 %d", id), "CPUs %s", host.FormatCPUList(l3[id]))
 	}
 }
 
@@ -362,7 +363,7 @@ func groupText(t profile.Topology, key func(profile.CPU) int, name string) strin
 	sort.Ints(keys)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s %d: %s", name, k, collector.FormatCPUList(groups[k]))
+		parts[i] = fmt.Sprintf("%s %d: %s", name, k, host.FormatCPUList(groups[k]))
 	}
 	return fmt.Sprintf("%d: %s", len(keys), strings.Join(parts, "; "))
 }
@@ -379,7 +380,7 @@ func cpuListOrNone(cpus []int) string {
 	if len(cpus) == 0 {
 		return "no CPUs"
 	}
-	return collector.FormatCPUList(cpus)
+	return host.FormatCPUList(cpus)
 }
 
 func sizeText(b int64) string {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cacheheat/cacheheat/collector"
 	"github.com/cacheheat/cacheheat/exporter"
+	"github.com/cacheheat/cacheheat/host"
 	"github.com/cacheheat/cacheheat/profile"
 	"github.com/cacheheat/cacheheat/web"
 )
@@ -63,7 +64,7 @@ func runExporter(name string, args []string, stdout io.Writer) error {
 		return usageErrorf("exporter: -i %q: want a duration of at least %v, such as 1s", *interval, collector.MinInterval)
 	}
 	if *events != "" {
-		cpu, err := collector.ReadCPUInfo("/")
+		cpu, err := host.ReadCPUInfo("/")
 		if err != nil {
 			return &hostError{err}
 		}

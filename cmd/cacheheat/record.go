@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cacheheat/cacheheat/collector"
+	"github.com/cacheheat/cacheheat/host"
 	"github.com/cacheheat/cacheheat/internal/outfile"
 	"github.com/cacheheat/cacheheat/internal/stopsig"
 	"github.com/cacheheat/cacheheat/profile"
@@ -152,7 +153,7 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 		opts.Target.Kind, opts.Target.Command = profile.TargetCommand, cmdArgs
 	}
 	if *cpuList != "" {
-		cpus, err := collector.ParseCPUList(*cpuList)
+		cpus, err := host.ParseCPUList(*cpuList)
 		if err != nil {
 			return usageErrorf("record: -C %q: %v", *cpuList, err)
 		}

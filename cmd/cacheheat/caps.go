@@ -65,7 +65,23 @@ func writeCaps(w io.Writer, c collector.Caps) {
 	row := func(k, format string, args ...any) {
 		fmt.Fprintf(w, "  %-20s %s\n", k, fmt.Sprintf(format, args...))
 	}
+	writeCapsKernel(w, row, c)
+	writeCapsCPU(w, row, c)
+	fmt.Fprintln(w, "\nTopology")
+	writeTopology(row, c.Topology)
+	writeCapsEvents(w, c)
+	if len(c.Warnings) > 0 {
+		fmt.Fprintln(w, "\nWarnings")
+		for _, warn := range c.Warnings {
+			fmt.Fprintf(w, "  %s\n", warn)
+		}
+	}
+	fmt.Fprintln(w, "\nVerdict")
+	fmt.Fprintf(w, "  %s\n", c.Verdict)
+}
 
+// writeCapsKernel prints the kernel, privileges and BPF sections.
+func writeCapsKernel(w io.Writer, row rowFunc, c collector.Caps) {
 	fmt.Fprintln(w, "Kernel & privileges")
 	row("host", "%s", c.Hostname)
 	row("kernel", "%s", c.Kernel)
@@ -87,7 +103,10 @@ func writeCaps(w io.Writer, c collector.Caps) {
 	} else {
 		row("program load", "FAILED: %s", c.BPFLoad.Error)
 	}
+}
 
+// writeCapsCPU prints the CPU model and the PMUs.
+func writeCapsCPU(w io.Writer, row rowFunc, c collector.Caps) {
 	fmt.Fprintln(w, "\nCPU")
 	row("model", "%s", c.CPU.ModelName)
 	row("vendor", "%s, family %d (%#x), model %d (%#x), stepping %d", c.CPU.Vendor, c.CPU.Family, c.CPU.Family, c.CPU.Model, c.CPU.Model, c.CPU.Stepping)
@@ -100,10 +119,11 @@ func writeCaps(w io.Writer, c collector.Caps) {
 		row("PMU", "%s: %s, %d general counters, fixed %s; every hardware event opens a software stand-in (docs/EVENTS.md)",
 			profile.SimulatedWarning, c.PMU.Simulated, c.PMU.Counters, orNone(strings.Join(c.PMU.Fixed, ", ")))
 	}
+}
 
-	fmt.Fprintln(w, "\nTopology")
-	writeTopology(row, c.Topology)
-
+// writeCapsEvents prints each event's status and why, then the raw
+// encodings the catalogue uses on this CPU.
+func writeCapsEvents(w io.Writer, c collector.Caps) {
 	fmt.Fprintln(w, "\nEvents")
 	var tb bytes.Buffer
 	tw := tabwriter.NewWriter(&tb, 0, 0, 2, ' ', 0)
@@ -136,16 +156,6 @@ func writeCaps(w io.Writer, c collector.Caps) {
 			fmt.Fprintf(w, "  %s\n", r)
 		}
 	}
-
-	if len(c.Warnings) > 0 {
-		fmt.Fprintln(w, "\nWarnings")
-		for _, warn := range c.Warnings {
-			fmt.Fprintf(w, "  %s\n", warn)
-		}
-	}
-
-	fmt.Fprintln(w, "\nVerdict")
-	fmt.Fprintf(w, "  %s\n", c.Verdict)
 }
 
 func paranoidText(c collector.Caps) string {

@@ -123,17 +123,6 @@ func LiveCPU() (host.CPUInfo, error) {
 	return cpu, nil
 }
 
-// liveHost describes the running host for a recording header, with
-// LiveCPU's identity: a simulated PMU's model under
-// CACHEHEAT_SIMULATED_PMU, whose events the recording holds.
-func liveHost() (profile.Host, error) {
-	cpu, err := LiveCPU()
-	if err != nil {
-		return profile.Host{}, err
-	}
-	return host.Describe("/", cpu)
-}
-
 // SimulatedPMU returns the header's PMU description of a recording made
 // with cpu: nil on a real PMU.
 func SimulatedPMU(cpu host.CPUInfo) *profile.PMU {

@@ -92,7 +92,8 @@ func (f *exporterFlags) options(fs *pflag.FlagSet) (collector.Options, error) {
 		Warn: func(msg string) { fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", msg) },
 	}
 	var err error
-	if opts.Interval, err = time.ParseDuration(*f.interval); err != nil || opts.Interval < collector.MinInterval {
+	// The minimum interval is NewRecorder's to check; 0 would mean its default.
+	if opts.Interval, err = time.ParseDuration(*f.interval); err != nil || opts.Interval == 0 {
 		return opts, usageErrorf("exporter: -i %q: want a duration of at least %v, such as 1s", *f.interval, collector.MinInterval)
 	}
 	if *f.events != "" {

@@ -234,9 +234,11 @@ func (f *recordFlags) options(fs *pflag.FlagSet) (collector.Options, error) {
 		}
 	}
 	if *f.events != "" {
-		if opts.Events, err = lookupEvents(*f.events); err != nil {
+		cpu, evs, err := lookupEvents(*f.events)
+		if err != nil {
 			return opts, err
 		}
+		opts.CPU, opts.Events = &cpu, evs // the CPU is read once per recording
 	}
 	if opts.Funcs, err = f.funcSpecs(); err != nil {
 		return opts, err
@@ -247,7 +249,9 @@ func (f *recordFlags) options(fs *pflag.FlagSet) (collector.Options, error) {
 			return opts, usageErrorf("record: -d %q: want a positive duration such as 10s or 2m", *f.dur)
 		}
 	}
-	if opts.Interval, err = time.ParseDuration(*f.interval); err != nil || opts.Interval < collector.MinInterval {
+	// The minimum interval is NewRecorder's to check; here what does not
+	// parse, and 0, which means the default to NewRecorder.
+	if opts.Interval, err = time.ParseDuration(*f.interval); err != nil || opts.Interval == 0 {
 		return opts, usageErrorf("record: -i %q: want a duration of at least %v, such as 1s or 100ms", *f.interval, collector.MinInterval)
 	}
 	if *f.hz <= 0 {
@@ -301,21 +305,22 @@ func (f *recordFlags) target(fs *pflag.FlagSet) (collector.Target, error) {
 	return t, nil
 }
 
-// lookupEvents resolves -e's comma-separated names for this host's CPU.
-func lookupEvents(list string) ([]collector.Event, error) {
+// lookupEvents resolves -e's comma-separated names for this host's CPU,
+// which it returns too.
+func lookupEvents(list string) (host.CPUInfo, []collector.Event, error) {
 	cpu, err := collector.LiveCPU()
 	if errors.Is(err, collector.ErrUnknownPMU) {
-		return nil, usageErrorf("record: %v", err)
+		return cpu, nil, usageErrorf("record: %v", err)
 	}
 	if err != nil {
-		return nil, &hostError{err}
+		return cpu, nil, &hostError{err}
 	}
 	var evs []collector.Event
 	seen := map[string]bool{}
 	for _, name := range strings.Split(list, ",") {
 		ev, err := collector.LookupEvent(strings.TrimSpace(name), cpu)
 		if err != nil {
-			return nil, usageErrorf("record: %v", err)
+			return cpu, nil, usageErrorf("record: %v", err)
 		}
 		// One event named twice (or by two aliases) is measured once.
 		if !seen[ev.Name] {
@@ -323,7 +328,7 @@ func lookupEvents(list string) ([]collector.Event, error) {
 			evs = append(evs, ev)
 		}
 	}
-	return evs, nil
+	return cpu, evs, nil
 }
 
 // funcSpecs parses the --func functions; with -a or -G each needs its

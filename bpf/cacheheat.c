@@ -16,29 +16,17 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+// errno names from the kernel's UAPI headers: vmlinux.h has no macros.
+#include <asm-generic/errno-base.h>
+
+#include "cacheheat.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-// MAX_EVENTS is the number of counter slots: one PERF_EVENT_ARRAY per slot
-// and one count per slot in every task record. It is sized so that the
-// whole catalogue of any CPU model cacheheat knows fits at once (checked by
-// collector's tests), so the slots never decide which events a recording
-// may ask for; a PMU with fewer counters multiplexes them instead. User
-// space takes the number from this object (the countersN maps), not from a
-// copy of this constant.
-#define MAX_EVENTS 40
-#define HIST_BUCKETS 40
-#define MAX_STACK_DEPTH 127
-#define TASK_COMM_LEN 16
+// Sizes, modes and slot numbers shared with user space are in
+// cacheheat.h. TASK_COMM_LEN is the kernel's (vmlinux.h).
 
-// Target modes, set by user space before load.
-#define MODE_ALL 0
-#define MODE_PIDS 1
-#define MODE_CGROUP 2
-
-// Sample event slots: 0 is cpu-clock, 1 the primary miss event.
-#define SAMPLE_SLOTS 2
-
+// Set by user space before load: an enum mode.
 const volatile u32 target_mode = MODE_ALL;
 const volatile u64 target_cgroup = 0;
 // The target cgroup's depth below the cgroup v2 root: a task is a target
@@ -47,7 +35,7 @@ const volatile u64 target_cgroup = 0;
 const volatile u32 target_cgroup_level = 0;
 const volatile u32 nr_events = 0;
 
-// Where each slot's counts come from (SRC_*), set by user space. The
+// Where each slot's counts come from (enum slot_source), set by user space. The
 // software events are counted as perf counts them for a task, without
 // reading their perf counters:
 // - cpu-clock: the time between the task's switch-in (or last sample) and
@@ -65,12 +53,6 @@ const volatile u32 nr_events = 0;
 //   read from their perf counters, but only at the end of a slice in
 //   which the task's own fault counts moved: a slice without faults reads
 //   nothing.
-#define SRC_COUNTER 0
-#define SRC_CLOCK 1
-#define SRC_SWITCH 2
-#define SRC_MIGRATION 3
-#define SRC_FAULT 4
-#define SRC_MAJFAULT 5
 const volatile u32 slot_src[MAX_EVENTS] = {};
 // The number of SRC_COUNTER slots, and the fault slots (bit i: slot i).
 const volatile u32 nr_counters = 0;
@@ -98,6 +80,7 @@ const volatile u64 start_ns = 0;
 	} counters##n SEC(".maps");
 
 // FOR_EACH_SLOT(X) expands X(0) .. X(MAX_EVENTS-1).
+_Static_assert(MAX_EVENTS == 40, "FOR_EACH_SLOT lists MAX_EVENTS slots");
 #define FOR_EACH_SLOT(X)                                                  \
 	X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9)                 \
 	X(10) X(11) X(12) X(13) X(14) X(15) X(16) X(17) X(18) X(19)       \
@@ -119,12 +102,9 @@ static __always_inline long read_slot(u32 i, struct bpf_perf_event_value *v)
 	return -1;
 }
 
-// Target processes (tgid) in MODE_PIDS; children of targets are added at
-// fork so that a target's whole process tree is followed. A value of
-// TARGET_AT_EXEC marks a command that becomes a target when it execs, as
-// perf's enable_on_exec: the launcher before it is not the command.
-#define TARGET_YES 1
-#define TARGET_AT_EXEC 2
+// Target processes (tgid) in MODE_PIDS, each an enum target_state;
+// children of targets are added at fork so that a target's whole process
+// tree is followed.
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 8192);
@@ -297,14 +277,13 @@ struct {
 // Off-CPU stacks, as BCC's offcputime: at a target thread's voluntary
 // switch-out its user and kernel stacks are taken, and at its switch-in the
 // time it was blocked is added to that stack pair under sample slot
-// OFFCPU_SLOT of the samples map (the value is nanoseconds, not a count).
+// SLOT_OFFCPU of the samples map (the value is nanoseconds, not a count).
 // Taking stacks costs a few microseconds, so each CPU takes them for one
 // switch-out in k, chosen at random (never by timing, which would lock
 // onto a periodic program), with k set every OFFCPU_PERIOD_NS so that a
 // CPU takes about offcpu_stacks_per_sec stacks. A sampled switch-out's
 // time counts k times, so stack times are unbiased estimates; the exact
 // blocked time of every voluntary switch-out is counted in offcpu_stats.
-#define OFFCPU_SLOT 2
 #define OFFCPU_PERIOD_NS 100000000ULL
 // At least one switch-out in offcpu_min_k: taking stacks costs about ten
 // times the rest of on_switch, so at low switch rates, where the rate
@@ -316,18 +295,23 @@ struct offcpu_start {
 	u64 ts;
 	s32 ustack;
 	s32 kstack;
-	u32 weight; // k of the switch-out's CPU, 0: no stacks taken
+	u32 weight; // 1/chance of the stacks, in 1/OFFCPU_W1 units; 0: none
 	u32 gstack;
 	u64 last_ns; // how long the thread's previous block lasted
 };
 
-// A thread whose previous block lasted OFFCPU_LONG_NS or more gets its
-// stacks at every switch-out: such a thread blocks at most 100 times a
-// second, and its blocks carry most of the blocked time, so sampling them
-// one in k would make the stack times swing by k times a long block. The
-// chance of a stack is known when it is taken (1 or 1/k), so the weights
-// stay unbiased.
-#define OFFCPU_LONG_NS 10000000ULL
+// The chance of taking a switch-out's stacks is the larger of 1/k and the
+// thread's previous block over OFFCPU_SIZE_NS (1 from there on): the
+// previous block predicts this one, and long blocks carry most of the
+// blocked time. Sampled one in k alone, a Go runtime thread parked for a
+// second, counted 32 times, once outweighed the rcu readers' lock waits;
+// so one sample's time is bounded by about OFFCPU_SIZE_NS. A thread takes
+// at most 1 / OFFCPU_SIZE_NS of them a second by size. The chance is known
+// when the stacks are taken, and the time counts 1/chance times, so the
+// stack times stay unbiased (Horvitz-Thompson).
+#define OFFCPU_SIZE_NS 100000000ULL
+#define OFFCPU_W1 1024
+#define OFFCPU_P1 (1u << 20) // chances in 1/OFFCPU_P1 units
 
 // Go: a goroutine blocked on a lock, a channel or a sleep parks in the Go
 // scheduler, and its thread's stack at switch-out is the scheduler's own
@@ -353,8 +337,6 @@ struct {
 	__type(key, u32); // tgid
 	__type(value, struct go_offsets);
 } go_procs SEC(".maps");
-
-#define GO_STACK_DEPTH 32
 
 struct go_stack {
 	u64 pc[GO_STACK_DEPTH];
@@ -502,8 +484,17 @@ struct task_struct___since514 {
 	unsigned int __state;
 } __attribute__((preserve_access_index));
 
-#define TASK_RUNNING 0
-#define TASK_DEAD 0x80
+// Task state bits, from include/linux/sched.h. They are macros, not
+// types, so they are in neither BTF nor vmlinux.h and CO-RE cannot
+// relocate them (it relocates fields, types and enum values); what CO-RE
+// can do for the state, task_state below does. The values have not
+// changed since Linux 4.14, which moved TASK_DEAD from 0x40 to 0x80; the
+// programs need 5.11 or later (bpf_get_current_task_btf).
+#define TASK_RUNNING 0x0000
+#define TASK_INTERRUPTIBLE 0x0001
+#define TASK_UNINTERRUPTIBLE 0x0002
+#define TASK_DEAD 0x0080
+#define TASK_NOLOAD 0x0400
 
 static __always_inline long task_state(struct task_struct *t)
 {
@@ -525,14 +516,8 @@ static __always_inline long task_state(struct task_struct *t)
 // processes from them.
 const volatile bool by_cgroup = false;
 
-// Why a task left the CPU, from its state at the switch (OFFCPU_* index the
-// per-cgroup off-CPU histograms; user space names them).
-#define OFFCPU_PREEMPTED 0 // still runnable: preempted or yielded
-#define OFFCPU_SLEEP 1 // TASK_INTERRUPTIBLE: futex, poll, sleep, pipe
-#define OFFCPU_BLOCKED 2 // TASK_UNINTERRUPTIBLE: mostly disk I/O
-#define OFFCPU_IDLE 3 // TASK_IDLE (NOLOAD): idle kernel worker threads
-#define OFFCPU_OTHER 4 // stopped, traced, dead
-#define OFFCPU_REASONS 5
+// By cgroup, the off-CPU reason (enum offcpu_reason) rides in the low bits
+// of the switch-out timestamp.
 #define OFFCPU_MASK 7ULL
 
 struct cgroup_val {
@@ -574,7 +559,7 @@ static __always_inline struct cgroup_val *cgroup_of(struct task_struct *t)
 		return cv;
 	static const struct cgroup_val zero_cv;
 	long err = bpf_map_update_elem(&cgroups, &id, &zero_cv, BPF_NOEXIST);
-	if (err && err != -17 /* EEXIST */) {
+	if (err && err != -EEXIST) {
 		u32 zero = 0;
 		u64 *full = bpf_map_lookup_elem(&cgroup_full, &zero);
 		if (full)
@@ -589,11 +574,11 @@ static __always_inline u32 offcpu_reason_of(long st)
 {
 	if (st == TASK_RUNNING)
 		return OFFCPU_PREEMPTED;
-	if (st & 0x400 /* TASK_NOLOAD */)
+	if (st & TASK_NOLOAD)
 		return OFFCPU_IDLE;
-	if (st & 1 /* TASK_INTERRUPTIBLE */)
+	if (st & TASK_INTERRUPTIBLE)
 		return OFFCPU_SLEEP;
-	if (st & 2 /* TASK_UNINTERRUPTIBLE */)
+	if (st & TASK_UNINTERRUPTIBLE)
 		return OFFCPU_BLOCKED;
 	return OFFCPU_OTHER;
 }
@@ -658,10 +643,10 @@ static __always_inline struct task_val *task_entry(struct task_struct *t)
 		init->migrations = t->se.nr_migrations;
 	bpf_probe_read_kernel_str(init->comm, sizeof(init->comm), t->comm);
 	long err = bpf_map_update_elem(&tasks, &k, init, BPF_NOEXIST);
-	if (err && err != -17 /* EEXIST */) {
+	if (err && err != -EEXIST) {
 		struct stats_val *s = get_stats();
 		if (s) {
-			if (err == -7 /* E2BIG: map full */)
+			if (err == -E2BIG) // the map is full
 				s->proc_map_full++;
 			else
 				s->map_errors++;
@@ -885,13 +870,20 @@ static __noinline void offcpu_out(void *ctx, u32 tid, u64 now)
 	// Entries stay until the thread exits (on_exit): a switch-out of a
 	// known thread allocates nothing.
 	struct offcpu_start *e = bpf_map_lookup_elem(&offcpu_start, &tid);
-	if (k && e && e->last_ns >= OFFCPU_LONG_NS)
-		k = 1;
-	if (k == 1 || (k && bpf_get_prandom_u32() % k == 0)) {
-		v.weight = k;
-		v.ustack = bpf_get_stackid(ctx, &offcpu_stacks, BPF_F_USER_STACK);
-		v.kstack = bpf_get_stackid(ctx, &offcpu_stacks, 0);
-		v.gstack = go_locked_stack(bpf_get_current_task_btf());
+	if (k) {
+		u64 last = e ? e->last_ns : 0;
+		u64 p = OFFCPU_P1 / k;
+		u64 by_size = last / (OFFCPU_SIZE_NS / OFFCPU_P1);
+		if (by_size > p)
+			p = by_size;
+		if (p > OFFCPU_P1)
+			p = OFFCPU_P1;
+		if (p && (bpf_get_prandom_u32() & (OFFCPU_P1 - 1)) < p) {
+			v.weight = (u64)OFFCPU_W1 * OFFCPU_P1 / p;
+			v.ustack = bpf_get_stackid(ctx, &offcpu_stacks, BPF_F_USER_STACK);
+			v.kstack = bpf_get_stackid(ctx, &offcpu_stacks, 0);
+			v.gstack = go_locked_stack(bpf_get_current_task_btf());
+		}
 	}
 	if (e) {
 		v.last_ns = e->last_ns;
@@ -918,10 +910,10 @@ static __noinline void offcpu_in(struct task_struct *next, u64 now)
 	if (st)
 		st->blocked_ns += dt;
 	if (v->weight) {
-		// The sampled switch-out stands for weight of them.
-		dt *= v->weight;
+		// The sampled switch-out stands for 1/chance of them.
+		dt = dt * v->weight / OFFCPU_W1;
 		// -EFAULT: no user stack (a kernel thread), not a loss.
-		if (st && ((v->ustack < 0 && v->ustack != -14) || (v->kstack < 0 && v->kstack != -14)))
+		if (st && ((v->ustack < 0 && v->ustack != -EFAULT) || (v->kstack < 0 && v->kstack != -EFAULT)))
 			st->stack_errors++;
 		if (st)
 			st->sampled_ns += dt;
@@ -932,7 +924,7 @@ static __noinline void offcpu_in(struct task_struct *next, u64 now)
 			.cpu = bpf_get_smp_processor_id(),
 			.ustack = v->ustack,
 			.kstack = v->kstack,
-			.slot = OFFCPU_SLOT,
+			.slot = SLOT_OFFCPU,
 			.buf = bufp ? (*bufp & 1) : 0,
 			.gstack = v->gstack,
 		};
@@ -1150,10 +1142,10 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 	struct last_val *l = get_last();
 	if (!s || !l)
 		return 0;
-	s->fires[slot & 1]++;
+	s->fires[slot & 1]++; // & 1: a provable bound for the verifier (SAMPLE_SLOTS)
 	struct task_struct *t = (struct task_struct *)bpf_get_current_task_btf();
 	if (!is_target(t)) {
-		if (slot == 0)
+		if (slot == SLOT_CLOCK)
 			other_sample(t);
 		return 0;
 	}
@@ -1180,7 +1172,7 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 		.pid = id >> 32,
 		.tid = (u32)id,
 		.cpu = bpf_get_smp_processor_id(),
-		.kstack = -14, // -EFAULT, what bpf_get_stackid says for no stack
+		.kstack = -EFAULT, // what bpf_get_stackid says for no stack
 		.slot = slot,
 		.buf = buf,
 	};
@@ -1195,7 +1187,7 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 			k.kstack = bpf_get_stackid(ctx, &stacks0, 0);
 	}
 	// -EFAULT: no user stack (a kernel thread), not a loss.
-	if ((k.ustack < 0 && k.ustack != -14) || (k.kstack < 0 && k.kstack != -14))
+	if ((k.ustack < 0 && k.ustack != -EFAULT) || (k.kstack < 0 && k.kstack != -EFAULT))
 		s->stack_errors++;
 
 	// The key holds this CPU, so only this CPU updates the entry: a plain
@@ -1207,7 +1199,7 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 	}
 	u64 one = 1;
 	long err = bpf_map_update_elem(&samples, &k, &one, BPF_NOEXIST);
-	if (err == -7 /* E2BIG */)
+	if (err == -E2BIG) // the map is full
 		s->sample_map_full++;
 	else if (err)
 		s->map_errors++;
@@ -1217,11 +1209,20 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 SEC("perf_event")
 int sample_clock(struct bpf_perf_event_data *ctx)
 {
-	return sample(ctx, 0);
+	return sample(ctx, SLOT_CLOCK);
 }
 
 SEC("perf_event")
 int sample_miss(struct bpf_perf_event_data *ctx)
 {
-	return sample(ctx, 1);
+	return sample(ctx, SLOT_MISS);
 }
+
+// Each enum of cacheheat.h is in the object's BTF only when something
+// uses it; these pointers do, so bpf2go can export the enums to Go.
+const enum sizes *unused_sizes __attribute__((unused));
+const enum mode *unused_mode __attribute__((unused));
+const enum target_state *unused_target_state __attribute__((unused));
+const enum slot_source *unused_slot_source __attribute__((unused));
+const enum sample_slot *unused_sample_slot __attribute__((unused));
+const enum offcpu_reason *unused_offcpu_reason __attribute__((unused));

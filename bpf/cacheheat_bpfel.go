@@ -59,6 +59,25 @@ type CacheheatLastVal struct {
 	_           [4]byte
 }
 
+type CacheheatMode uint32
+
+const (
+	CacheheatModeMODE_ALL    CacheheatMode = 0
+	CacheheatModeMODE_PIDS   CacheheatMode = 1
+	CacheheatModeMODE_CGROUP CacheheatMode = 2
+)
+
+type CacheheatOffcpuReason uint32
+
+const (
+	CacheheatOffcpuReasonOFFCPU_PREEMPTED CacheheatOffcpuReason = 0
+	CacheheatOffcpuReasonOFFCPU_SLEEP     CacheheatOffcpuReason = 1
+	CacheheatOffcpuReasonOFFCPU_BLOCKED   CacheheatOffcpuReason = 2
+	CacheheatOffcpuReasonOFFCPU_IDLE      CacheheatOffcpuReason = 3
+	CacheheatOffcpuReasonOFFCPU_OTHER     CacheheatOffcpuReason = 4
+	CacheheatOffcpuReasonOFFCPU_REASONS   CacheheatOffcpuReason = 5
+)
+
 type CacheheatOffcpuStart struct {
 	_      structs.HostLayout
 	Ts     uint64
@@ -98,6 +117,35 @@ type CacheheatSampleKey struct {
 	Gstack uint32
 }
 
+type CacheheatSampleSlot uint32
+
+const (
+	CacheheatSampleSlotSLOT_CLOCK   CacheheatSampleSlot = 0
+	CacheheatSampleSlotSLOT_MISS    CacheheatSampleSlot = 1
+	CacheheatSampleSlotSAMPLE_SLOTS CacheheatSampleSlot = 2
+	CacheheatSampleSlotSLOT_OFFCPU  CacheheatSampleSlot = 2
+)
+
+type CacheheatSizes uint32
+
+const (
+	CacheheatSizesMAX_EVENTS      CacheheatSizes = 40
+	CacheheatSizesHIST_BUCKETS    CacheheatSizes = 40
+	CacheheatSizesMAX_STACK_DEPTH CacheheatSizes = 127
+	CacheheatSizesGO_STACK_DEPTH  CacheheatSizes = 32
+)
+
+type CacheheatSlotSource uint32
+
+const (
+	CacheheatSlotSourceSRC_COUNTER   CacheheatSlotSource = 0
+	CacheheatSlotSourceSRC_CLOCK     CacheheatSlotSource = 1
+	CacheheatSlotSourceSRC_SWITCH    CacheheatSlotSource = 2
+	CacheheatSlotSourceSRC_MIGRATION CacheheatSlotSource = 3
+	CacheheatSlotSourceSRC_FAULT     CacheheatSlotSource = 4
+	CacheheatSlotSourceSRC_MAJFAULT  CacheheatSlotSource = 5
+)
+
 type CacheheatStatsVal struct {
 	_             structs.HostLayout
 	Fires         [2]uint64
@@ -107,6 +155,13 @@ type CacheheatStatsVal struct {
 	ProcMapFull   uint64
 	MapErrors     uint64
 }
+
+type CacheheatTargetState uint32
+
+const (
+	CacheheatTargetStateTARGET_YES     CacheheatTargetState = 1
+	CacheheatTargetStateTARGET_AT_EXEC CacheheatTargetState = 2
+)
 
 type CacheheatTaskKey struct {
 	_    structs.HostLayout
@@ -214,6 +269,12 @@ const (
 	CacheheatVarTargetCgroup       = "target_cgroup"
 	CacheheatVarTargetCgroupLevel  = "target_cgroup_level"
 	CacheheatVarTargetMode         = "target_mode"
+	CacheheatVarUnusedMode         = "unused_mode"
+	CacheheatVarUnusedOffcpuReason = "unused_offcpu_reason"
+	CacheheatVarUnusedSampleSlot   = "unused_sample_slot"
+	CacheheatVarUnusedSizes        = "unused_sizes"
+	CacheheatVarUnusedSlotSource   = "unused_slot_source"
+	CacheheatVarUnusedTargetState  = "unused_target_state"
 )
 
 // LoadCacheheat returns the embedded CollectionSpec for Cacheheat.
@@ -353,6 +414,12 @@ type CacheheatVariableSpecs struct {
 	TargetCgroup       *ebpf.VariableSpec `ebpf:"target_cgroup"`
 	TargetCgroupLevel  *ebpf.VariableSpec `ebpf:"target_cgroup_level"`
 	TargetMode         *ebpf.VariableSpec `ebpf:"target_mode"`
+	UnusedMode         *ebpf.VariableSpec `ebpf:"unused_mode"`
+	UnusedOffcpuReason *ebpf.VariableSpec `ebpf:"unused_offcpu_reason"`
+	UnusedSampleSlot   *ebpf.VariableSpec `ebpf:"unused_sample_slot"`
+	UnusedSizes        *ebpf.VariableSpec `ebpf:"unused_sizes"`
+	UnusedSlotSource   *ebpf.VariableSpec `ebpf:"unused_slot_source"`
+	UnusedTargetState  *ebpf.VariableSpec `ebpf:"unused_target_state"`
 }
 
 // CacheheatObjects contains all objects after they have been loaded into the kernel.
@@ -522,6 +589,12 @@ type CacheheatVariables struct {
 	TargetCgroup       *ebpf.Variable `ebpf:"target_cgroup"`
 	TargetCgroupLevel  *ebpf.Variable `ebpf:"target_cgroup_level"`
 	TargetMode         *ebpf.Variable `ebpf:"target_mode"`
+	UnusedMode         *ebpf.Variable `ebpf:"unused_mode"`
+	UnusedOffcpuReason *ebpf.Variable `ebpf:"unused_offcpu_reason"`
+	UnusedSampleSlot   *ebpf.Variable `ebpf:"unused_sample_slot"`
+	UnusedSizes        *ebpf.Variable `ebpf:"unused_sizes"`
+	UnusedSlotSource   *ebpf.Variable `ebpf:"unused_slot_source"`
+	UnusedTargetState  *ebpf.Variable `ebpf:"unused_target_state"`
 }
 
 // CacheheatPrograms contains all programs after they have been loaded into the kernel.

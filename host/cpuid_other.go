@@ -1,6 +1,6 @@
 //go:build !amd64
 
-package collector
+package host
 
 import "github.com/cacheheat/cacheheat/profile"
 

@@ -1,4 +1,4 @@
-package collector
+package host
 
 import (
 	"math/bits"
@@ -213,7 +213,7 @@ func TestCPUIDSharedCPUsGrouping(t *testing.T) {
 // TestCPUIDNotForFixtures checks that a fixture root without sysfs caches
 // stays without: CPUID describes this machine, not the fixture's.
 func TestCPUIDNotForFixtures(t *testing.T) {
-	h, err := DetectHost(fixture("vm2"))
+	h, err := Detect(fixture("vm2"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestCPUIDNotForFixtures(t *testing.T) {
 }
 
 // TestCPUIDHostTopology checks the fallback on this host: when sysfs has
-// no caches, hostTopology fills them from CPUID and points CPUs at their L3.
+// no caches, DetectTopology fills them from CPUID and points CPUs at their L3.
 func TestCPUIDHostTopology(t *testing.T) {
 	sysfs, err := ReadTopology("/")
 	if err != nil {
@@ -232,7 +232,7 @@ func TestCPUIDHostTopology(t *testing.T) {
 	if len(sysfs.Caches) > 0 {
 		t.Skip("this host's sysfs lists caches; the CPUID fallback is not used")
 	}
-	topo, err := hostTopology("/")
+	topo, err := DetectTopology("/")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package collector
+package host
 
 import (
 	"errors"
@@ -77,6 +77,11 @@ func ReadTopology(root string) (profile.Topology, error) {
 		}
 	}
 	return topo, nil
+}
+
+// OnlineCPUs lists the online CPUs of the host at root.
+func OnlineCPUs(root string) ([]int, error) {
+	return onlineCPUs(filepath.Join(root, "sys", "devices", "system", "cpu"))
 }
 
 // onlineCPUs reads cpu/online; without it (very old kernels, odd

@@ -547,12 +547,20 @@ func WriteFile(path string, rec *Recording, major int) error {
 	defined := map[uint64]bool{}
 	for _, win := range rec.Windows {
 		win.NewStacks = nil
-		for _, s := range win.Samples {
-			for _, id := range []uint64{s.UserStack, s.KernelStack} {
+		define := func(ids ...uint64) {
+			for _, id := range ids {
 				if st, ok := rec.Stacks[id]; ok && !defined[id] {
 					defined[id] = true
 					win.NewStacks = append(win.NewStacks, st)
 				}
+			}
+		}
+		for _, s := range win.Samples {
+			define(s.UserStack, s.KernelStack)
+		}
+		if win.OffCPU != nil {
+			for _, s := range win.OffCPU.Stacks {
+				define(s.UserStack, s.KernelStack)
 			}
 		}
 		if err := w.WriteWindow(&win); err != nil {

@@ -42,6 +42,8 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte(magic), false)
 	// The v1 fixtures keep the JSON decoder covered.
 	v1, _ := filepath.Glob("testdata/v1/*.rec")
+	v20, _ := filepath.Glob("testdata/v2.0/*.rec") // the layout before minor version 1
+	v1 = append(v1, v20...)
 	for _, p := range v1 {
 		if b, err := os.ReadFile(p); err == nil {
 			f.Add(b, true)

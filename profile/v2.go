@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"maps"
 	"math/bits"
 	"reflect"
 	"slices"
@@ -67,7 +68,7 @@ func decompress(payload []byte) ([]byte, error) {
 var windowFields = map[string]bool{
 	"Index": true, "StartNS": true, "EndNS": true, "Counters": true, "Processes": true,
 	"Histograms": true, "Samples": true, "NewStacks": true, "SampleRate": true,
-	"Drops": true, "AppMetrics": true,
+	"Drops": true, "AppMetrics": true, "OffCPU": true,
 }
 
 // windowExtFields lists the indexes of Window fields carried as JSON.
@@ -89,19 +90,31 @@ type encoder2 struct {
 	frames  map[Frame]uint64
 	nodes   map[[2]uint64]uint64 // {parent node + 1 (0: root), frame} to node
 	stacks  map[uint64]uint64    // Stack.ID to table index
+	procs   map[procDef]uint64
 	// Definitions added by the window being encoded.
 	newStrings []string
 	newLists   [][]uint64
 	newFrames  []Frame
 	newNodes   [][2]uint64
 	newStacks  []stackDef
+	newProcs   []procDef
 	body, out  []byte
 	keys       []string
+	sum        map[string]uint64
+}
+
+// procDef is a process as the processes table holds it (format 2.1): what
+// stays the same from window to window, written once.
+type procDef struct {
+	pid     int
+	comm    uint64 // string id
+	cmdline uint64 // 0: nil, k: list k-1
 }
 
 func newEncoder2() *encoder2 {
 	return &encoder2{strings: map[string]uint64{}, lists: map[string]uint64{},
-		frames: map[Frame]uint64{}, nodes: map[[2]uint64]uint64{}, stacks: map[uint64]uint64{}}
+		frames: map[Frame]uint64{}, nodes: map[[2]uint64]uint64{}, stacks: map[uint64]uint64{},
+		procs: map[procDef]uint64{}}
 }
 
 func (e *encoder2) str(s string) uint64 {
@@ -136,6 +149,18 @@ func (e *encoder2) list(l []string) uint64 {
 		e.newLists = append(e.newLists, ids)
 	}
 	return id + 1
+}
+
+// proc interns a process's pid, comm and command line.
+func (e *encoder2) proc(p *Process) uint64 {
+	k := procDef{pid: p.PID, comm: e.str(p.Comm), cmdline: e.list(p.Cmdline)}
+	id, ok := e.procs[k]
+	if !ok {
+		id = uint64(len(e.procs))
+		e.procs[k] = id
+		e.newProcs = append(e.newProcs, k)
+	}
+	return id
 }
 
 func (e *encoder2) frame(f Frame) uint64 {
@@ -199,6 +224,7 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 		return nil, err
 	}
 	e.newStrings, e.newLists, e.newFrames, e.newNodes, e.newStacks = e.newStrings[:0], e.newLists[:0], e.newFrames[:0], e.newNodes[:0], e.newStacks[:0]
+	e.newProcs = e.newProcs[:0]
 	for _, s := range win.NewStacks {
 		if _, ok := e.stacks[s.ID]; ok {
 			continue
@@ -212,26 +238,32 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 	b = binary.AppendVarint(b, win.EndNS-win.StartNS)
 
 	b = appendLen(b, len(win.Counters), win.Counters == nil)
+	// Enabled times are alike (every event is enabled on every CPU for
+	// the window): each is written as the difference from the previous
+	// counter's, the first from the window's length times its CPUs, and
+	// running as the difference from enabled (0 unless multiplexed).
 	for i := range win.Counters {
 		c := &win.Counters[i]
 		b = binary.AppendUvarint(b, e.str(c.Event))
-		b = binary.AppendUvarint(b, c.Enabled)
-		b = binary.AppendUvarint(b, c.Running)
 		b = appendCounts(b, c.PerCPU)
 		if c.HostPerCPU != nil && slices.Equal(c.HostPerCPU, c.PerCPU) {
 			b = append(b, countsSame)
 		} else {
 			b = appendCounts(b, c.HostPerCPU)
 		}
+		b = binary.AppendVarint(b, int64(c.Enabled-enabledBase(win, i)))
+		b = binary.AppendVarint(b, int64(c.Enabled-c.Running))
 	}
 
 	b = appendLen(b, len(win.Processes), win.Processes == nil)
 	for i := range win.Processes {
 		p := &win.Processes[i]
-		b = binary.AppendVarint(b, int64(p.PID))
-		b = binary.AppendUvarint(b, e.str(p.Comm))
-		b = binary.AppendUvarint(b, e.list(p.Cmdline))
-		b = e.appendMap(b, p.Counts)
+		b = binary.AppendUvarint(b, e.proc(p))
+		if e.isThreadSum(p) {
+			b = append(b, mapThreadSum)
+		} else {
+			b = e.appendMap(b, p.Counts)
+		}
 		b = appendLen(b, len(p.Threads), p.Threads == nil)
 		for _, t := range p.Threads {
 			b = binary.AppendVarint(b, int64(t.TID)-int64(p.PID))
@@ -281,6 +313,25 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 	for _, k := range e.keys {
 		b = binary.AppendUvarint(b, e.str(k))
 		b = appendFloat(b, win.AppMetrics[k])
+	}
+
+	if o := win.OffCPU; o != nil {
+		sec := binary.AppendUvarint(nil, o.BlockedNS)
+		sec = binary.AppendUvarint(sec, o.SampledNS)
+		sec = appendLen(sec, len(o.Stacks), o.Stacks == nil)
+		prevPID := int64(0)
+		for _, s := range o.Stacks {
+			sec = binary.AppendVarint(sec, int64(s.PID)-prevPID)
+			sec = binary.AppendVarint(sec, int64(s.TID)-int64(s.PID))
+			sec = e.stackRef(sec, s.UserStack)
+			sec = e.stackRef(sec, s.KernelStack)
+			sec = binary.AppendUvarint(sec, s.NS)
+			sec = binary.AppendUvarint(sec, e.str(s.Reason))
+			prevPID = int64(s.PID)
+		}
+		b = binary.AppendUvarint(b, sectionOffCPU)
+		b = binary.AppendUvarint(b, uint64(len(sec)))
+		b = append(b, sec...)
 	}
 
 	// Containers are rare (a process in a container's cgroup): a
@@ -339,6 +390,12 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 		o = appendBool(o, s.kernel)
 		o = binary.AppendUvarint(o, s.leaf)
 	}
+	o = binary.AppendUvarint(o, uint64(len(e.newProcs)))
+	for _, p := range e.newProcs {
+		o = binary.AppendVarint(o, int64(p.pid))
+		o = binary.AppendUvarint(o, p.comm)
+		o = binary.AppendUvarint(o, p.cmdline)
+	}
 	o = append(o, b...)
 	e.out = o
 	return compress(o), nil
@@ -374,14 +431,53 @@ func windowExt(win *Window) ([]byte, error) {
 	return b, nil
 }
 
+// appendMap writes a count map (format 2.1): its sorted keys as a string
+// list (the same few event names, so one list id), then the values in
+// that order. Tag 0 is nil, mapThreadSum a process's counts that are its
+// threads' summed, k+2 the keys of list k.
 func (e *encoder2) appendMap(b []byte, m map[string]uint64) []byte {
-	b = appendLen(b, len(m), m == nil)
+	if m == nil {
+		return append(b, 0)
+	}
 	e.keys = sortedKeys(e.keys, m)
+	if e.keys == nil {
+		e.keys = []string{}
+	}
+	b = binary.AppendUvarint(b, e.list(e.keys)+1)
 	for _, k := range e.keys {
-		b = binary.AppendUvarint(b, e.str(k))
 		b = binary.AppendUvarint(b, m[k])
 	}
 	return b
+}
+
+const mapThreadSum = 1
+
+// isThreadSum says whether p's counts are exactly its threads' summed, as
+// the recorder makes them: then they are not written.
+func (e *encoder2) isThreadSum(p *Process) bool {
+	if p.Counts == nil {
+		return false
+	}
+	if e.sum == nil {
+		e.sum = map[string]uint64{}
+	}
+	clear(e.sum)
+	for _, t := range p.Threads {
+		for k, v := range t.Counts {
+			e.sum[k] += v
+		}
+	}
+	return maps.Equal(e.sum, p.Counts)
+}
+
+// enabledBase is what counter i's enabled time is written against: the
+// previous counter's, or for the first the window's length times the
+// number of CPUs of its array.
+func enabledBase(win *Window, i int) uint64 {
+	if i > 0 {
+		return win.Counters[i-1].Enabled
+	}
+	return uint64(win.EndNS-win.StartNS) * uint64(len(win.Counters[0].PerCPU))
 }
 
 func sortedKeys[V any](dst []string, m map[string]V) []string {
@@ -422,19 +518,45 @@ func appendFloat(b []byte, f float64) []byte {
 // nothing.
 const countsSame = 1
 
+// appendCounts writes an array in the smaller of two forms (format 2.1),
+// told apart by the low bit of the count that follows the length:
+// sparse, 2k, then k (zeros skipped, value) pairs; dense, 2k+1, then the
+// zeros before the first non-zero value and the k values from there
+// (zeros included), the rest being zeros. Latency histograms, whose
+// non-zero buckets are contiguous, take one byte a bucket dense and two
+// sparse.
 func appendCounts(b []byte, c Counts) []byte {
 	if c == nil {
 		return append(b, 0)
 	}
 	b = binary.AppendUvarint(b, uint64(len(c))+2)
-	nz := 0
-	for _, v := range c {
+	nz, first, last := 0, -1, -1
+	sparse, dense := 0, 0 // bytes of each form's values
+	for i, v := range c {
 		if v != 0 {
-			nz++
+			if first < 0 {
+				first = i
+			}
+			sparse += uvarintLen(uint64(i-last-1)) + uvarintLen(v)
+			nz, last = nz+1, i
 		}
 	}
-	b = binary.AppendUvarint(b, uint64(nz))
-	last := -1
+	if nz == 0 {
+		return append(b, 0)
+	}
+	for _, v := range c[first : last+1] {
+		dense += uvarintLen(v)
+	}
+	if dense+uvarintLen(uint64(first)) < sparse {
+		b = binary.AppendUvarint(b, uint64(last+1-first)*2+1)
+		b = binary.AppendUvarint(b, uint64(first))
+		for _, v := range c[first : last+1] {
+			b = binary.AppendUvarint(b, v)
+		}
+		return b
+	}
+	b = binary.AppendUvarint(b, uint64(nz)*2)
+	last = -1
 	for i, v := range c {
 		if v != 0 {
 			b = binary.AppendUvarint(b, uint64(i-last-1))
@@ -444,6 +566,8 @@ func appendCounts(b []byte, c Counts) []byte {
 	}
 	return b
 }
+
+func uvarintLen(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
 
 // tables2 is the reader's side of the v2 tables. Entries are only
 // appended, so a copy of the slice headers taken after a window's
@@ -455,6 +579,14 @@ type tables2 struct {
 	frames  []Frame
 	nodes   []node
 	stacks  []uint64 // table index to Stack.ID
+	procs   []proc   // format 2.1
+}
+
+// proc is a processes table entry.
+type proc struct {
+	pid     int
+	comm    string
+	cmdline []string
 }
 
 // node is one call-tree node: a frame and its caller's node.
@@ -475,6 +607,10 @@ type dec2 struct {
 	// run of zeros costs one byte for any length, so lengths alone do not
 	// bound memory.
 	budget int
+	// minor is the file's format minor version: 0 is the layout before
+	// the processes table, count-map key lists, dense arrays and the
+	// off-CPU section (docs/FORMAT.md, "Format 2.0").
+	minor int
 }
 
 var errCorrupt = errors.New("corrupt window")
@@ -598,6 +734,9 @@ func (d *dec2) counts(prev Counts) Counts {
 	}
 	d.budget -= int(n)
 	c := make(Counts, n)
+	if d.minor >= 1 {
+		return d.counts21(c)
+	}
 	nz := d.count(2)
 	i := uint64(0)
 	for range nz {
@@ -608,6 +747,38 @@ func (d *dec2) counts(prev Counts) Counts {
 		}
 		c[i] = d.uvarint()
 		i++
+	}
+	return c
+}
+
+// counts21 reads the values of an array of format 2.1 into c: sparse or
+// dense (appendCounts).
+func (d *dec2) counts21(c Counts) Counts {
+	k := d.uvarint()
+	if k%2 == 0 {
+		if k/2 > uint64(len(d.b)/2) {
+			d.fail("count %d exceeds the record", k/2)
+			return nil
+		}
+		i := uint64(0)
+		for range k / 2 {
+			i += d.uvarint()
+			if i >= uint64(len(c)) {
+				d.fail("array index %d past its length %d", i, len(c))
+				return nil
+			}
+			c[i] = d.uvarint()
+			i++
+		}
+		return c
+	}
+	first := d.uvarint()
+	if k/2 > uint64(len(d.b)) || first > uint64(len(c)) || k/2 > uint64(len(c))-first {
+		d.fail("dense run of %d values from %d in an array of %d", k/2, first, len(c))
+		return nil
+	}
+	for i := range k / 2 {
+		c[first+i] = d.uvarint()
 	}
 	return c
 }
@@ -680,7 +851,28 @@ func (d *dec2) defs(t *tables2) []Stack {
 		t.stacks = append(t.stacks, s.ID)
 		stacks = append(stacks, s)
 	}
+	if d.minor >= 1 {
+		n = d.count(3)
+		for range n {
+			p := proc{pid: d.int(0), comm: d.str(t)}
+			p.cmdline = d.list(t)
+			t.procs = append(t.procs, p)
+		}
+	}
 	return stacks
+}
+
+// list reads a reference to the lists table: 0 nil, k list k-1.
+func (d *dec2) list(t *tables2) []string {
+	l := d.uvarint()
+	if l == 0 || d.err != nil {
+		return nil
+	}
+	if l-1 >= uint64(len(t.lists)) {
+		d.fail("list reference %d past a table of %d", l-1, len(t.lists))
+		return nil
+	}
+	return t.lists[l-1]
 }
 
 func (d *dec2) stackRef(t *tables2) uint64 {
@@ -698,7 +890,40 @@ func (d *dec2) stackRef(t *tables2) uint64 {
 	}
 }
 
-func (d *dec2) countMap(t *tables2) map[string]uint64 {
+// countMap reads a count map; threadSum is true for a process's map of
+// format 2.1 that is its threads' counts summed (the caller sums them).
+func (d *dec2) countMap(t *tables2) (m map[string]uint64, threadSum bool) {
+	if d.minor >= 1 {
+		return d.countMap21(t)
+	}
+	return d.countMap20(t), false
+}
+
+func (d *dec2) countMap21(t *tables2) (map[string]uint64, bool) {
+	switch tag := d.uvarint(); {
+	case d.err != nil || tag == 0:
+		return nil, false
+	case tag == mapThreadSum:
+		return nil, true
+	default:
+		if tag-2 >= uint64(len(t.lists)) {
+			d.fail("list reference %d past a table of %d", tag-2, len(t.lists))
+			return nil, false
+		}
+		keys := t.lists[tag-2]
+		if len(keys) > len(d.b) {
+			d.fail("map of %d values exceeds the record", len(keys))
+			return nil, false
+		}
+		m := make(map[string]uint64, len(keys))
+		for _, k := range keys {
+			m[k] = d.uvarint()
+		}
+		return m, false
+	}
+}
+
+func (d *dec2) countMap20(t *tables2) map[string]uint64 {
 	n := d.length(2)
 	if n < 0 {
 		return nil
@@ -722,6 +947,13 @@ func (d *dec2) body(t *tables2, w *Window) {
 		for i := range w.Counters {
 			c := &w.Counters[i]
 			c.Event = d.str(t)
+			if d.minor >= 1 {
+				c.PerCPU = d.counts(nil)
+				c.HostPerCPU = d.counts(c.PerCPU)
+				c.Enabled = enabledBase(w, i) + uint64(d.varint())
+				c.Running = c.Enabled - uint64(d.varint())
+				continue
+			}
 			c.Enabled = d.uvarint()
 			c.Running = d.uvarint()
 			c.PerCPU = d.counts(nil)
@@ -733,23 +965,35 @@ func (d *dec2) body(t *tables2, w *Window) {
 		w.Processes = make([]Process, n)
 		for i := range w.Processes {
 			p := &w.Processes[i]
-			p.PID = d.int(0)
-			p.Comm = d.str(t)
-			if l := d.uvarint(); l > 0 {
-				if l-1 >= uint64(len(t.lists)) {
-					d.fail("list reference %d past a table of %d", l-1, len(t.lists))
-				} else {
-					p.Cmdline = t.lists[l-1]
+			if d.minor >= 1 {
+				if pr := d.ref(len(t.procs)); d.err == nil {
+					p.PID, p.Comm, p.Cmdline = t.procs[pr].pid, t.procs[pr].comm, t.procs[pr].cmdline
 				}
+			} else {
+				p.PID = d.int(0)
+				p.Comm = d.str(t)
+				p.Cmdline = d.list(t)
 			}
-			p.Counts = d.countMap(t)
+			var sum bool
+			p.Counts, sum = d.countMap(t)
 			if n := d.length(3); n >= 0 {
 				p.Threads = make([]Thread, n)
 				for j := range p.Threads {
 					th := &p.Threads[j]
 					th.TID = d.int(int64(p.PID))
 					th.Comm = d.str(t)
-					th.Counts = d.countMap(t)
+					var bad bool
+					if th.Counts, bad = d.countMap(t); bad {
+						d.fail("a thread's counts refer to its threads")
+					}
+				}
+			}
+			if sum {
+				p.Counts = map[string]uint64{}
+				for _, th := range p.Threads {
+					for k, v := range th.Counts {
+						p.Counts[k] += v
+					}
 				}
 			}
 		}
@@ -826,6 +1070,14 @@ func (d *dec2) body(t *tables2, w *Window) {
 			if err := json.Unmarshal(sec, w); err != nil {
 				d.fail("window extension: %v", err)
 			}
+		case sectionOffCPU:
+			rest := d.b
+			d.b = sec
+			d.offCPU(t, w)
+			if d.err == nil && len(d.b) != 0 {
+				d.fail("%d bytes after the off-CPU section", len(d.b))
+			}
+			d.b = rest
 		case sectionContainers:
 			rest := d.b
 			d.b = sec
@@ -848,6 +1100,26 @@ func (d *dec2) body(t *tables2, w *Window) {
 	}
 }
 
+// offCPU reads the off-CPU section (encoder2.window).
+func (d *dec2) offCPU(t *tables2, w *Window) {
+	o := &OffCPU{BlockedNS: d.uvarint(), SampledNS: d.uvarint()}
+	if n := d.length(6); n >= 0 {
+		o.Stacks = make([]OffCPUStack, n)
+		prevPID := 0
+		for i := range o.Stacks {
+			s := &o.Stacks[i]
+			s.PID = d.int(int64(prevPID))
+			s.TID = d.int(int64(s.PID))
+			s.UserStack = d.stackRef(t)
+			s.KernelStack = d.stackRef(t)
+			s.NS = d.uvarint()
+			s.Reason = d.str(t)
+			prevPID = s.PID
+		}
+	}
+	w.OffCPU = o
+}
+
 // A window ends with tagged sections, each a tag, a length and its bytes,
 // then sectionEnd. A reader skips tags it does not know, so a field can get
 // a binary section of its own in a minor version.
@@ -857,6 +1129,9 @@ const (
 	// sectionContainers: (process index, string id) pairs naming the
 	// container of a process (Process.Container).
 	sectionContainers = 2
+	// sectionOffCPU: Window.OffCPU (format 2.1; 2.0 carried it in the
+	// JSON extension).
+	sectionOffCPU = 3
 )
 
 // windowBudget is how many count values a window of n decompressed bytes

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"maps"
+	"math"
 	"math/bits"
 	"reflect"
 	"slices"
@@ -68,7 +68,7 @@ func decompress(payload []byte) ([]byte, error) {
 var windowFields = map[string]bool{
 	"Index": true, "StartNS": true, "EndNS": true, "Counters": true, "Processes": true,
 	"Histograms": true, "Samples": true, "NewStacks": true, "SampleRate": true,
-	"Drops": true, "AppMetrics": true, "OffCPU": true,
+	"Drops": true, "AppMetrics": true, "OffCPU": true, "IdleNS": true, "Others": true,
 }
 
 // windowExtFields lists the indexes of Window fields carried as JSON.
@@ -91,6 +91,8 @@ type encoder2 struct {
 	nodes   map[[2]uint64]uint64 // {parent node + 1 (0: root), frame} to node
 	stacks  map[uint64]uint64    // Stack.ID to table index
 	procs   map[procDef]uint64
+	samples map[sampleKey]uint64
+	offcpu  map[offKey]uint64
 	// Definitions added by the window being encoded.
 	newStrings []string
 	newLists   [][]uint64
@@ -98,10 +100,33 @@ type encoder2 struct {
 	newNodes   [][2]uint64
 	newStacks  []stackDef
 	newProcs   []procDef
+	newSamples []sampleKey
+	newOffCPU  []offKey
 	body, out  []byte
 	keys       []string
 	sum        map[string]uint64
 }
+
+// sampleKey is a stack-sample row without its count, and offKey an
+// off-CPU row without its time (format 2.1): the same threads block and
+// run at the same stacks window after window, so a row is written once in
+// a table and then referred to by its index. Stacks are Stack.IDs.
+type sampleKey struct {
+	event         uint64 // string id
+	pid, tid, cpu int
+	user, kernel  uint64
+}
+
+type offKey struct {
+	pid, tid     int
+	user, kernel uint64
+	reason       uint64 // string id
+}
+
+// maxRowKeys bounds the sample and off-CPU row tables, so a recorder that
+// runs for days keeps bounded tables: past it, new rows are written in
+// full where they are used (reference 0).
+const maxRowKeys = 1 << 16
 
 // procDef is a process as the processes table holds it (format 2.1): what
 // stays the same from window to window, written once.
@@ -114,7 +139,7 @@ type procDef struct {
 func newEncoder2() *encoder2 {
 	return &encoder2{strings: map[string]uint64{}, lists: map[string]uint64{},
 		frames: map[Frame]uint64{}, nodes: map[[2]uint64]uint64{}, stacks: map[uint64]uint64{},
-		procs: map[procDef]uint64{}}
+		procs: map[procDef]uint64{}, samples: map[sampleKey]uint64{}, offcpu: map[offKey]uint64{}}
 }
 
 func (e *encoder2) str(s string) uint64 {
@@ -153,7 +178,10 @@ func (e *encoder2) list(l []string) uint64 {
 
 // proc interns a process's pid, comm and command line.
 func (e *encoder2) proc(p *Process) uint64 {
-	k := procDef{pid: p.PID, comm: e.str(p.Comm), cmdline: e.list(p.Cmdline)}
+	return e.procKey(procDef{pid: p.PID, comm: e.str(p.Comm), cmdline: e.list(p.Cmdline)})
+}
+
+func (e *encoder2) procKey(k procDef) uint64 {
 	id, ok := e.procs[k]
 	if !ok {
 		id = uint64(len(e.procs))
@@ -161,6 +189,54 @@ func (e *encoder2) proc(p *Process) uint64 {
 		e.newProcs = append(e.newProcs, k)
 	}
 	return id
+}
+
+// sampleRow writes a reference to s's row in the sample rows table:
+// k+1 for entry k, or 0 and the row in full once the table is full.
+func (e *encoder2) sampleRow(b []byte, s *Sample) []byte {
+	k := sampleKey{event: e.str(s.Event), pid: s.PID, tid: s.TID, cpu: s.CPU, user: s.UserStack, kernel: s.KernelStack}
+	id, ok := e.samples[k]
+	if !ok {
+		if len(e.samples) >= maxRowKeys {
+			return e.appendSampleKey(append(b, 0), k)
+		}
+		id = uint64(len(e.samples))
+		e.samples[k] = id
+		e.newSamples = append(e.newSamples, k)
+	}
+	return binary.AppendUvarint(b, id+1)
+}
+
+func (e *encoder2) appendSampleKey(b []byte, k sampleKey) []byte {
+	b = binary.AppendUvarint(b, k.event)
+	b = binary.AppendVarint(b, int64(k.pid))
+	b = binary.AppendVarint(b, int64(k.tid)-int64(k.pid))
+	b = binary.AppendVarint(b, int64(k.cpu))
+	b = e.stackRef(b, k.user)
+	return e.stackRef(b, k.kernel)
+}
+
+// offRow is sampleRow for an off-CPU row.
+func (e *encoder2) offRow(b []byte, s *OffCPUStack) []byte {
+	k := offKey{pid: s.PID, tid: s.TID, user: s.UserStack, kernel: s.KernelStack, reason: e.str(s.Reason)}
+	id, ok := e.offcpu[k]
+	if !ok {
+		if len(e.offcpu) >= maxRowKeys {
+			return e.appendOffKey(append(b, 0), k)
+		}
+		id = uint64(len(e.offcpu))
+		e.offcpu[k] = id
+		e.newOffCPU = append(e.newOffCPU, k)
+	}
+	return binary.AppendUvarint(b, id+1)
+}
+
+func (e *encoder2) appendOffKey(b []byte, k offKey) []byte {
+	b = binary.AppendVarint(b, int64(k.pid))
+	b = binary.AppendVarint(b, int64(k.tid)-int64(k.pid))
+	b = e.stackRef(b, k.user)
+	b = e.stackRef(b, k.kernel)
+	return binary.AppendUvarint(b, k.reason)
 }
 
 func (e *encoder2) frame(f Frame) uint64 {
@@ -224,7 +300,7 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 		return nil, err
 	}
 	e.newStrings, e.newLists, e.newFrames, e.newNodes, e.newStacks = e.newStrings[:0], e.newLists[:0], e.newFrames[:0], e.newNodes[:0], e.newStacks[:0]
-	e.newProcs = e.newProcs[:0]
+	e.newProcs, e.newSamples, e.newOffCPU = e.newProcs[:0], e.newSamples[:0], e.newOffCPU[:0]
 	for _, s := range win.NewStacks {
 		if _, ok := e.stacks[s.ID]; ok {
 			continue
@@ -283,16 +359,9 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 	}
 
 	b = appendLen(b, len(win.Samples), win.Samples == nil)
-	prevPID := int64(0)
-	for _, s := range win.Samples {
-		b = binary.AppendUvarint(b, e.str(s.Event))
-		b = binary.AppendVarint(b, int64(s.PID)-prevPID)
-		b = binary.AppendVarint(b, int64(s.TID)-int64(s.PID))
-		b = binary.AppendVarint(b, int64(s.CPU))
-		b = e.stackRef(b, s.UserStack)
-		b = e.stackRef(b, s.KernelStack)
-		b = binary.AppendUvarint(b, s.Count)
-		prevPID = int64(s.PID)
+	for i := range win.Samples {
+		b = e.sampleRow(b, &win.Samples[i])
+		b = binary.AppendUvarint(b, win.Samples[i].Count)
 	}
 
 	b = appendLen(b, len(win.SampleRate), win.SampleRate == nil)
@@ -319,19 +388,22 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 		sec := binary.AppendUvarint(nil, o.BlockedNS)
 		sec = binary.AppendUvarint(sec, o.SampledNS)
 		sec = appendLen(sec, len(o.Stacks), o.Stacks == nil)
-		prevPID := int64(0)
-		for _, s := range o.Stacks {
-			sec = binary.AppendVarint(sec, int64(s.PID)-prevPID)
-			sec = binary.AppendVarint(sec, int64(s.TID)-int64(s.PID))
-			sec = e.stackRef(sec, s.UserStack)
-			sec = e.stackRef(sec, s.KernelStack)
-			sec = binary.AppendUvarint(sec, s.NS)
-			sec = binary.AppendUvarint(sec, e.str(s.Reason))
-			prevPID = int64(s.PID)
+		for i := range o.Stacks {
+			sec = e.offRow(sec, &o.Stacks[i])
+			sec = binary.AppendUvarint(sec, o.Stacks[i].NS)
 		}
-		b = binary.AppendUvarint(b, sectionOffCPU)
-		b = binary.AppendUvarint(b, uint64(len(sec)))
-		b = append(b, sec...)
+		b = appendSection(b, sectionOffCPU, sec)
+	}
+	if win.IdleNS != nil {
+		b = appendSection(b, sectionIdle, appendCounts(nil, win.IdleNS))
+	}
+	if win.Others != nil {
+		sec := appendLen(nil, len(win.Others), false)
+		for _, o := range win.Others {
+			sec = binary.AppendUvarint(sec, e.procKey(procDef{pid: o.PID, comm: e.str(o.Comm)}))
+			sec = binary.AppendUvarint(sec, o.Samples)
+		}
+		b = appendSection(b, sectionOthers, sec)
 	}
 
 	// Containers are rare (a process in a container's cgroup): a
@@ -345,15 +417,10 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 		}
 	}
 	if len(cont) > 0 {
-		b = binary.AppendUvarint(b, sectionContainers)
-		b = binary.AppendUvarint(b, uint64(len(cont)))
-		b = append(b, cont...)
+		b = appendSection(b, sectionContainers, cont)
 	}
-
 	if len(ext) > 0 {
-		b = binary.AppendUvarint(b, sectionJSON)
-		b = binary.AppendUvarint(b, uint64(len(ext)))
-		b = append(b, ext...)
+		b = appendSection(b, sectionJSON, ext)
 	}
 	b = append(b, sectionEnd)
 	e.body = b
@@ -396,9 +463,23 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 		o = binary.AppendUvarint(o, p.comm)
 		o = binary.AppendUvarint(o, p.cmdline)
 	}
+	o = binary.AppendUvarint(o, uint64(len(e.newSamples)))
+	for _, k := range e.newSamples {
+		o = e.appendSampleKey(o, k)
+	}
+	o = binary.AppendUvarint(o, uint64(len(e.newOffCPU)))
+	for _, k := range e.newOffCPU {
+		o = e.appendOffKey(o, k)
+	}
 	o = append(o, b...)
 	e.out = o
 	return compress(o), nil
+}
+
+func appendSection(b []byte, tag uint64, sec []byte) []byte {
+	b = binary.AppendUvarint(b, tag)
+	b = binary.AppendUvarint(b, uint64(len(sec)))
+	return append(b, sec...)
 }
 
 // windowExt is the JSON object of the Window fields the binary layout does
@@ -578,8 +659,10 @@ type tables2 struct {
 	lists   [][]string
 	frames  []Frame
 	nodes   []node
-	stacks  []uint64 // table index to Stack.ID
-	procs   []proc   // format 2.1
+	stacks  []uint64      // table index to Stack.ID
+	procs   []proc        // format 2.1
+	samples []Sample      // format 2.1: rows without counts
+	offcpu  []OffCPUStack // format 2.1: rows without times
 }
 
 // proc is a processes table entry.
@@ -858,8 +941,51 @@ func (d *dec2) defs(t *tables2) []Stack {
 			p.cmdline = d.list(t)
 			t.procs = append(t.procs, p)
 		}
+		n = d.count(7)
+		for range n {
+			t.samples = append(t.samples, d.sampleKey(t))
+		}
+		n = d.count(5)
+		for range n {
+			t.offcpu = append(t.offcpu, d.offKey(t))
+		}
 	}
 	return stacks
+}
+
+func (d *dec2) sampleKey(t *tables2) Sample {
+	s := Sample{Event: d.str(t), PID: d.int(0)}
+	s.TID = d.int(int64(s.PID))
+	s.CPU = d.int(0)
+	s.UserStack = d.stackRef(t)
+	s.KernelStack = d.stackRef(t)
+	return s
+}
+
+func (d *dec2) offKey(t *tables2) OffCPUStack {
+	s := OffCPUStack{PID: d.int(0)}
+	s.TID = d.int(int64(s.PID))
+	s.UserStack = d.stackRef(t)
+	s.KernelStack = d.stackRef(t)
+	s.Reason = d.str(t)
+	return s
+}
+
+// row reads a reference to a row table entry: 0 the row in full (read by
+// full), k entry k-1.
+func row[T any](d *dec2, t *tables2, table []T, full func(*tables2) T) T {
+	var zero T
+	switch r := d.uvarint(); {
+	case d.err != nil:
+		return zero
+	case r == 0:
+		return full(t)
+	case r-1 >= uint64(len(table)):
+		d.fail("row reference %d past a table of %d", r-1, len(table))
+		return zero
+	default:
+		return table[r-1]
+	}
 }
 
 // list reads a reference to the lists table: 0 nil, k list k-1.
@@ -1014,7 +1140,13 @@ func (d *dec2) body(t *tables2, w *Window) {
 		}
 	}
 
-	if n := d.length(7); n >= 0 {
+	if n := d.length(2); n >= 0 && d.minor >= 1 {
+		w.Samples = make([]Sample, n)
+		for i := range w.Samples {
+			w.Samples[i] = row(d, t, t.samples, d.sampleKey)
+			w.Samples[i].Count = d.uvarint()
+		}
+	} else if n >= 0 {
 		w.Samples = make([]Sample, n)
 		prevPID := 0
 		for i := range w.Samples {
@@ -1078,6 +1210,30 @@ func (d *dec2) body(t *tables2, w *Window) {
 				d.fail("%d bytes after the off-CPU section", len(d.b))
 			}
 			d.b = rest
+		case sectionIdle:
+			rest := d.b
+			d.b = sec
+			w.IdleNS = d.counts(nil)
+			if d.err == nil && len(d.b) != 0 {
+				d.fail("%d bytes after the idle section", len(d.b))
+			}
+			d.b = rest
+		case sectionOthers:
+			rest := d.b
+			d.b = sec
+			if n := d.length(2); n >= 0 {
+				w.Others = make([]OtherProcess, n)
+				for i := range w.Others {
+					if p := d.ref(len(t.procs)); d.err == nil {
+						w.Others[i] = OtherProcess{PID: t.procs[p].pid, Comm: t.procs[p].comm}
+					}
+					w.Others[i].Samples = d.uvarint()
+				}
+			}
+			if d.err == nil && len(d.b) != 0 {
+				d.fail("%d bytes after the others section", len(d.b))
+			}
+			d.b = rest
 		case sectionContainers:
 			rest := d.b
 			d.b = sec
@@ -1103,18 +1259,11 @@ func (d *dec2) body(t *tables2, w *Window) {
 // offCPU reads the off-CPU section (encoder2.window).
 func (d *dec2) offCPU(t *tables2, w *Window) {
 	o := &OffCPU{BlockedNS: d.uvarint(), SampledNS: d.uvarint()}
-	if n := d.length(6); n >= 0 {
+	if n := d.length(2); n >= 0 {
 		o.Stacks = make([]OffCPUStack, n)
-		prevPID := 0
 		for i := range o.Stacks {
-			s := &o.Stacks[i]
-			s.PID = d.int(int64(prevPID))
-			s.TID = d.int(int64(s.PID))
-			s.UserStack = d.stackRef(t)
-			s.KernelStack = d.stackRef(t)
-			s.NS = d.uvarint()
-			s.Reason = d.str(t)
-			prevPID = s.PID
+			o.Stacks[i] = row(d, t, t.offcpu, d.offKey)
+			o.Stacks[i].NS = d.uvarint()
 		}
 	}
 	w.OffCPU = o
@@ -1132,6 +1281,10 @@ const (
 	// sectionOffCPU: Window.OffCPU (format 2.1; 2.0 carried it in the
 	// JSON extension).
 	sectionOffCPU = 3
+	// sectionIdle: Window.IdleNS, a counts array (format 2.1).
+	sectionIdle = 4
+	// sectionOthers: Window.Others, (process, samples) pairs (format 2.1).
+	sectionOthers = 5
 )
 
 // windowBudget is how many count values a window of n decompressed bytes

@@ -18,7 +18,7 @@ import (
 // that differs from field to field. Slices get two elements and maps two
 // entries. A kind it does not know fails the test: a field of a new kind
 // must be taught to fill before it can be checked.
-func fill(t *testing.T, v reflect.Value, n *int) {
+func fill(t testing.TB, v reflect.Value, n *int) {
 	t.Helper()
 	*n++
 	switch v.Kind() {
@@ -102,7 +102,7 @@ func zeroFields(v reflect.Value, path string, out *[]string) {
 
 // everyField is a recording of two windows whose every exported field is
 // set (fill), checked so: fill left nothing zero.
-func everyField(t *testing.T) (Header, []Window, Trailer) {
+func everyField(t testing.TB) (Header, []Window, Trailer) {
 	t.Helper()
 	n := 0
 	var h Header

@@ -87,6 +87,25 @@ func marginalSize(short, long string) error {
 			major, size[0], size[1], float64(size[1]-size[0])/float64(dw*cpus), dw,
 			float64(size[1]-size[0])/float64(max(1, nominal)*int64(cpus)), nominal)
 	}
+	// The same recording cut: its windows past the short recording's
+	// count, without the difference between two recordings' early windows
+	// (what else ran while each started).
+	cut := *recs[1]
+	cut.Windows = cut.Windows[:len(recs[0].Windows)]
+	var size [2]int64
+	for i, rec := range []*profile.Recording{&cut, recs[1]} {
+		out := filepath.Join(dir, fmt.Sprintf("cut-%d.rec", i))
+		if err := profile.WriteFile(out, rec, 2); err != nil {
+			return err
+		}
+		st, err := os.Stat(out)
+		if err != nil {
+			return err
+		}
+		size[i] = st.Size()
+	}
+	fmt.Printf("v2, windows %d-%d of %s alone: %.1f bytes per CPU-window\n",
+		len(recs[0].Windows), len(recs[1].Windows)-1, long, float64(size[1]-size[0])/float64(dw*cpus))
 	// What the long recording's windows hold: on a shared host, other
 	// processes' activity (new stacks every window) is most of the size.
 	r := recs[1]
@@ -100,7 +119,6 @@ func marginalSize(short, long string) error {
 	fmt.Printf("%s per window: %d processes, %d sample rows; %d distinct stacks in %d windows\n",
 		long, procs/n, rows/n, stacks, n)
 	// The same without stack samples, to separate their cost.
-	var size [2]int64
 	for i, rec := range recs {
 		c := *rec
 		c.Windows = nil

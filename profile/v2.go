@@ -176,19 +176,27 @@ func (e *encoder2) list(l []string) uint64 {
 	return id + 1
 }
 
-// proc interns a process's pid, comm and command line.
-func (e *encoder2) proc(p *Process) uint64 {
-	return e.procKey(procDef{pid: p.PID, comm: e.str(p.Comm), cmdline: e.list(p.Cmdline)})
-}
-
-func (e *encoder2) procKey(k procDef) uint64 {
-	id, ok := e.procs[k]
+// procRef writes a reference to an entry of the processes table (a pid or
+// tid, a comm and a command line, interned): k+1 for entry k, or 0 and the
+// entry in full once the table is full.
+func (e *encoder2) procRef(b []byte, id int, comm string, cmdline []string) []byte {
+	k := procDef{pid: id, comm: e.str(comm), cmdline: e.list(cmdline)}
+	i, ok := e.procs[k]
 	if !ok {
-		id = uint64(len(e.procs))
-		e.procs[k] = id
+		if len(e.procs) >= maxRowKeys {
+			return appendProcDef(append(b, 0), k)
+		}
+		i = uint64(len(e.procs))
+		e.procs[k] = i
 		e.newProcs = append(e.newProcs, k)
 	}
-	return id
+	return binary.AppendUvarint(b, i+1)
+}
+
+func appendProcDef(b []byte, k procDef) []byte {
+	b = binary.AppendVarint(b, int64(k.pid))
+	b = binary.AppendUvarint(b, k.comm)
+	return binary.AppendUvarint(b, k.cmdline)
 }
 
 // sampleRow writes a reference to s's row in the sample rows table:
@@ -334,7 +342,7 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 	b = appendLen(b, len(win.Processes), win.Processes == nil)
 	for i := range win.Processes {
 		p := &win.Processes[i]
-		b = binary.AppendUvarint(b, e.proc(p))
+		b = e.procRef(b, p.PID, p.Comm, p.Cmdline)
 		if e.isThreadSum(p) {
 			b = append(b, mapThreadSum)
 		} else {
@@ -342,8 +350,7 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 		}
 		b = appendLen(b, len(p.Threads), p.Threads == nil)
 		for _, t := range p.Threads {
-			b = binary.AppendVarint(b, int64(t.TID)-int64(p.PID))
-			b = binary.AppendUvarint(b, e.str(t.Comm))
+			b = e.procRef(b, t.TID, t.Comm, nil)
 			b = e.appendMap(b, t.Counts)
 		}
 	}
@@ -400,7 +407,7 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 	if win.Others != nil {
 		sec := appendLen(nil, len(win.Others), false)
 		for _, o := range win.Others {
-			sec = binary.AppendUvarint(sec, e.procKey(procDef{pid: o.PID, comm: e.str(o.Comm)}))
+			sec = e.procRef(sec, o.PID, o.Comm, nil)
 			sec = binary.AppendUvarint(sec, o.Samples)
 		}
 		b = appendSection(b, sectionOthers, sec)
@@ -459,9 +466,7 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 	}
 	o = binary.AppendUvarint(o, uint64(len(e.newProcs)))
 	for _, p := range e.newProcs {
-		o = binary.AppendVarint(o, int64(p.pid))
-		o = binary.AppendUvarint(o, p.comm)
-		o = binary.AppendUvarint(o, p.cmdline)
+		o = appendProcDef(o, p)
 	}
 	o = binary.AppendUvarint(o, uint64(len(e.newSamples)))
 	for _, k := range e.newSamples {
@@ -937,9 +942,7 @@ func (d *dec2) defs(t *tables2) []Stack {
 	if d.minor >= 1 {
 		n = d.count(3)
 		for range n {
-			p := proc{pid: d.int(0), comm: d.str(t)}
-			p.cmdline = d.list(t)
-			t.procs = append(t.procs, p)
+			t.procs = append(t.procs, d.procDef(t))
 		}
 		n = d.count(7)
 		for range n {
@@ -951,6 +954,12 @@ func (d *dec2) defs(t *tables2) []Stack {
 		}
 	}
 	return stacks
+}
+
+func (d *dec2) procDef(t *tables2) proc {
+	p := proc{pid: d.int(0), comm: d.str(t)}
+	p.cmdline = d.list(t)
+	return p
 }
 
 func (d *dec2) sampleKey(t *tables2) Sample {
@@ -1092,9 +1101,8 @@ func (d *dec2) body(t *tables2, w *Window) {
 		for i := range w.Processes {
 			p := &w.Processes[i]
 			if d.minor >= 1 {
-				if pr := d.ref(len(t.procs)); d.err == nil {
-					p.PID, p.Comm, p.Cmdline = t.procs[pr].pid, t.procs[pr].comm, t.procs[pr].cmdline
-				}
+				pr := row(d, t, t.procs, d.procDef)
+				p.PID, p.Comm, p.Cmdline = pr.pid, pr.comm, pr.cmdline
 			} else {
 				p.PID = d.int(0)
 				p.Comm = d.str(t)
@@ -1106,8 +1114,16 @@ func (d *dec2) body(t *tables2, w *Window) {
 				p.Threads = make([]Thread, n)
 				for j := range p.Threads {
 					th := &p.Threads[j]
-					th.TID = d.int(int64(p.PID))
-					th.Comm = d.str(t)
+					if d.minor >= 1 {
+						pr := row(d, t, t.procs, d.procDef)
+						th.TID, th.Comm = pr.pid, pr.comm
+						if pr.cmdline != nil {
+							d.fail("a thread with a command line")
+						}
+					} else {
+						th.TID = d.int(int64(p.PID))
+						th.Comm = d.str(t)
+					}
 					var bad bool
 					if th.Counts, bad = d.countMap(t); bad {
 						d.fail("a thread's counts refer to its threads")
@@ -1224,10 +1240,11 @@ func (d *dec2) body(t *tables2, w *Window) {
 			if n := d.length(2); n >= 0 {
 				w.Others = make([]OtherProcess, n)
 				for i := range w.Others {
-					if p := d.ref(len(t.procs)); d.err == nil {
-						w.Others[i] = OtherProcess{PID: t.procs[p].pid, Comm: t.procs[p].comm}
+					pr := row(d, t, t.procs, d.procDef)
+					if pr.cmdline != nil {
+						d.fail("another process with a command line")
 					}
-					w.Others[i].Samples = d.uvarint()
+					w.Others[i] = OtherProcess{PID: pr.pid, Comm: pr.comm, Samples: d.uvarint()}
 				}
 			}
 			if d.err == nil && len(d.b) != 0 {

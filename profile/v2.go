@@ -375,8 +375,12 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 	for _, r := range win.SampleRate {
 		b = binary.AppendUvarint(b, e.str(r.Event))
 		b = appendFloat(b, r.Requested)
-		b = appendFloat(b, r.Achieved)
 		b = binary.AppendUvarint(b, r.Samples)
+		if k := achievedCPUs(win, r); k > 0 {
+			b = binary.AppendUvarint(b, k)
+		} else {
+			b = appendFloat(append(b, 0), r.Achieved)
+		}
 	}
 
 	d := win.Drops
@@ -554,6 +558,26 @@ func (e *encoder2) isThreadSum(p *Process) bool {
 		}
 	}
 	return maps.Equal(e.sum, p.Counts)
+}
+
+// The recorder computes a sampling rate as samples / window seconds /
+// CPUs sampled; when that gives Achieved to the bit for some number of
+// CPUs k, k is written (one byte) instead of the float (nine).
+const maxAchievedCPUs = 1 << 12
+
+func achieved(win *Window, samples, k uint64) float64 {
+	return float64(samples) / (float64(win.EndNS-win.StartNS) / 1e9) / float64(k)
+}
+
+// achievedCPUs is the k for r, 0 when there is none.
+func achievedCPUs(win *Window, r SampleRate) uint64 {
+	want := math.Float64bits(r.Achieved)
+	for k := uint64(1); k <= maxAchievedCPUs; k++ {
+		if math.Float64bits(achieved(win, r.Samples, k)) == want {
+			return k
+		}
+	}
+	return 0
 }
 
 // enabledBase is what counter i's enabled time is written against: the
@@ -1184,6 +1208,17 @@ func (d *dec2) body(t *tables2, w *Window) {
 			r := &w.SampleRate[i]
 			r.Event = d.str(t)
 			r.Requested = d.float()
+			if d.minor >= 1 {
+				r.Samples = d.uvarint()
+				if k := d.uvarint(); k == 0 {
+					r.Achieved = d.float()
+				} else if k <= maxAchievedCPUs {
+					r.Achieved = achieved(w, r.Samples, k)
+				} else {
+					d.fail("achieved rate over %d CPUs", k)
+				}
+				continue
+			}
 			r.Achieved = d.float()
 			r.Samples = d.uvarint()
 		}

@@ -265,7 +265,14 @@ type stackDef struct {
 	id     uint64
 	kernel bool
 	leaf   uint64 // 0: nil frames, 1: no frames, n+2: node n
+	hashed bool   // id is HashStack of the frames: not written
 }
+
+// Stack definition flags (format 2.1).
+const (
+	stackKernel = 1 << iota
+	stackIDFollows
+)
 
 // leaf interns frames (innermost first) as a path in the call tree, root
 // side first, so stacks that share their outer frames share those nodes.
@@ -314,7 +321,8 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 			continue
 		}
 		e.stacks[s.ID] = uint64(len(e.stacks))
-		e.newStacks = append(e.newStacks, stackDef{id: s.ID, kernel: s.Kernel, leaf: e.leaf(s.Frames)})
+		e.newStacks = append(e.newStacks, stackDef{id: s.ID, kernel: s.Kernel, leaf: e.leaf(s.Frames),
+			hashed: s.ID == HashStack(s.Kernel, s.Frames)})
 	}
 	b := e.body[:0]
 	b = binary.AppendUvarint(b, uint64(win.Index))
@@ -464,9 +472,18 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 	}
 	o = binary.AppendUvarint(o, uint64(len(e.newStacks)))
 	for _, s := range e.newStacks {
-		o = binary.AppendUvarint(o, s.id)
-		o = appendBool(o, s.kernel)
+		flags := byte(0)
+		if s.kernel {
+			flags |= stackKernel
+		}
+		if !s.hashed {
+			flags |= stackIDFollows
+		}
+		o = append(o, flags)
 		o = binary.AppendUvarint(o, s.leaf)
+		if !s.hashed {
+			o = binary.AppendUvarint(o, s.id)
+		}
 	}
 	o = binary.AppendUvarint(o, uint64(len(e.newProcs)))
 	for _, p := range e.newProcs {
@@ -932,13 +949,23 @@ func (d *dec2) defs(t *tables2) []Stack {
 		}
 		t.nodes = append(t.nodes, nd)
 	}
-	n = d.count(3)
+	n = d.count(2)
 	var stacks []Stack
 	if n > 0 {
 		stacks = make([]Stack, 0, n)
 	}
 	for range n {
-		s := Stack{ID: d.uvarint(), Kernel: d.byte() != 0}
+		var s Stack
+		flags := byte(stackIDFollows)
+		if d.minor >= 1 {
+			flags = d.byte()
+			s.Kernel = flags&stackKernel != 0
+			if flags&^(stackKernel|stackIDFollows) != 0 {
+				d.fail("stack flags %#x", flags)
+			}
+		} else {
+			s.ID, s.Kernel = d.uvarint(), d.byte() != 0
+		}
 		switch leaf := d.ref(len(t.nodes) + 2); {
 		case d.err != nil:
 		case leaf == 1:
@@ -959,6 +986,13 @@ func (d *dec2) defs(t *tables2) []Stack {
 				}
 				nd = t.nodes[nd.parent-1]
 			}
+		}
+		switch {
+		case d.minor < 1:
+		case flags&stackIDFollows != 0:
+			s.ID = d.uvarint()
+		default:
+			s.ID = HashStack(s.Kernel, s.Frames)
 		}
 		t.stacks = append(t.stacks, s.ID)
 		stacks = append(stacks, s)

@@ -389,3 +389,33 @@ func decodeAll(t *testing.T, path string) *Recording {
 	rec.Truncated, rec.Warning = d.Truncated, d.Warning
 	return rec
 }
+
+// TestHashStackIsTheRecordersID: format 2.1 leaves out a stack's ID when
+// HashStack gives it, which is only worth it while the recorder computes
+// ids the same way; testdata/v2.0/falseshare-3s.rec was recorded by it.
+func TestHashStackIsTheRecordersID(t *testing.T) {
+	rec, err := ReadFile("testdata/v2.0/falseshare-3s.rec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Stacks) == 0 {
+		t.Fatal("the fixture has no stacks")
+	}
+	for id, s := range rec.Stacks {
+		if h := HashStack(s.Kernel, s.Frames); h != id {
+			t.Errorf("stack %d: HashStack gives %d", id, h)
+		}
+	}
+	// A stack whose ID is not its hash is written with its ID.
+	odd := Stack{ID: 12345, Frames: []Frame{{Function: "f", Module: "m"}}}
+	e := newEncoder2()
+	win := Window{NewStacks: []Stack{odd}, Samples: []Sample{{Event: "cpu-clock", PID: 1, TID: 1, UserStack: odd.ID, Count: 1}}}
+	if _, err := e.window(&win); err != nil {
+		t.Fatal(err)
+	}
+	d := dec2{b: e.out, budget: windowBudget(len(e.out)), minor: FormatMinor}
+	var tb tables2
+	if got := d.defs(&tb); d.err != nil || len(got) != 1 || !reflect.DeepEqual(got[0], odd) {
+		t.Errorf("stack read back as %+v (%v), want %+v", got, d.err, odd)
+	}
+}

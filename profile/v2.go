@@ -105,6 +105,10 @@ type encoder2 struct {
 	body, out  []byte
 	keys       []string
 	sum        map[string]uint64
+	// The function id of the last frame and the frame id of the last
+	// node defined: new frames and nodes are written as differences from
+	// them (a new call path's frames are defined one after the other).
+	lastFunc, lastNodeFrame uint64
 }
 
 // sampleKey is a stack-sample row without its count, and offKey an
@@ -460,15 +464,26 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 	}
 	o = binary.AppendUvarint(o, uint64(len(e.newFrames)))
 	for _, f := range e.newFrames {
-		o = binary.AppendUvarint(o, e.strings[f.Function])
+		fn := e.strings[f.Function]
+		o = binary.AppendVarint(o, int64(fn-e.lastFunc))
 		o = binary.AppendUvarint(o, e.strings[f.Module])
 		o = binary.AppendUvarint(o, f.Offset)
 		o = binary.AppendUvarint(o, e.strings[f.BuildID])
+		e.lastFunc = fn
 	}
 	o = binary.AppendUvarint(o, uint64(len(e.newNodes)))
+	k := uint64(len(e.nodes) - len(e.newNodes)) // the first new node's index
 	for _, n := range e.newNodes {
-		o = binary.AppendUvarint(o, n[0])
-		o = binary.AppendUvarint(o, n[1])
+		// n[0] is the parent node's index + 1, 0 for the root: written
+		// as k - parent index, 1 for the node just before.
+		if n[0] == 0 {
+			o = append(o, 0)
+		} else {
+			o = binary.AppendUvarint(o, k+1-n[0])
+		}
+		o = binary.AppendVarint(o, int64(n[1]-e.lastNodeFrame))
+		e.lastNodeFrame = n[1]
+		k++
 	}
 	o = binary.AppendUvarint(o, uint64(len(e.newStacks)))
 	for _, s := range e.newStacks {
@@ -709,6 +724,9 @@ type tables2 struct {
 	procs   []proc        // format 2.1
 	samples []Sample      // format 2.1: rows without counts
 	offcpu  []OffCPUStack // format 2.1: rows without times
+	// lastFunc is the function string id of the last frame (format 2.1
+	// writes the next one as a difference).
+	lastFunc uint64
 }
 
 // proc is a processes table entry.
@@ -935,15 +953,50 @@ func (d *dec2) defs(t *tables2) []Stack {
 	}
 	n = d.count(4)
 	for range n {
-		f := Frame{Function: d.str(t), Module: d.str(t)}
+		var f Frame
+		if d.minor >= 1 {
+			fn := t.lastFunc + uint64(d.varint())
+			if d.err != nil || fn >= uint64(len(t.strings)) {
+				d.fail("function %d past a table of %d strings", fn, len(t.strings))
+				return nil
+			}
+			f.Function, t.lastFunc = t.strings[fn], fn
+		} else {
+			f.Function = d.str(t)
+		}
+		f.Module = d.str(t)
 		f.Offset = d.uvarint()
 		f.BuildID = d.str(t)
 		t.frames = append(t.frames, f)
 	}
 	n = d.count(2)
 	for range n {
-		parent := d.ref(len(t.nodes) + 1)
-		nd := node{parent: int32(parent), frame: int32(d.ref(len(t.frames))), depth: 1}
+		var parent, frame uint64 // parent: node index + 1, 0 the root
+		if d.minor >= 1 {
+			k := uint64(len(t.nodes))
+			if back := d.uvarint(); back > 0 {
+				if back > k {
+					d.fail("node %d's parent is %d nodes before the first", k, back)
+					return nil
+				}
+				parent = k + 1 - back
+			}
+			frame = uint64(d.varint())
+			if k > 0 {
+				frame += uint64(t.nodes[k-1].frame)
+			}
+			if frame >= uint64(len(t.frames)) {
+				d.fail("reference %d past a table of %d", frame, len(t.frames))
+				return nil
+			}
+		} else {
+			parent = d.ref(len(t.nodes) + 1)
+			frame = d.ref(len(t.frames))
+		}
+		if d.err != nil {
+			return nil
+		}
+		nd := node{parent: int32(parent), frame: int32(frame), depth: 1}
 		if parent > 0 {
 			nd.depth = t.nodes[parent-1].depth + 1
 		}

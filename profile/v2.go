@@ -332,7 +332,19 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 	b = binary.AppendUvarint(b, uint64(win.Index))
 	b = binary.AppendVarint(b, win.StartNS)
 	b = binary.AppendVarint(b, win.EndNS-win.StartNS)
+	b = e.appendCounters(b, win)
+	b = e.appendProcesses(b, win.Processes)
+	b = e.appendHistograms(b, win.Histograms)
+	b = e.appendSamples(b, win)
+	b = e.appendTail(b, win)
+	b = e.appendSections(b, win, ext)
+	e.body = b
+	// Definitions first, then the body that refers to them.
+	e.out = append(e.appendDefs(e.out[:0]), b...)
+	return compress(e.out), nil
+}
 
+func (e *encoder2) appendCounters(b []byte, win *Window) []byte {
 	b = appendLen(b, len(win.Counters), win.Counters == nil)
 	// Enabled times are alike (every event is enabled on every CPU for
 	// the window): each is written as the difference from the previous
@@ -350,10 +362,13 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 		b = binary.AppendVarint(b, int64(c.Enabled-enabledBase(win, i)))
 		b = binary.AppendVarint(b, int64(c.Enabled-c.Running))
 	}
+	return b
+}
 
-	b = appendLen(b, len(win.Processes), win.Processes == nil)
-	for i := range win.Processes {
-		p := &win.Processes[i]
+func (e *encoder2) appendProcesses(b []byte, procs []Process) []byte {
+	b = appendLen(b, len(procs), procs == nil)
+	for i := range procs {
+		p := &procs[i]
 		b = e.procRef(b, p.PID, p.Comm, p.Cmdline)
 		if e.isThreadSum(p) {
 			b = append(b, mapThreadSum)
@@ -366,9 +381,12 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 			b = e.appendMap(b, t.Counts)
 		}
 	}
+	return b
+}
 
-	b = appendLen(b, len(win.Histograms), win.Histograms == nil)
-	for _, h := range win.Histograms {
+func (e *encoder2) appendHistograms(b []byte, hists []Histogram) []byte {
+	b = appendLen(b, len(hists), hists == nil)
+	for _, h := range hists {
 		b = binary.AppendUvarint(b, e.str(h.Name))
 		b = binary.AppendUvarint(b, e.str(h.Unit))
 		b = appendLen(b, len(h.PerCPU), h.PerCPU == nil)
@@ -376,7 +394,11 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 			b = appendCounts(b, c)
 		}
 	}
+	return b
+}
 
+// appendSamples writes the stack samples and the sampling rates.
+func (e *encoder2) appendSamples(b []byte, win *Window) []byte {
 	b = appendLen(b, len(win.Samples), win.Samples == nil)
 	for i := range win.Samples {
 		b = e.sampleRow(b, &win.Samples[i])
@@ -394,7 +416,11 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 			b = appendFloat(append(b, 0), r.Achieved)
 		}
 	}
+	return b
+}
 
+// appendTail writes the drops and the app metrics.
+func (e *encoder2) appendTail(b []byte, win *Window) []byte {
 	d := win.Drops
 	for _, v := range []uint64{d.StackErrors, d.SampleMapFull, d.ProcMapFull, d.Throttled, d.MapErrors} {
 		b = binary.AppendUvarint(b, v)
@@ -406,7 +432,12 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 		b = binary.AppendUvarint(b, e.str(k))
 		b = appendFloat(b, win.AppMetrics[k])
 	}
+	return b
+}
 
+// appendSections writes the fields that have a section of their own, the
+// JSON extension and the end of the sections.
+func (e *encoder2) appendSections(b []byte, win *Window, ext []byte) []byte {
 	if o := win.OffCPU; o != nil {
 		sec := binary.AppendUvarint(nil, o.BlockedNS)
 		sec = binary.AppendUvarint(sec, o.SampledNS)
@@ -445,11 +476,11 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 	if len(ext) > 0 {
 		b = appendSection(b, sectionJSON, ext)
 	}
-	b = append(b, sectionEnd)
-	e.body = b
+	return append(b, sectionEnd)
+}
 
-	// Definitions first, then the body that refers to them.
-	o := e.out[:0]
+// appendDefs writes the entries the window adds to the tables.
+func (e *encoder2) appendDefs(o []byte) []byte {
 	o = binary.AppendUvarint(o, uint64(len(e.newStrings)))
 	for _, s := range e.newStrings {
 		o = binary.AppendUvarint(o, uint64(len(s)))
@@ -512,9 +543,7 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 	for _, k := range e.newOffCPU {
 		o = e.appendOffKey(o, k)
 	}
-	o = append(o, b...)
-	e.out = o
-	return compress(o), nil
+	return o
 }
 
 func appendSection(b []byte, tag uint64, sec []byte) []byte {
@@ -951,14 +980,35 @@ func (d *dec2) defs(t *tables2) []Stack {
 		}
 		t.lists = append(t.lists, list)
 	}
-	n = d.count(4)
+	d.frameDefs(t)
+	d.nodeDefs(t)
+	stacks := d.stackDefs(t)
+	if d.minor >= 1 {
+		n = d.count(3)
+		for range n {
+			t.procs = append(t.procs, d.procDef(t))
+		}
+		n = d.count(6)
+		for range n {
+			t.samples = append(t.samples, d.sampleKey(t))
+		}
+		n = d.count(5)
+		for range n {
+			t.offcpu = append(t.offcpu, d.offKey(t))
+		}
+	}
+	return stacks
+}
+
+func (d *dec2) frameDefs(t *tables2) {
+	n := d.count(4)
 	for range n {
 		var f Frame
 		if d.minor >= 1 {
 			fn := t.lastFunc + uint64(d.varint())
 			if d.err != nil || fn >= uint64(len(t.strings)) {
 				d.fail("function %d past a table of %d strings", fn, len(t.strings))
-				return nil
+				return
 			}
 			f.Function, t.lastFunc = t.strings[fn], fn
 		} else {
@@ -969,7 +1019,10 @@ func (d *dec2) defs(t *tables2) []Stack {
 		f.BuildID = d.str(t)
 		t.frames = append(t.frames, f)
 	}
-	n = d.count(2)
+}
+
+func (d *dec2) nodeDefs(t *tables2) {
+	n := d.count(2)
 	for range n {
 		var parent, frame uint64 // parent: node index + 1, 0 the root
 		if d.minor >= 1 {
@@ -977,7 +1030,7 @@ func (d *dec2) defs(t *tables2) []Stack {
 			if back := d.uvarint(); back > 0 {
 				if back > k {
 					d.fail("node %d's parent is %d nodes before the first", k, back)
-					return nil
+					return
 				}
 				parent = k + 1 - back
 			}
@@ -987,14 +1040,14 @@ func (d *dec2) defs(t *tables2) []Stack {
 			}
 			if frame >= uint64(len(t.frames)) {
 				d.fail("reference %d past a table of %d", frame, len(t.frames))
-				return nil
+				return
 			}
 		} else {
 			parent = d.ref(len(t.nodes) + 1)
 			frame = d.ref(len(t.frames))
 		}
 		if d.err != nil {
-			return nil
+			return
 		}
 		nd := node{parent: int32(parent), frame: int32(frame), depth: 1}
 		if parent > 0 {
@@ -1002,7 +1055,10 @@ func (d *dec2) defs(t *tables2) []Stack {
 		}
 		t.nodes = append(t.nodes, nd)
 	}
-	n = d.count(2)
+}
+
+func (d *dec2) stackDefs(t *tables2) []Stack {
+	n := d.count(2)
 	var stacks []Stack
 	if n > 0 {
 		stacks = make([]Stack, 0, n)
@@ -1049,20 +1105,6 @@ func (d *dec2) defs(t *tables2) []Stack {
 		}
 		t.stacks = append(t.stacks, s.ID)
 		stacks = append(stacks, s)
-	}
-	if d.minor >= 1 {
-		n = d.count(3)
-		for range n {
-			t.procs = append(t.procs, d.procDef(t))
-		}
-		n = d.count(7)
-		for range n {
-			t.samples = append(t.samples, d.sampleKey(t))
-		}
-		n = d.count(5)
-		for range n {
-			t.offcpu = append(t.offcpu, d.offKey(t))
-		}
 	}
 	return stacks
 }
@@ -1187,7 +1229,19 @@ func (d *dec2) body(t *tables2, w *Window) {
 	w.Index = int(min(d.uvarint(), math.MaxInt32))
 	w.StartNS = d.varint()
 	w.EndNS = w.StartNS + d.varint()
+	d.counters(t, w)
+	d.processes(t, w)
+	d.histograms(t, w)
+	d.samples(t, w)
+	d.sampleRates(t, w)
+	d.tail(t, w)
+	d.sections(t, w)
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("%d bytes after the window", len(d.b))
+	}
+}
 
+func (d *dec2) counters(t *tables2, w *Window) {
 	if n := d.length(5); n >= 0 {
 		w.Counters = make([]Counter, n)
 		for i := range w.Counters {
@@ -1206,8 +1260,10 @@ func (d *dec2) body(t *tables2, w *Window) {
 			c.HostPerCPU = d.counts(c.PerCPU)
 		}
 	}
+}
 
-	if n := d.length(5); n >= 0 {
+func (d *dec2) processes(t *tables2, w *Window) {
+	if n := d.length(3); n >= 0 {
 		w.Processes = make([]Process, n)
 		for i := range w.Processes {
 			p := &w.Processes[i]
@@ -1221,7 +1277,7 @@ func (d *dec2) body(t *tables2, w *Window) {
 			}
 			var sum bool
 			p.Counts, sum = d.countMap(t)
-			if n := d.length(3); n >= 0 {
+			if n := d.length(2); n >= 0 {
 				p.Threads = make([]Thread, n)
 				for j := range p.Threads {
 					th := &p.Threads[j]
@@ -1251,7 +1307,9 @@ func (d *dec2) body(t *tables2, w *Window) {
 			}
 		}
 	}
+}
 
+func (d *dec2) histograms(t *tables2, w *Window) {
 	if n := d.length(3); n >= 0 {
 		w.Histograms = make([]Histogram, n)
 		for i := range w.Histograms {
@@ -1266,7 +1324,9 @@ func (d *dec2) body(t *tables2, w *Window) {
 			}
 		}
 	}
+}
 
+func (d *dec2) samples(t *tables2, w *Window) {
 	if n := d.length(2); n >= 0 && d.minor >= 1 {
 		w.Samples = make([]Sample, n)
 		for i := range w.Samples {
@@ -1288,7 +1348,9 @@ func (d *dec2) body(t *tables2, w *Window) {
 			prevPID = s.PID
 		}
 	}
+}
 
+func (d *dec2) sampleRates(t *tables2, w *Window) {
 	if n := d.length(4); n >= 0 {
 		w.SampleRate = make([]SampleRate, n)
 		for i := range w.SampleRate {
@@ -1310,7 +1372,10 @@ func (d *dec2) body(t *tables2, w *Window) {
 			r.Samples = d.uvarint()
 		}
 	}
+}
 
+// tail reads the drops and the app metrics.
+func (d *dec2) tail(t *tables2, w *Window) {
 	dr := &w.Drops
 	for _, p := range []*uint64{&dr.StackErrors, &dr.SampleMapFull, &dr.ProcMapFull, &dr.Throttled, &dr.MapErrors} {
 		*p = d.uvarint()
@@ -1323,75 +1388,71 @@ func (d *dec2) body(t *tables2, w *Window) {
 			w.AppMetrics[k] = d.float()
 		}
 	}
+}
 
+// sectionReaders read the sections with a binary layout, each from the
+// section's bytes alone (the JSON extension is read in sections).
+var sectionReaders = map[uint64]func(d *dec2, t *tables2, w *Window){
+	sectionOffCPU: (*dec2).offCPU,
+	sectionIdle:   func(d *dec2, t *tables2, w *Window) { w.IdleNS = d.counts(nil) },
+	sectionOthers: (*dec2).others,
+	sectionContainers: func(d *dec2, t *tables2, w *Window) {
+		for len(d.b) > 0 && d.err == nil {
+			i := d.uvarint()
+			c := d.str(t)
+			if d.err == nil && i >= uint64(len(w.Processes)) {
+				d.fail("container of process %d of %d", i, len(w.Processes))
+			} else if d.err == nil {
+				w.Processes[i].Container = c
+			}
+		}
+	},
+}
+
+// sections reads the tagged sections up to sectionEnd.
+func (d *dec2) sections(t *tables2, w *Window) {
 	for d.err == nil {
 		tag := d.uvarint()
 		if tag == sectionEnd || d.err != nil {
-			break
+			return
 		}
 		l := d.count(1)
 		if d.err != nil {
-			break
+			return
 		}
 		sec := d.b[:l]
 		d.b = d.b[l:]
-		switch tag {
-		case sectionJSON:
+		if tag == sectionJSON {
 			if err := json.Unmarshal(sec, w); err != nil {
 				d.fail("window extension: %v", err)
 			}
-		case sectionOffCPU:
-			rest := d.b
-			d.b = sec
-			d.offCPU(t, w)
-			if d.err == nil && len(d.b) != 0 {
-				d.fail("%d bytes after the off-CPU section", len(d.b))
-			}
-			d.b = rest
-		case sectionIdle:
-			rest := d.b
-			d.b = sec
-			w.IdleNS = d.counts(nil)
-			if d.err == nil && len(d.b) != 0 {
-				d.fail("%d bytes after the idle section", len(d.b))
-			}
-			d.b = rest
-		case sectionOthers:
-			rest := d.b
-			d.b = sec
-			if n := d.length(2); n >= 0 {
-				w.Others = make([]OtherProcess, n)
-				for i := range w.Others {
-					pr := row(d, t, t.procs, d.procDef)
-					if pr.cmdline != nil {
-						d.fail("another process with a command line")
-					}
-					w.Others[i] = OtherProcess{PID: pr.pid, Comm: pr.comm, Samples: d.uvarint()}
-				}
-			}
-			if d.err == nil && len(d.b) != 0 {
-				d.fail("%d bytes after the others section", len(d.b))
-			}
-			d.b = rest
-		case sectionContainers:
-			rest := d.b
-			d.b = sec
-			for len(d.b) > 0 && d.err == nil {
-				i := d.uvarint()
-				c := d.str(t)
-				if d.err == nil && i >= uint64(len(w.Processes)) {
-					d.fail("container of process %d of %d", i, len(w.Processes))
-				} else if d.err == nil {
-					w.Processes[i].Container = c
-				}
-			}
-			d.b = rest
-		default:
-			// A section a newer minor version added: skipped.
+			continue
 		}
+		read, ok := sectionReaders[tag]
+		if !ok {
+			continue // a section a newer minor version added: skipped
+		}
+		rest := d.b
+		d.b = sec
+		read(d, t, w)
+		if d.err == nil && len(d.b) != 0 {
+			d.fail("%d bytes after section %d", len(d.b), tag)
+		}
+		d.b = rest
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("%d bytes after the window", len(d.b))
+}
+
+// others reads the other processes' section.
+func (d *dec2) others(t *tables2, w *Window) {
+	if n := d.length(2); n >= 0 {
+		w.Others = make([]OtherProcess, n)
+		for i := range w.Others {
+			pr := row(d, t, t.procs, d.procDef)
+			if pr.cmdline != nil {
+				d.fail("another process with a command line")
+			}
+			w.Others[i] = OtherProcess{PID: pr.pid, Comm: pr.comm, Samples: d.uvarint()}
+		}
 	}
 }
 

@@ -419,3 +419,30 @@ func TestHashStackIsTheRecordersID(t *testing.T) {
 		t.Errorf("stack read back as %+v (%v), want %+v", got, d.err, odd)
 	}
 }
+
+// TestV2SmallRows: processes and threads of the smallest encodings in
+// numbers large enough that a reader bounding their count by a larger
+// minimum size per row would refuse the window.
+func TestV2SmallRows(t *testing.T) {
+	win := Window{Index: 0, EndNS: 1}
+	// 3 bytes a process, 2 a thread (a reference and a nil map).
+	for range 1000 {
+		win.Processes = append(win.Processes, Process{PID: 1})
+	}
+	win.Processes = append(win.Processes, Process{PID: 2, Threads: make([]Thread, 1000)})
+	e := newEncoder2()
+	if _, err := e.window(&win); err != nil {
+		t.Fatal(err)
+	}
+	d := dec2{b: e.out, budget: windowBudget(len(e.out)), minor: FormatMinor}
+	var tb tables2
+	var got Window
+	got.NewStacks = d.defs(&tb)
+	d.body(&tb, &got)
+	if d.err != nil {
+		t.Fatal(d.err)
+	}
+	if !reflect.DeepEqual(got, win) {
+		t.Errorf("window read back differs")
+	}
+}

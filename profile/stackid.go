@@ -5,12 +5,12 @@ import (
 	"hash/fnv"
 )
 
-// HashStack is the Stack.ID the recorder gives a stack (collector/window.go
-// computes the same): FNV-1a over the kernel flag and each frame's
+// HashStack is the Stack.ID the recorder gives a stack
+// (collector/window.go): FNV-1a over the kernel flag and each frame's
 // function, module and offset, never 0. Format 2.1 does not write an ID
-// that equals its stack's hash, so the recorder and this must stay the
-// same function; a recorder that changes its ids costs only file size
-// (each id is then written), never correctness.
+// that equals its stack's hash; an ID that does not (a recording from an
+// older recorder, or one rewritten with other ids) is written in full,
+// so changing this function costs file size, never correctness.
 func HashStack(kernel bool, frames []Frame) uint64 {
 	h := fnv.New64a()
 	var b [8]byte

@@ -20,7 +20,8 @@ import (
 // is one zstd frame, so a record decompresses alone. Header and trailer are
 // JSON inside the frame: they are written once and are small. A window is a
 // varint layout: first the definitions it adds to the file's tables
-// (strings, string lists, frames, stacks), then its body, which refers to
+// (strings, string lists, frames, call-tree nodes, stacks and, since 2.1,
+// processes and sample and off-CPU rows), then its body, which refers to
 // table entries by index. Tables only grow, so the body of any window can
 // be decoded once the definitions of it and every earlier window are read.
 

@@ -670,13 +670,6 @@ func appendLen(b []byte, n int, isNil bool) []byte {
 	return binary.AppendUvarint(b, uint64(n)+1)
 }
 
-func appendBool(b []byte, v bool) []byte {
-	if v {
-		return append(b, 1)
-	}
-	return append(b, 0)
-}
-
 // appendFloat writes a float64's bits byte-reversed as a uvarint (as gob
 // does): round numbers such as 99 or 49.5 take 2 or 3 bytes.
 func appendFloat(b []byte, f float64) []byte {

@@ -226,6 +226,7 @@ type Decoder struct {
 	buf     []byte
 	pending []rawRecord
 	major   int
+	minor   int     // v2: the window layout (dec2.minor)
 	tables  tables2 // v2: strings, lists, frames and stacks so far
 	Header  Header
 	windows int
@@ -254,7 +255,7 @@ func NewDecoder(r io.Reader) (*Decoder, error) {
 	if _, ok := formatMinor[int(major)]; !ok {
 		return nil, formatErr("recording format version %d.%d is not supported by this cacheheat (reads major versions 1 and %d): use a matching cacheheat release", major, minor, FormatMajor)
 	}
-	d.major = int(major)
+	d.major, d.minor = int(major), int(minor)
 	kind, payload, err := d.readRecord()
 	if err != nil {
 		return nil, formatErr("reading header: %v", err)
@@ -389,7 +390,7 @@ func (d *Decoder) fill() {
 		if r.err != nil || r.kind != recWindow || r.decodeErr != nil {
 			break
 		}
-		dd := dec2{b: r.payload, budget: windowBudget(len(r.payload))}
+		dd := dec2{b: r.payload, budget: windowBudget(len(r.payload)), minor: d.minor}
 		r.window = &Window{NewStacks: dd.defs(&d.tables)}
 		if dd.err != nil {
 			r.decodeErr = dd.err
@@ -400,7 +401,7 @@ func (d *Decoder) fill() {
 	parallel(len(batch), func(i int) {
 		r := &batch[i]
 		if r.err == nil && r.kind == recWindow && r.decodeErr == nil && r.window != nil {
-			dd := dec2{b: r.payload, budget: r.budget}
+			dd := dec2{b: r.payload, budget: r.budget, minor: d.minor}
 			dd.body(&r.tables, r.window)
 			r.decodeErr, r.payload, r.tables = dd.err, nil, tables2{}
 		}
@@ -547,12 +548,20 @@ func WriteFile(path string, rec *Recording, major int) error {
 	defined := map[uint64]bool{}
 	for _, win := range rec.Windows {
 		win.NewStacks = nil
-		for _, s := range win.Samples {
-			for _, id := range []uint64{s.UserStack, s.KernelStack} {
+		define := func(ids ...uint64) {
+			for _, id := range ids {
 				if st, ok := rec.Stacks[id]; ok && !defined[id] {
 					defined[id] = true
 					win.NewStacks = append(win.NewStacks, st)
 				}
+			}
+		}
+		for _, s := range win.Samples {
+			define(s.UserStack, s.KernelStack)
+		}
+		if win.OffCPU != nil {
+			for _, s := range win.OffCPU.Stacks {
+				define(s.UserStack, s.KernelStack)
 			}
 		}
 		if err := w.WriteWindow(&win); err != nil {

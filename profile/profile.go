@@ -9,7 +9,7 @@ import (
 // Version 1 (JSON records) is still read; writers write version 2.
 const (
 	FormatMajor = 2
-	FormatMinor = 0
+	FormatMinor = 1
 )
 
 // formatMinor is the minor version written for each major version.

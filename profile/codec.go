@@ -516,8 +516,8 @@ func (h *Header) check(fileMajor int) error {
 	return nil
 }
 
-// major is the format major version of the file the header came from.
-func (h *Header) major() string {
+// Major is the format major version of the file the header came from.
+func (h *Header) Major() string {
 	m, _, _ := strings.Cut(h.FormatVersion, ".")
 	return m
 }

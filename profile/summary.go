@@ -159,7 +159,7 @@ type FunctionStat struct {
 func Summarize(r *Recording) Summary {
 	h := r.Header
 	s := Summary{
-		FormatVersion: h.major(),
+		FormatVersion: h.Major(),
 		Host: SummaryHost{
 			Hostname: h.Host.Hostname, Kernel: h.Host.Kernel, CPUModel: h.Host.CPUModel,
 			Vendor: h.Host.Vendor, CPUs: len(h.Host.Topology.CPUs), NUMANodes: len(h.Host.Topology.Nodes),
@@ -206,7 +206,7 @@ func Summarize(r *Recording) Summary {
 		}
 		s.AppMetricsPartial = r.Trailer.AppMetricsPartial
 	}
-	s.OffCPU = r.offCPUSummary(10)
+	s.OffCPU = r.OffCPUSummary(10)
 	nodeOf := h.Host.Topology.NodeOf()
 	for name, per := range r.CounterTotals(false) {
 		s.Totals[name] = makeTotal(per, nodeOf)

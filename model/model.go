@@ -89,9 +89,9 @@ type Samples struct {
 // SampleRate is one sample event's rate over the recording: the mean over
 // the windows that report it.
 type SampleRate struct {
-	Event                string
+	Event                 string
 	RequestedHz, Achieved float64
-	Samples              uint64
+	Samples               uint64
 }
 
 // Window is the i-th window's time span.
@@ -149,7 +149,7 @@ func Read(s *profile.Stream) (*Model, error) {
 	if err := s.Err(); err != nil {
 		return nil, err
 	}
-	return b.Finish(s.Trailer, s.Truncated, s.Warning), nil
+	return b.Model(s.Trailer, s.Truncated, s.Warning), nil
 }
 
 // FromRecording builds the model of a recording already in memory.
@@ -158,7 +158,7 @@ func FromRecording(rec *profile.Recording) *Model {
 	for i := range rec.Windows {
 		b.Add(&rec.Windows[i])
 	}
-	return b.Finish(rec.Trailer, rec.Truncated, rec.Warning)
+	return b.Model(rec.Trailer, rec.Truncated, rec.Warning)
 }
 
 // Builder reduces windows into a Model, one at a time.
@@ -371,9 +371,11 @@ func (b *Builder) samples(wi int, ss []profile.Sample) {
 	}
 }
 
-// Finish completes the model with how the recording ended. The builder
-// must not be used after.
-func (b *Builder) Finish(t *profile.Trailer, truncated bool, warning string) *Model {
+// Model completes the model of the windows added so far with how the
+// recording ended (a live view passes a nil trailer). It may be called
+// again after more windows: the model is the builder's own, and the next
+// Add changes it.
+func (b *Builder) Model(t *profile.Trailer, truncated bool, warning string) *Model {
 	m := b.m
 	m.Trailer, m.Truncated, m.Warning = t, truncated, warning
 	n := len(m.Light.Windows)
@@ -394,7 +396,8 @@ func (b *Builder) Finish(t *profile.Trailer, truncated bool, warning string) *Mo
 	}
 	m.PrimarySample = primarySample(m)
 	m.Processes = make([]profile.ProcessSummary, 0, len(b.procs))
-	for pid, ps := range b.procs {
+	for pid, p := range b.procs {
+		ps := *p
 		for _, ts := range b.threads[pid] {
 			ps.Threads = append(ps.Threads, *ts)
 		}
@@ -402,7 +405,7 @@ func (b *Builder) Finish(t *profile.Trailer, truncated bool, warning string) *Mo
 		if s := m.Samples[m.PrimarySample]; s != nil {
 			ps.Samples = s.ByPID[pid]
 		}
-		m.Processes = append(m.Processes, *ps)
+		m.Processes = append(m.Processes, ps)
 	}
 	sort.Slice(m.Processes, func(i, j int) bool { return m.Processes[i].PID < m.Processes[j].PID })
 	m.Stretch = profile.Stretched(m.Light)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cacheheat/cacheheat/attribution"
 	"github.com/cacheheat/cacheheat/heatmap"
+	"github.com/cacheheat/cacheheat/model"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -115,7 +116,7 @@ func TestGradeO3(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			v := heatmap.OffCPU(r)
+			v := heatmap.OffCPU(model.FromRecording(r))
 			switch {
 			case v == nil || len(v.Flame.Children) == 0:
 				t.Errorf("rcu bad: no off-CPU flame graph")

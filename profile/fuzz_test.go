@@ -64,7 +64,7 @@ func FuzzRead(f *testing.F) {
 		if err := rec.CheckValid(); err != nil {
 			t.Fatalf("accepted recording fails CheckValid: %v", err)
 		}
-		Summarize(rec)
+		summarize(rec)
 	})
 }
 
@@ -123,7 +123,7 @@ func FuzzReadV2(f *testing.F) {
 		if err := rec.CheckValid(); err != nil {
 			t.Fatalf("accepted recording fails CheckValid: %v", err)
 		}
-		Summarize(rec)
+		summarize(rec)
 	})
 }
 

@@ -81,7 +81,7 @@ func TestGradeO3(t *testing.T) {
 			text, _ := exec.Command(bin, "analyze", rec).Output()
 			t.Logf("analyze %s:\n%s", key, text)
 			// What the blocking rules read, for a failure to be explained.
-			sum := profile.Summarize(r)
+			sum := model.FromRecording(r).Summary()
 			if sum.OffCPU != nil {
 				t.Logf("%s: on-CPU %.2fs, off-CPU by reason %v", key, float64(sum.Totals["cpu-clock"].Total)/1e9, sum.OffCPU.ByReason)
 			}

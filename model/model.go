@@ -55,6 +55,13 @@ type Model struct {
 	AppMetrics     map[string]float64
 	LastAppMetrics map[string]float64
 	Stretch        profile.Stretch
+
+	// ThreadSeconds sums, over windows, the number of target threads
+	// (or processes without thread detail) in the window times its
+	// length: the denominator of per-thread rates. Threads is the number
+	// of distinct threads seen.
+	ThreadSeconds float64
+	Threads       int
 }
 
 // Histogram is one latency histogram over the recording.
@@ -169,6 +176,7 @@ type Builder struct {
 	seenSmp map[string]bool
 	procs   map[int]*profile.ProcessSummary
 	threads map[int]map[int]*profile.ThreadSummary
+	tids    map[int]bool // threads seen; -PID for a process without thread detail
 	rates   map[string]*rateSum
 }
 
@@ -193,7 +201,7 @@ func NewBuilder(h profile.Header, stacks map[uint64]profile.Stack) *Builder {
 		AppMetrics: map[string]float64{},
 	}
 	b := &Builder{m: m, ncpu: h.Host.Topology.MaxCPU() + 1, seenEv: map[string]bool{}, seenSmp: map[string]bool{},
-		procs: map[int]*profile.ProcessSummary{}, threads: map[int]map[int]*profile.ThreadSummary{}, rates: map[string]*rateSum{}}
+		procs: map[int]*profile.ProcessSummary{}, threads: map[int]map[int]*profile.ThreadSummary{}, tids: map[int]bool{}, rates: map[string]*rateSum{}}
 	for _, e := range h.Events {
 		if e.Status == profile.StatusMeasured && !b.seenEv[e.Name] {
 			b.seenEv[e.Name] = true
@@ -213,7 +221,7 @@ func (b *Builder) Add(w *profile.Window) {
 	wi := len(m.Light.Windows)
 	m.Light.Windows = append(m.Light.Windows, profile.Window{Index: w.Index, StartNS: w.StartNS, EndNS: w.EndNS, OffCPU: w.OffCPU, Functions: w.Functions})
 	b.counters(wi, w.Counters)
-	b.processes(w.Processes)
+	b.processes(w.Processes, float64(w.EndNS-w.StartNS)/1e9)
 	b.histograms(wi, w.Histograms)
 	b.samples(wi, w.Samples)
 	for _, sr := range w.SampleRate {
@@ -286,8 +294,12 @@ func addInto(dst map[string][]uint64, name string, per profile.Counts, ncpu int)
 	}
 }
 
-func (b *Builder) processes(ps []profile.Process) {
+func (b *Builder) processes(ps []profile.Process, seconds float64) {
 	for _, p := range ps {
+		if len(p.Threads) == 0 {
+			b.m.ThreadSeconds += seconds
+			b.tids[-p.PID] = true
+		}
 		s, ok := b.procs[p.PID]
 		if !ok {
 			s = &profile.ProcessSummary{PID: p.PID, Totals: map[string]uint64{}}
@@ -308,6 +320,8 @@ func (b *Builder) processes(ps []profile.Process) {
 			s.Totals[k] += v
 		}
 		for _, t := range p.Threads {
+			b.m.ThreadSeconds += seconds
+			b.tids[t.TID] = true
 			ts, ok := b.threads[p.PID][t.TID]
 			if !ok {
 				ts = &profile.ThreadSummary{TID: t.TID, Totals: map[string]uint64{}}
@@ -395,6 +409,7 @@ func (b *Builder) Model(t *profile.Trailer, truncated bool, warning string) *Mod
 		m.SampleRates[i] = SampleRate{Event: m.SampleRates[i].Event, RequestedHz: r.req / float64(r.n), Achieved: r.ach / float64(r.n), Samples: r.samples}
 	}
 	m.PrimarySample = primarySample(m)
+	m.Threads = len(b.tids)
 	m.Processes = make([]profile.ProcessSummary, 0, len(b.procs))
 	for pid, p := range b.procs {
 		ps := *p

@@ -68,6 +68,9 @@ func TestBuilder(t *testing.T) {
 	if len(m.Processes) != 1 || m.Processes[0].Totals["page-faults"] != 9 || m.Processes[0].Samples != 10 {
 		t.Errorf("processes %+v", m.Processes)
 	}
+	if m.Threads != 1 || m.ThreadSeconds != 3 {
+		t.Errorf("%d threads, %g thread-seconds; want 1 over 3 s", m.Threads, m.ThreadSeconds)
+	}
 }
 
 // TestBuilderRepeated: the live view asks for the model after every

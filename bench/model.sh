@@ -3,7 +3,10 @@
 # after, side by side in one run: the 1 h x 128 CPU synthetic recording
 # (bench/genrec) in format v1 and v2; for each build, the read time of
 # profile.ReadFile (bench/recsize), `report` and `inspect` wall time and
-# peak RSS. BASE is built from `git archive BASE_REV` (default main).
+# peak RSS. BASE is built from `git archive BASE_REV` (default main). The
+# row "after, no findings" is bench/modelreport: the report streamed
+# through the model without findings, i.e. `report` apart from
+# attribution, which still reads the whole recording.
 #
 #   bench/model.sh [BASE_REV] [RUNS]     prints a BENCHMARKS.md table
 set -euo pipefail
@@ -17,6 +20,7 @@ git archive "$base_rev" | tar -x -C "$tmp/base"
 (cd "$tmp/base" && go build -o "$tmp/bin-before" ./cmd/cacheheat && go build -o "$tmp/recsize-before" ./bench/recsize)
 go build -o "$tmp/bin-after" ./cmd/cacheheat
 go build -o "$tmp/recsize-after" ./bench/recsize
+go build -o "$tmp/modelreport" ./bench/modelreport
 for v in 1 2; do
   go run ./bench/genrec -o "$tmp/big-v$v.rec" -cpus 128 -windows 3600 -interval 1s -format "$v"
 done
@@ -39,6 +43,7 @@ for i in $(seq "$runs"); do
       run "report-$v-$b" "$tmp/bin-$b" report "$tmp/big-v$v.rec" -o "$tmp/big.html"
       run "inspect-$v-$b" "$tmp/bin-$b" inspect "$tmp/big-v$v.rec"
     done
+    run "nofindings-$v" "$tmp/modelreport" "$tmp/big-v$v.rec" "$tmp/big.html"
   done
   echo "run $i of $runs done" >&2
 done
@@ -51,4 +56,5 @@ for v in 1 2; do
     read=$("$tmp/recsize-$b" -read "$tmp/big-v$v.rec" "$runs")
     echo "| v$v | $mb MB | $b | $read s | $(best "report-$v-$b") | $(best "inspect-$v-$b") |"
   done
+  echo "| v$v | $mb MB | after, no findings | | $(best "nofindings-$v") | | |"
 done

@@ -316,18 +316,23 @@ struct offcpu_start {
 	u64 ts;
 	s32 ustack;
 	s32 kstack;
-	u32 weight; // k of the switch-out's CPU, 0: no stacks taken
+	u32 weight; // 1/chance of the stacks, in 1/OFFCPU_W1 units; 0: none
 	u32 gstack;
 	u64 last_ns; // how long the thread's previous block lasted
 };
 
-// A thread whose previous block lasted OFFCPU_LONG_NS or more gets its
-// stacks at every switch-out: such a thread blocks at most 100 times a
-// second, and its blocks carry most of the blocked time, so sampling them
-// one in k would make the stack times swing by k times a long block. The
-// chance of a stack is known when it is taken (1 or 1/k), so the weights
-// stay unbiased.
-#define OFFCPU_LONG_NS 10000000ULL
+// The chance of taking a switch-out's stacks is the larger of 1/k and the
+// thread's previous block over OFFCPU_SIZE_NS (1 from there on): the
+// previous block predicts this one, and long blocks carry most of the
+// blocked time. Sampled one in k alone, a Go runtime thread parked for a
+// second, counted 32 times, once outweighed the rcu readers' lock waits;
+// so one sample's time is bounded by about OFFCPU_SIZE_NS. A thread takes
+// at most 1 / OFFCPU_SIZE_NS of them a second by size. The chance is known
+// when the stacks are taken, and the time counts 1/chance times, so the
+// stack times stay unbiased (Horvitz-Thompson).
+#define OFFCPU_SIZE_NS 100000000ULL
+#define OFFCPU_W1 1024
+#define OFFCPU_P1 (1u << 20) // chances in 1/OFFCPU_P1 units
 
 // Go: a goroutine blocked on a lock, a channel or a sleep parks in the Go
 // scheduler, and its thread's stack at switch-out is the scheduler's own
@@ -885,13 +890,20 @@ static __noinline void offcpu_out(void *ctx, u32 tid, u64 now)
 	// Entries stay until the thread exits (on_exit): a switch-out of a
 	// known thread allocates nothing.
 	struct offcpu_start *e = bpf_map_lookup_elem(&offcpu_start, &tid);
-	if (k && e && e->last_ns >= OFFCPU_LONG_NS)
-		k = 1;
-	if (k == 1 || (k && bpf_get_prandom_u32() % k == 0)) {
-		v.weight = k;
-		v.ustack = bpf_get_stackid(ctx, &offcpu_stacks, BPF_F_USER_STACK);
-		v.kstack = bpf_get_stackid(ctx, &offcpu_stacks, 0);
-		v.gstack = go_locked_stack(bpf_get_current_task_btf());
+	if (k) {
+		u64 last = e ? e->last_ns : 0;
+		u64 p = OFFCPU_P1 / k;
+		u64 by_size = last / (OFFCPU_SIZE_NS / OFFCPU_P1);
+		if (by_size > p)
+			p = by_size;
+		if (p > OFFCPU_P1)
+			p = OFFCPU_P1;
+		if (p && (bpf_get_prandom_u32() & (OFFCPU_P1 - 1)) < p) {
+			v.weight = (u64)OFFCPU_W1 * OFFCPU_P1 / p;
+			v.ustack = bpf_get_stackid(ctx, &offcpu_stacks, BPF_F_USER_STACK);
+			v.kstack = bpf_get_stackid(ctx, &offcpu_stacks, 0);
+			v.gstack = go_locked_stack(bpf_get_current_task_btf());
+		}
 	}
 	if (e) {
 		v.last_ns = e->last_ns;
@@ -918,8 +930,8 @@ static __noinline void offcpu_in(struct task_struct *next, u64 now)
 	if (st)
 		st->blocked_ns += dt;
 	if (v->weight) {
-		// The sampled switch-out stands for weight of them.
-		dt *= v->weight;
+		// The sampled switch-out stands for 1/chance of them.
+		dt = dt * v->weight / OFFCPU_W1;
 		// -EFAULT: no user stack (a kernel thread), not a loss.
 		if (st && ((v->ustack < 0 && v->ustack != -14) || (v->kstack < 0 && v->kstack != -14)))
 			st->stack_errors++;

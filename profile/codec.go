@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -472,50 +471,38 @@ func (d *Decoder) readRecord() (byte, []byte, error) {
 
 // Read reads a whole recording and checks its invariants.
 func Read(r io.Reader) (*Recording, error) {
-	d, err := NewDecoder(r)
+	s, err := NewStream(r)
 	if err != nil {
 		return nil, err
 	}
-	rec := &Recording{Header: d.Header, Stacks: map[uint64]Stack{}}
-	for {
-		w, t, err := d.Next()
-		if err == io.EOF {
-			break
-		}
-		if t != nil {
-			rec.Trailer = t
-			continue
-		}
-		for _, s := range w.NewStacks {
-			rec.Stacks[s.ID] = s
-		}
-		w.NewStacks = nil
-		rec.Windows = append(rec.Windows, *w)
-	}
-	rec.Truncated, rec.Warning = d.Truncated, d.Warning
-	if err := rec.CheckValid(); err != nil {
-		return nil, formatErr("invalid recording: %v", err)
-	}
-	return rec, nil
+	return s.Recording()
 }
 
 // ReadFile reads the recording at path. When path does not exist but an
 // unfinished path+PartialSuffix does, the error says so.
 func ReadFile(path string) (*Recording, error) {
-	f, err := os.Open(path)
+	s, err := OpenFile(path)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) && !strings.HasSuffix(path, PartialSuffix) {
-			if p := PartialFiles(path); len(p) > 0 {
-				return nil, fmt.Errorf("%s does not exist, but %s does: the recorder did not finish; read that file instead: %w", path, p[len(p)-1], err)
-			}
-		}
 		return nil, err
 	}
-	defer f.Close()
-	rec, err := Read(f)
+	defer s.Close()
+	rec, err := s.Recording()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	return rec, nil
+}
+
+// Recording reads the rest of the stream into memory.
+func (s *Stream) Recording() (*Recording, error) {
+	rec := &Recording{Header: s.Header}
+	for w := range s.Windows() {
+		rec.Windows = append(rec.Windows, *w)
+	}
+	if s.err != nil {
+		return nil, s.err
+	}
+	rec.Stacks, rec.Trailer, rec.Truncated, rec.Warning = s.Stacks, s.Trailer, s.Truncated, s.Warning
 	return rec, nil
 }
 
@@ -530,8 +517,8 @@ func (h *Header) check(fileMajor int) error {
 	return nil
 }
 
-// major is the format major version of the file the header came from.
-func (h *Header) major() string {
+// Major is the format major version of the file the header came from.
+func (h *Header) Major() string {
 	m, _, _ := strings.Cut(h.FormatVersion, ".")
 	return m
 }

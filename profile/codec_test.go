@@ -303,7 +303,7 @@ func TestSummarize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := Summarize(rec)
+	s := summarize(rec)
 	if s.FormatVersion != "2" || s.Windows != 3 || s.DurationS != 3 || s.EndReason != EndTargetExit || s.IntervalS != 1 {
 		t.Errorf("summary basics: %+v", s)
 	}

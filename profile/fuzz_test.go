@@ -66,7 +66,7 @@ func FuzzRead(f *testing.F) {
 		if err := rec.CheckValid(); err != nil {
 			t.Fatalf("accepted recording fails CheckValid: %v", err)
 		}
-		Summarize(rec)
+		summarize(rec)
 	})
 }
 
@@ -137,7 +137,7 @@ func FuzzReadV2(f *testing.F) {
 		if err := rec.CheckValid(); err != nil {
 			t.Fatalf("accepted recording fails CheckValid: %v", err)
 		}
-		Summarize(rec)
+		summarize(rec)
 	})
 }
 

@@ -216,20 +216,6 @@ struct {
 	__type(value, struct hist_val);
 } hists SEC(".maps");
 
-// Wakeup and switch-out timestamps by thread id.
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 32768);
-	__type(key, u32);
-	__type(value, u64);
-} wakeup_ts SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 32768);
-	__type(key, u32);
-	__type(value, u64);
-} offcpu_ts SEC(".maps");
 
 // Stacks are double-buffered: samples go to the stack map and sample keys
 // of the active buffer while user space drains and clears the other, so a
@@ -408,13 +394,22 @@ static __always_inline u32 go_locked_stack(struct task_struct *t)
 }
 
 
-// A blocked target thread's switch-out time and stacks, by thread id.
+// What a target thread's next switch-in needs from its last wakeup and
+// switch-out, in task-local storage: reaching it is a pointer chase, not a
+// hash of the thread id, and the kernel frees it with the task. The
+// timestamps are 0 when unset.
+struct thread_state {
+	u64 wakeup_ts; // wakeup (or preemption): run queue latency starts
+	u64 offcpu_ts; // switch-out; by cgroup, the reason in the low bits
+	struct offcpu_start off;
+};
+
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 32768);
-	__type(key, u32);
-	__type(value, struct offcpu_start);
-} offcpu_start SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct thread_state);
+} thread_state SEC(".maps");
 
 // Off-CPU stacks have their own stack map, never cleared while recording:
 // a thread may stay blocked across many windows, and its stack id must
@@ -816,23 +811,24 @@ static __always_inline u32 log2_bucket(u64 v)
 	return b;
 }
 
-// set_ts records a timestamp for thread tid in place; entries stay until
-// the thread exits (on_exit), so a switch allocates nothing.
-static __always_inline void set_ts(void *map, u32 tid, u64 now)
+// thread_of returns target thread t's state, created on first use. NULL
+// only when the kernel refuses (out of memory, or task storage busy on this
+// CPU in a nested program): that switch's latencies go uncounted, and are
+// counted as a map error.
+static __always_inline struct thread_state *thread_of(struct task_struct *t)
 {
-	u64 *ts = bpf_map_lookup_elem(map, &tid);
-	if (ts)
-		*ts = now;
-	else
-		bpf_map_update_elem(map, &tid, &now, BPF_NOEXIST);
+	struct thread_state *s = bpf_task_storage_get(&thread_state, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!s) {
+		struct stats_val *st = get_stats();
+		if (st)
+			st->map_errors++;
+	}
+	return s;
 }
 
-// take_ts returns and clears thread tid's timestamp, 0 when none is set.
-static __always_inline u64 take_ts(void *map, u32 tid)
+// take returns and clears a timestamp.
+static __always_inline u64 take(u64 *ts)
 {
-	u64 *ts = bpf_map_lookup_elem(map, &tid);
-	if (!ts)
-		return 0;
 	u64 v = *ts;
 	*ts = 0;
 	return v;
@@ -842,12 +838,14 @@ static __always_inline void record_wakeup(struct task_struct *p)
 {
 	if (!is_target(p))
 		return;
-	set_ts(&wakeup_ts, p->pid, bpf_ktime_get_ns());
+	struct thread_state *s = thread_of(p);
+	if (s)
+		s->wakeup_ts = bpf_ktime_get_ns();
 }
 
 // offcpu_out notes a target thread's voluntary switch-out (prev is the
 // current task here, so its stacks are the current stacks).
-static __noinline void offcpu_out(void *ctx, u32 tid, u64 now)
+static __noinline void offcpu_out(void *ctx, struct offcpu_start *e, u64 now)
 {
 	u32 zero = 0;
 	struct offcpu_stat *st = bpf_map_lookup_elem(&offcpu_stats, &zero);
@@ -867,11 +865,8 @@ static __noinline void offcpu_out(void *ctx, u32 tid, u64 now)
 	// k 0: no stacks wanted (offcpu_stacks_per_sec 0), or the first
 	// period has not set it yet.
 	u64 k = st->k;
-	// Entries stay until the thread exits (on_exit): a switch-out of a
-	// known thread allocates nothing.
-	struct offcpu_start *e = bpf_map_lookup_elem(&offcpu_start, &tid);
 	if (k) {
-		u64 last = e ? e->last_ns : 0;
+		u64 last = e->last_ns;
 		u64 p = OFFCPU_P1 / k;
 		u64 by_size = last / (OFFCPU_SIZE_NS / OFFCPU_P1);
 		if (by_size > p)
@@ -885,23 +880,16 @@ static __noinline void offcpu_out(void *ctx, u32 tid, u64 now)
 			v.gstack = go_locked_stack(bpf_get_current_task_btf());
 		}
 	}
-	if (e) {
-		v.last_ns = e->last_ns;
-		*e = v;
-	} else if (bpf_map_update_elem(&offcpu_start, &tid, &v, BPF_NOEXIST)) {
-		st->map_errors++;
-	}
+	v.last_ns = e->last_ns;
+	*e = v;
 }
 
 // offcpu_in adds the blocked time of a thread switching in to its stacks.
-static __noinline void offcpu_in(struct task_struct *next, u64 now)
+static __noinline void offcpu_in(struct task_struct *next, struct offcpu_start *v, u64 now)
 {
 	u32 zero = 0;
 	u32 tid = next->pid;
-	if (!tid)
-		return; // the idle task
-	struct offcpu_start *v = bpf_map_lookup_elem(&offcpu_start, &tid);
-	if (!v || !v->ts)
+	if (!v->ts)
 		return; // not switched out voluntarily since its last switch-in
 	struct offcpu_stat *st = bpf_map_lookup_elem(&offcpu_stats, &zero);
 	u64 dt = now > v->ts ? now - v->ts : 0;
@@ -968,21 +956,23 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	barrier();
 
 	if (prev_target) {
-		u32 tid = prev->pid;
 		long state = task_state(prev);
 		// An exiting task's last slice is not counted (on_exit).
 		if (!(state & TASK_DEAD))
 			account(l, prev, now, 1);
-		// A preempted task goes straight back onto the run queue: its run
-		// queue latency starts now, as in runqlat.bt.
-		if (state == TASK_RUNNING)
-			set_ts(&wakeup_ts, tid, now);
-		// By cgroup, the off-CPU reason rides in the timestamp's low
-		// bits (OFFCPU_MASK ns of resolution), saving a map per switch.
-		set_ts(&offcpu_ts, tid, by_cgroup ? (now & ~OFFCPU_MASK) | offcpu_reason_of(state) : now);
-		// Voluntary: the thread blocked (not preempted, not exiting).
-		if (!preempt && state != TASK_RUNNING && !(state & TASK_DEAD))
-			offcpu_out(ctx, tid, now);
+		struct thread_state *s = state & TASK_DEAD ? NULL : thread_of(prev);
+		if (s) {
+			// A preempted task goes straight back onto the run queue:
+			// its run queue latency starts now, as in runqlat.bt.
+			if (state == TASK_RUNNING)
+				s->wakeup_ts = now;
+			// By cgroup, the off-CPU reason rides in the timestamp's
+			// low bits (OFFCPU_MASK ns of resolution).
+			s->offcpu_ts = by_cgroup ? (now & ~OFFCPU_MASK) | offcpu_reason_of(state) : now;
+			// Voluntary: the thread blocked (not preempted).
+			if (!preempt && state != TASK_RUNNING)
+				offcpu_out(ctx, &s->off, now);
+		}
 	} else {
 		leave(l, prev);
 	}
@@ -993,13 +983,15 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	l->busy = 0;
 	if (!next_target)
 		return 0;
-	offcpu_in(next, now);
+	struct thread_state *s = thread_of(next);
+	if (!s)
+		return 0;
+	offcpu_in(next, &s->off, now);
 
 	u32 zero = 0;
-	u32 ntid = next->pid;
 	struct hist_val *h = bpf_map_lookup_elem(&hists, &zero);
 	struct cgroup_val *cv = NULL;
-	u64 ts = take_ts(&wakeup_ts, ntid);
+	u64 ts = take(&s->wakeup_ts);
 	if (ts && now >= ts) {
 		u32 b = log2_bucket(now - ts);
 		if (h)
@@ -1010,7 +1002,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 			__sync_fetch_and_add(&cv->runq_ns, now - ts);
 		}
 	}
-	ts = take_ts(&offcpu_ts, ntid);
+	ts = take(&s->offcpu_ts);
 	if (ts) {
 		u32 r = OFFCPU_OTHER;
 		if (by_cgroup) {
@@ -1112,10 +1104,6 @@ int BPF_PROG(on_exit, struct task_struct *t)
 			l->busy = 0;
 		}
 	}
-	u32 tid = t->pid;
-	bpf_map_delete_elem(&wakeup_ts, &tid);
-	bpf_map_delete_elem(&offcpu_ts, &tid);
-	bpf_map_delete_elem(&offcpu_start, &tid);
 	// The thread's last switch is still to come: mark its record for
 	// user space to delete after the next snapshot, not now.
 	struct task_key k = {.tgid = t->tgid, .pid = t->pid};

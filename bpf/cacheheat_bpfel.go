@@ -78,16 +78,6 @@ const (
 	CacheheatOffcpuReasonOFFCPU_REASONS   CacheheatOffcpuReason = 5
 )
 
-type CacheheatOffcpuStart struct {
-	_      structs.HostLayout
-	Ts     uint64
-	Ustack int32
-	Kstack int32
-	Weight uint32
-	Gstack uint32
-	LastNs uint64
-}
-
 type CacheheatOffcpuStat struct {
 	_           structs.HostLayout
 	BlockedNs   uint64
@@ -177,6 +167,21 @@ type CacheheatTaskVal struct {
 	Exited     uint64
 }
 
+type CacheheatThreadState struct {
+	_        structs.HostLayout
+	WakeupTs uint64
+	OffcpuTs uint64
+	Off      struct {
+		_      structs.HostLayout
+		Ts     uint64
+		Ustack int32
+		Kstack int32
+		Weight uint32
+		Gstack uint32
+		LastNs uint64
+	}
+}
+
 type CacheheatTotalsVal struct {
 	_      structs.HostLayout
 	Counts [40]uint64
@@ -235,9 +240,7 @@ const (
 	CacheheatMapHists              = "hists"
 	CacheheatMapLast               = "last"
 	CacheheatMapOffcpuStacks       = "offcpu_stacks"
-	CacheheatMapOffcpuStart        = "offcpu_start"
 	CacheheatMapOffcpuStats        = "offcpu_stats"
-	CacheheatMapOffcpuTs           = "offcpu_ts"
 	CacheheatMapOthers             = "others"
 	CacheheatMapSamples            = "samples"
 	CacheheatMapStacks0            = "stacks0"
@@ -247,7 +250,7 @@ const (
 	CacheheatMapTargets            = "targets"
 	CacheheatMapTaskScratch        = "task_scratch"
 	CacheheatMapTasks              = "tasks"
-	CacheheatMapWakeupTs           = "wakeup_ts"
+	CacheheatMapThreadState        = "thread_state"
 	CacheheatProgOnExec            = "on_exec"
 	CacheheatProgOnExit            = "on_exit"
 	CacheheatProgOnFork            = "on_fork"
@@ -383,9 +386,7 @@ type CacheheatMapSpecs struct {
 	Hists          *ebpf.MapSpec `ebpf:"hists"`
 	Last           *ebpf.MapSpec `ebpf:"last"`
 	OffcpuStacks   *ebpf.MapSpec `ebpf:"offcpu_stacks"`
-	OffcpuStart    *ebpf.MapSpec `ebpf:"offcpu_start"`
 	OffcpuStats    *ebpf.MapSpec `ebpf:"offcpu_stats"`
-	OffcpuTs       *ebpf.MapSpec `ebpf:"offcpu_ts"`
 	Others         *ebpf.MapSpec `ebpf:"others"`
 	Samples        *ebpf.MapSpec `ebpf:"samples"`
 	Stacks0        *ebpf.MapSpec `ebpf:"stacks0"`
@@ -395,7 +396,7 @@ type CacheheatMapSpecs struct {
 	Targets        *ebpf.MapSpec `ebpf:"targets"`
 	TaskScratch    *ebpf.MapSpec `ebpf:"task_scratch"`
 	Tasks          *ebpf.MapSpec `ebpf:"tasks"`
-	WakeupTs       *ebpf.MapSpec `ebpf:"wakeup_ts"`
+	ThreadState    *ebpf.MapSpec `ebpf:"thread_state"`
 }
 
 // CacheheatVariableSpecs contains global variables before they are loaded into the kernel.
@@ -491,9 +492,7 @@ type CacheheatMaps struct {
 	Hists          *ebpf.Map `ebpf:"hists"`
 	Last           *ebpf.Map `ebpf:"last"`
 	OffcpuStacks   *ebpf.Map `ebpf:"offcpu_stacks"`
-	OffcpuStart    *ebpf.Map `ebpf:"offcpu_start"`
 	OffcpuStats    *ebpf.Map `ebpf:"offcpu_stats"`
-	OffcpuTs       *ebpf.Map `ebpf:"offcpu_ts"`
 	Others         *ebpf.Map `ebpf:"others"`
 	Samples        *ebpf.Map `ebpf:"samples"`
 	Stacks0        *ebpf.Map `ebpf:"stacks0"`
@@ -503,7 +502,7 @@ type CacheheatMaps struct {
 	Targets        *ebpf.Map `ebpf:"targets"`
 	TaskScratch    *ebpf.Map `ebpf:"task_scratch"`
 	Tasks          *ebpf.Map `ebpf:"tasks"`
-	WakeupTs       *ebpf.Map `ebpf:"wakeup_ts"`
+	ThreadState    *ebpf.Map `ebpf:"thread_state"`
 }
 
 func (m *CacheheatMaps) Close() error {
@@ -557,9 +556,7 @@ func (m *CacheheatMaps) Close() error {
 		m.Hists,
 		m.Last,
 		m.OffcpuStacks,
-		m.OffcpuStart,
 		m.OffcpuStats,
-		m.OffcpuTs,
 		m.Others,
 		m.Samples,
 		m.Stacks0,
@@ -569,7 +566,7 @@ func (m *CacheheatMaps) Close() error {
 		m.Targets,
 		m.TaskScratch,
 		m.Tasks,
-		m.WakeupTs,
+		m.ThreadState,
 	)
 }
 

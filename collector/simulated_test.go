@@ -12,6 +12,7 @@ import (
 
 	"github.com/cacheheat/cacheheat/bpf"
 	"github.com/cacheheat/cacheheat/host"
+	"github.com/cacheheat/cacheheat/model"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -199,7 +200,7 @@ func TestRecordSimulated(t *testing.T) {
 			if rec.Header.Host.Mode != ModeHardware {
 				t.Errorf("mode %q, want hardware (simulated)", rec.Header.Host.Mode)
 			}
-			sum := profile.Summarize(rec)
+			sum := model.FromRecording(rec).Summary()
 			var hw []string
 			for _, e := range sum.Events {
 				if e.Kind == KindSoftware {
@@ -265,7 +266,7 @@ func TestRecordSimulated24Events(t *testing.T) {
 		t.Fatalf("intel-icx has %d hardware events, want 24", len(evs))
 	}
 	rec := simulatedRecording(t, "intel-icx", evs)
-	sum := profile.Summarize(rec)
+	sum := model.FromRecording(rec).Summary()
 	// Fixed-counter and software events are never scaled. Of the 22
 	// rotated ones, 8 count at any moment, so whatever the scheduling of
 	// the rotation, at least 8 ran, and those that ran after a rotation

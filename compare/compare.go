@@ -575,12 +575,21 @@ func markUndecided(res *Result, opts Options) {
 		smallest = math.Min(smallest, p)
 		undecided = append(undecided, m.Name)
 	}
-	if len(undecided) == 0 {
+	if res.Tested == 0 && len(undecided) == 0 {
+		// Nothing was tested at all: no metric had values on both sides
+		// (a side without usable windows has none). "No regression"
+		// would be a claim without evidence.
+		for _, s := range res.Skipped {
+			undecided = append(undecided, s.Name)
+		}
+		family = max(len(undecided), 1)
+	}
+	if len(undecided) == 0 && res.Tested > 0 {
 		return
 	}
 	// The windows that would let every metric of this comparison reach
 	// alpha, the whole list being the family.
-	all := max(len(res.Metrics), 1)
+	all := max(len(res.Metrics), family)
 	n := max(opts.MinWindows, 2)
 	for float64(all)*minP(n, n) >= opts.Alpha && n < 1000 {
 		n++

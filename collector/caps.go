@@ -72,11 +72,17 @@ type BPFLoad struct {
 // DetectHost describes the host for a recording header. Mode is left for
 // caps and record to set from their probes.
 func DetectHost(root string) (profile.Host, error) {
-	var h profile.Host
 	cpu, err := hostCPU(root)
 	if err != nil {
-		return h, err
+		return profile.Host{}, err
 	}
+	return DescribeHost(root, cpu)
+}
+
+// DescribeHost is DetectHost with the CPU already read (record reads it
+// once, for its events too).
+func DescribeHost(root string, cpu CPUInfo) (profile.Host, error) {
+	var h profile.Host
 	topo, err := hostTopology(root)
 	if err != nil {
 		return h, err

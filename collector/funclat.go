@@ -73,33 +73,68 @@ func openFuncs(cfg funcConfig) (_ *funcKernel, err error) {
 	if len(cfg.specs) > funcMax {
 		return nil, fmt.Errorf("%w: %d --func functions, at most %d", ErrNoTarget, len(cfg.specs), funcMax)
 	}
-	var mainExe string
-	for _, s := range cfg.specs {
-		if s.Path == "" {
-			if mainExe, err = mainExecutable(cfg.target); err != nil {
-				return nil, err
-			}
-			break
-		}
-	}
 	fk := &funcKernel{pending: map[int][]profile.FunctionCall{}, over: map[int]uint64{}, flushed: make(chan struct{})}
-	for i, s := range cfg.specs {
-		p, err := resolveFunc(i, s, mainExe)
-		if err != nil {
-			return nil, err
-		}
-		p.spec.HardwareEvents = cfg.hwReason
-		fk.probes = append(fk.probes, p)
+	if fk.probes, err = resolveFuncs(cfg); err != nil {
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
 			fk.close()
 		}
 	}()
+	if err := fk.load(cfg); err != nil {
+		return nil, err
+	}
+	pids := cfg.pids
+	if len(pids) == 0 {
+		pids = []int{0} // every process
+	}
+	for _, p := range fk.probes {
+		if err := fk.attach(p, pids); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.events {
+		if fk.rd, err = ringbuf.NewReader(fk.objs.FuncEvents); err != nil {
+			return nil, fmt.Errorf("opening the per-call event ring buffer: %w", err)
+		}
+		fk.wg.Add(1)
+		go fk.readEvents()
+	}
+	return fk, nil
+}
 
+// resolveFuncs finds each function's binary, entry and returns; a spec
+// without a binary names one in the target's main executable.
+func resolveFuncs(cfg funcConfig) ([]*funcProbe, error) {
+	var mainExe string
+	for _, s := range cfg.specs {
+		if s.Path == "" {
+			var err error
+			if mainExe, err = mainExecutable(cfg.target); err != nil {
+				return nil, err
+			}
+			break
+		}
+	}
+	var probes []*funcProbe
+	for i, s := range cfg.specs {
+		p, err := resolveFunc(i, s, mainExe)
+		if err != nil {
+			return nil, err
+		}
+		p.spec.HardwareEvents = cfg.hwReason
+		probes = append(probes, p)
+	}
+	return probes, nil
+}
+
+// load sets the function probes' constants and loads their programs and
+// maps into the kernel.
+func (fk *funcKernel) load(cfg funcConfig) error {
 	spec, err := bpf.LoadFunclat()
 	if err != nil {
-		return nil, fmt.Errorf("loading the function probes' bpf spec: %w", err)
+		return fmt.Errorf("loading the function probes' bpf spec: %w", err)
 	}
 	for name, v := range map[string]any{
 		"target_cgroup":       cfg.cgroupID,
@@ -107,7 +142,7 @@ func openFuncs(cfg funcConfig) (_ *funcKernel, err error) {
 		"events_on":           cfg.events,
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
-			return nil, fmt.Errorf("setting bpf variable %s: %w", name, err)
+			return fmt.Errorf("setting bpf variable %s: %w", name, err)
 		}
 	}
 	if cfg.inflight == 0 {
@@ -117,52 +152,44 @@ func openFuncs(cfg funcConfig) (_ *funcKernel, err error) {
 	if err := spec.LoadAndAssign(&fk.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("%w: the kernel's verifier refused the function probes: %v", ErrHost, ve)
+			return fmt.Errorf("%w: the kernel's verifier refused the function probes: %v", ErrHost, ve)
 		}
-		return nil, fmt.Errorf("%w: loading the function probes: %w", ErrHost, err)
+		return fmt.Errorf("%w: loading the function probes: %w", ErrHost, err)
 	}
+	return nil
+}
 
-	pids := cfg.pids
-	if len(pids) == 0 {
-		pids = []int{0} // every process
+// attach attaches one function's probes for each of pids (0: every
+// process): its returns first (a uretprobe for C, a uprobe on each RET
+// for Go, whose stacks move), then its entry.
+func (fk *funcKernel) attach(p *funcProbe, pids []int) error {
+	ex, err := link.OpenExecutable(p.spec.Binary)
+	if err != nil {
+		return fmt.Errorf("%w: --func %s: %w", ErrNoTarget, p.symbol, err)
 	}
-	for _, p := range fk.probes {
-		ex, err := link.OpenExecutable(p.spec.Binary)
-		if err != nil {
-			return nil, fmt.Errorf("%w: --func %s: %w", ErrNoTarget, p.symbol, err)
-		}
-		for _, pid := range pids {
-			cookie := uint64(p.spec.ID)
-			var l link.Link
-			if p.spec.Lang == profile.LangGo {
-				cookie |= cookieGo
-				for _, off := range p.rets {
-					if l, err = ex.Uprobe(p.symbol, fk.objs.FuncRetInsn, &link.UprobeOptions{Offset: off, PID: pid, Cookie: cookie}); err != nil {
-						return nil, fmt.Errorf("%w: attaching to the RET at %s+%#x: %w", ErrHost, p.symbol, off, err)
-					}
-					fk.links = append(fk.links, l)
-				}
-			} else {
-				if l, err = ex.Uretprobe(p.symbol, fk.objs.FuncReturn, &link.UprobeOptions{PID: pid, Cookie: cookie}); err != nil {
-					return nil, fmt.Errorf("%w: attaching a uretprobe to %s: %w", ErrHost, p.symbol, err)
+	for _, pid := range pids {
+		cookie := uint64(p.spec.ID)
+		var l link.Link
+		if p.spec.Lang == profile.LangGo {
+			cookie |= cookieGo
+			for _, off := range p.rets {
+				if l, err = ex.Uprobe(p.symbol, fk.objs.FuncRetInsn, &link.UprobeOptions{Offset: off, PID: pid, Cookie: cookie}); err != nil {
+					return fmt.Errorf("%w: attaching to the RET at %s+%#x: %w", ErrHost, p.symbol, off, err)
 				}
 				fk.links = append(fk.links, l)
 			}
-			if l, err = ex.Uprobe(p.symbol, fk.objs.FuncEntry, &link.UprobeOptions{Offset: p.entry, PID: pid, Cookie: cookie}); err != nil {
-				return nil, fmt.Errorf("%w: attaching a uprobe to %s: %w", ErrHost, p.symbol, err)
+		} else {
+			if l, err = ex.Uretprobe(p.symbol, fk.objs.FuncReturn, &link.UprobeOptions{PID: pid, Cookie: cookie}); err != nil {
+				return fmt.Errorf("%w: attaching a uretprobe to %s: %w", ErrHost, p.symbol, err)
 			}
 			fk.links = append(fk.links, l)
 		}
-	}
-
-	if cfg.events {
-		if fk.rd, err = ringbuf.NewReader(fk.objs.FuncEvents); err != nil {
-			return nil, fmt.Errorf("opening the per-call event ring buffer: %w", err)
+		if l, err = ex.Uprobe(p.symbol, fk.objs.FuncEntry, &link.UprobeOptions{Offset: p.entry, PID: pid, Cookie: cookie}); err != nil {
+			return fmt.Errorf("%w: attaching a uprobe to %s: %w", ErrHost, p.symbol, err)
 		}
-		fk.wg.Add(1)
-		go fk.readEvents()
+		fk.links = append(fk.links, l)
 	}
-	return fk, nil
+	return nil
 }
 
 // specs are the functions for the header.

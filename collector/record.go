@@ -73,6 +73,9 @@ type Options struct {
 	// BPFStats turns the kernel's BPF run-time accounting on while the
 	// recorder runs, for WindowExtras.Programs.
 	BPFStats bool
+	// CPU is this host's CPU (LiveCPU) when the caller has read it
+	// already, to look Events up; nil: Run reads it.
+	CPU *CPUInfo
 }
 
 // Status is the recorder's progress, for the status line and the live view.
@@ -95,16 +98,12 @@ type Recorder struct {
 	statsOn bool // this recorder turned the kernel's BPF run-time stats on
 }
 
-// NewRecorder checks the options; Run does the work.
+// NewRecorder checks the options and fills in their defaults; Run does
+// the work. It is the one place the options are checked: a command line
+// only parses them.
 func NewRecorder(opts Options) (*Recorder, error) {
 	if opts.Interval == 0 {
 		opts.Interval = DefaultInterval
-	}
-	if opts.Interval < MinInterval {
-		return nil, fmt.Errorf("interval %v is below the minimum of %v", opts.Interval, MinInterval)
-	}
-	if opts.Duration < 0 {
-		return nil, fmt.Errorf("negative duration %v", opts.Duration)
 	}
 	if opts.SampleHz == 0 {
 		opts.SampleHz = DefaultSampleHz
@@ -112,19 +111,32 @@ func NewRecorder(opts Options) (*Recorder, error) {
 	if opts.SamplePeriod == 0 {
 		opts.SamplePeriod = DefaultMissPeriod
 	}
-	if opts.Output == "" && len(opts.Sinks) == 0 {
-		return nil, errors.New("no output file")
-	}
 	if opts.Warn == nil {
 		opts.Warn = func(string) {}
 	}
 	if opts.Tool == "" {
 		opts.Tool = "cacheheat"
 	}
-	if err := CheckSampleRate(opts.SampleHz); err != nil {
+	if err := opts.check(); err != nil {
 		return nil, err
 	}
 	return &Recorder{opts: opts}, nil
+}
+
+// check refuses options no recording can be made with; errors name the
+// command line flag, which is how most people set them.
+func (o Options) check() error {
+	switch {
+	case o.Interval < MinInterval:
+		return fmt.Errorf("-i %v: want an interval of at least %v, such as 1s or 100ms", o.Interval, MinInterval)
+	case o.Duration < 0:
+		return fmt.Errorf("-d %v: want a positive duration such as 10s or 2m", o.Duration)
+	case o.SampleHz < 0:
+		return fmt.Errorf("-F %d: want a positive frequency", o.SampleHz)
+	case o.Output == "" && len(o.Sinks) == 0:
+		return errors.New("no output file")
+	}
+	return CheckSampleRate(o.SampleHz)
 }
 
 // Abort ends the recording file without a trailer, leaving it readable up
@@ -146,143 +158,32 @@ func (r *Recorder) Abort() error {
 // Run records until the duration passes, every target exits or ctx is
 // done (a signal), then finishes the file and releases every kernel
 // object. It returns the trailer written.
+//
+// A recording is a pipeline of stages: plan (host, target, events;
+// nothing loaded yet), start the command, open the kernel side, begin
+// (header, file, first snapshot), then one window per interval (drain,
+// build, write: closeWindow) until the end, and finish (trailer).
 func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
-	o := r.opts
-	if err := checkPrivileges(); err != nil {
-		return nil, err
-	}
-	host, err := DetectHost("/")
-	if err != nil {
-		return nil, fmt.Errorf("reading host: %w", err)
-	}
-	cpus, err := pickCPUs(host.Topology, o.CPUs)
+	p, err := r.makePlan()
 	if err != nil {
 		return nil, err
 	}
-
-	// Target: checked before anything is loaded.
-	kc := kernelConfig{cpus: cpus, sampleHz: o.SampleHz, missPeriod: o.SamplePeriod, byCgroup: o.ByCgroup}
-	var tgt = o.Target
-	switch tgt.Kind {
-	case profile.TargetPID:
-		if err := checkPIDs(tgt.PIDs); err != nil {
-			return nil, err
-		}
-		kc.mode, kc.pids = modePIDs, tgt.PIDs
-	case profile.TargetCgroup:
-		if tgt.Cgroup, err = resolveCgroupArg(tgt.Cgroup); err != nil {
-			return nil, err
-		}
-		id, err := cgroupID(tgt.Cgroup)
-		if err != nil {
-			return nil, err
-		}
-		tgt.Cgroup = cgroupPath(tgt.Cgroup)
-		kc.mode, kc.cgroupID, kc.cgroupLevel = modeCgroup, id, cgroupLevel(tgt.Cgroup)
-	case profile.TargetAll:
-		kc.mode = modeAll
-	case profile.TargetCommand:
-		kc.mode = modePIDs
-	default:
-		return nil, fmt.Errorf("unknown target kind %q", tgt.Kind)
-	}
-
-	// Events: every requested one is probed; measured ones get a slot.
-	// The CPU decides the default events and the vendor encodings; with
-	// events given, an unreadable /proc/cpuinfo only costs miss sampling.
-	cpu, err := LiveCPU()
-	if err != nil && (o.Events == nil || errors.Is(err, ErrUnknownPMU)) {
-		return nil, err
-	}
-	evs := o.Events
-	if evs == nil {
-		evs = DefaultEvents(cpu)
-	}
-	var statuses []profile.EventStatus
-	var unsupported []string
-	for _, ev := range evs {
-		st := ProbeEvent(ev)
-		statuses = append(statuses, st)
-		if st.Status == profile.StatusMeasured {
-			kc.counted = append(kc.counted, ev)
-		} else {
-			unsupported = append(unsupported, ev.Name)
-		}
-	}
-	if len(kc.counted) == 0 {
-		return nil, fmt.Errorf("%w: none of the requested events can be measured here (%s): %s", ErrHost, strings.Join(unsupportedReasons(statuses), "; "), strings.Join(unsupported, ", "))
-	}
-	if len(unsupported) > 0 && o.Note != nil {
-		mode := HostMode(statuses) + " mode: "
-		o.Note(fmt.Sprintf("%s%d of %d events not measured: %s; 'cacheheat caps' says which and why", mode, len(unsupported), len(statuses), strings.Join(unsupportedReasons(statuses), "; ")))
-	}
-	// A simulated PMU with more events than counters rotates them, and
-	// needs one counter that never rotates as the clock of their enabled
-	// time: cpu-clock is added when the selection has none.
-	if rotated, _, ref := muxPlan(kc.counted, cpu); len(rotated) > 0 && ref < 0 {
-		clock, _ := LookupEvent("cpu-clock", cpu)
-		kc.counted = append(kc.counted, clock)
-		statuses = append(statuses, ProbeEvent(clock))
-		o.Warn("cpu-clock added: the simulated PMU's rotation needs a counter that never rotates as its time reference")
-	}
-	kc.rotated, kc.muxCounters, kc.refSlot = muxPlan(kc.counted, cpu)
-	if len(kc.rotated) > 0 {
-		o.Warn(fmt.Sprintf("%s: %d events rotate over %d counters; their counts are scaled by enabled/running time", SimulatedWarning, len(kc.rotated), kc.muxCounters))
-	} else if cpu.Simulated != "" {
-		o.Warn(SimulatedWarning)
-	}
-	sampleEvs := [2]string{"cpu-clock", ""}
-	for _, name := range missEvents {
-		ev, err := LookupEvent(name, cpu)
-		if err == nil && ProbeEvent(ev).Status == profile.StatusMeasured {
-			kc.missEvent = &ev
-			sampleEvs[slotMiss] = name
-			break
-		}
-		// Without a hardware miss event the sampled slot takes page
-		// faults, so a page-fault finding names the code that faults.
-		if kc.missEvent == nil {
-			ev, err := LookupEvent("page-faults", cpu)
-			if err == nil && ProbeEvent(ev).Status == profile.StatusMeasured {
-				kc.missEvent = &ev
-				kc.missPeriod = FaultPeriod
-				sampleEvs[slotMiss] = ev.Name
-			}
-		}
-	}
-	host.Mode = HostMode(statuses)
-
 	// The command starts behind its gate before the programs load, so a
 	// command that cannot start is a usage error with nothing loaded.
 	var cm *command
 	var am *appMetrics
-	if tgt.Kind == profile.TargetCommand {
-		uid, gid := -1, -1
-		if c := sudoCredential(); c != nil {
-			uid, gid = int(c.Uid), int(c.Gid)
-		}
-		am, err = newAppMetrics(o.Output, uid, gid)
-		if err != nil {
+	if p.target.Kind == profile.TargetCommand {
+		if cm, am, err = r.startCommandTarget(p); err != nil {
 			return nil, err
 		}
 		defer am.close()
-		cm, err = startCommand(tgt.Command, []string{am.env()})
-		if err != nil {
-			return nil, err
-		}
-		tgt.PIDs = []int{cm.cmd.Process.Pid}
-		kc.execPIDs = tgt.PIDs
-		r.mu.Lock()
-		r.cm = cm
-		r.mu.Unlock()
 		defer func() {
 			if err != nil {
 				cm.kill()
 			}
 		}()
 	}
-
-	k, err := openKernel(kc)
+	k, err := openKernel(p.kc)
 	if err != nil {
 		return nil, err
 	}
@@ -291,79 +192,119 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 			err = fmt.Errorf("releasing bpf objects: %w", cerr)
 		}
 	}()
-
 	// Function probes attach before the command is released, so its
 	// first call is timed.
-	var fk *funcKernel
-	if len(o.Funcs) > 0 {
-		fc := funcConfig{specs: o.Funcs, target: tgt, events: o.FuncEvents, hwReason: funcHardwareReason(host.Mode)}
-		switch tgt.Kind {
-		case profile.TargetPID, profile.TargetCommand:
-			fc.pids = tgt.PIDs
-		case profile.TargetCgroup:
-			fc.cgroupID, fc.cgroupLevel = kc.cgroupID, kc.cgroupLevel
-		}
-		if fk, err = openFuncs(fc); err != nil {
-			return nil, err
-		}
+	fk, err := r.openFuncProbes(p)
+	if err != nil {
+		return nil, err
+	}
+	if fk != nil {
 		defer func() {
 			if cerr := fk.close(); cerr != nil && err == nil {
 				err = fmt.Errorf("releasing function probes: %w", cerr)
 			}
 		}()
 	}
+	if r.opts.BPFStats {
+		stop := r.startBPFStats()
+		defer stop()
+	}
+	rec, err := r.begin(p, k, fk, cm, am)
+	if err != nil {
+		return nil, err
+	}
+	exited := make(chan struct{})
+	stopWatch := make(chan struct{})
+	defer close(stopWatch)
+	switch {
+	case cm != nil:
+		go watchCommand(cm, k, rec.sym, rec.goProcs, exited, stopWatch)
+	case p.target.Kind == profile.TargetPID:
+		go watchPIDs(k, rec.sym, rec.goProcs, exited, stopWatch)
+	}
+	end, err := r.loop(ctx, rec, exited)
+	if err != nil {
+		return nil, err
+	}
+	return r.finish(rec, end, cm, am)
+}
 
-	names := make([]string, len(kc.counted))
-	for i, ev := range kc.counted {
-		names[i] = ev.Name
+// startCommandTarget starts a command target behind its gate, with the file
+// through which it may report application metrics, and makes its process
+// the target.
+func (r *Recorder) startCommandTarget(p *plan) (*command, *appMetrics, error) {
+	uid, gid := -1, -1
+	if c := sudoCredential(); c != nil {
+		uid, gid = int(c.Uid), int(c.Gid)
 	}
-	settings := profile.Settings{
-		IntervalNS: int64(o.Interval), DurationNS: int64(o.Duration),
-		SampleHz: o.SampleHz, CPUs: o.CPUs,
-		SampleEvents: []string{sampleEvs[slotClock]},
+	am, err := newAppMetrics(r.opts.Output, uid, gid)
+	if err != nil {
+		return nil, nil, err
 	}
-	if kc.missEvent != nil {
-		settings.SamplePeriod = kc.missPeriod
-		settings.SampleEvents = append(settings.SampleEvents, sampleEvs[slotMiss])
+	cm, err := startCommand(p.target.Command, []string{am.env()})
+	if err != nil {
+		am.close()
+		return nil, nil, err
 	}
+	p.target.PIDs = []int{cm.cmd.Process.Pid}
+	p.kc.execPIDs = p.target.PIDs
+	r.mu.Lock()
+	r.cm = cm
+	r.mu.Unlock()
+	return cm, am, nil
+}
+
+// openFuncProbes attaches the --func probes, limited to the target; nil
+// without --func.
+func (r *Recorder) openFuncProbes(p *plan) (*funcKernel, error) {
+	if len(r.opts.Funcs) == 0 {
+		return nil, nil
+	}
+	fc := funcConfig{specs: r.opts.Funcs, target: p.target, events: r.opts.FuncEvents, hwReason: funcHardwareReason(p.host.Mode)}
+	switch p.target.Kind {
+	case profile.TargetPID, profile.TargetCommand:
+		fc.pids = p.target.PIDs
+	case profile.TargetCgroup:
+		fc.cgroupID, fc.cgroupLevel = p.kc.cgroupID, p.kc.cgroupLevel
+	}
+	return openFuncs(fc)
+}
+
+// startBPFStats turns the kernel's BPF run-time accounting on for the
+// recording and returns what turns it off. Without it the recording goes
+// on, with a warning: only the run times are missing.
+func (r *Recorder) startBPFStats() (stop func()) {
+	stop, err := enableBPFStats()
+	if err != nil {
+		r.opts.Warn(err.Error())
+		return func() {}
+	}
+	r.statsOn = true
+	return stop
+}
+
+// begin writes the header to the file and the sinks, takes the first
+// snapshot and releases the command: from here on, windows are made.
+func (r *Recorder) begin(p *plan, k *kernel, fk *funcKernel, cm *command, am *appMetrics) (*run, error) {
+	o := r.opts
+	rec := newRun(p, k, o.ByCgroup)
+	rec.am = am
 	// Indexing the targets' binaries can take a while: done before the
 	// clock starts. A command's mappings are read once it has exec'd.
-	sym := symbolize.New()
-	// Goroutine stacks are walked for the processes named as targets
-	// (-p, a command, and their children), not for every process of -a
-	// or -G: each Go binary's DWARF is read once, and a whole host has
-	// many.
-	var gp *goProcs
-	if tgt.Kind == profile.TargetPID || tgt.Kind == profile.TargetCommand {
-		gp = newGoProcs()
-	}
 	if cm == nil {
-		for _, pid := range tgt.PIDs {
-			_ = sym.Snapshot(pid) // a process may exit at any time: resolved as [unknown]
-			gp.add(k, pid)
+		for _, pid := range p.target.PIDs {
+			_ = rec.sym.Snapshot(pid) // a process may exit at any time: resolved as [unknown]
+			rec.goProcs.add(k, pid)
 		}
 	}
-	if o.BPFStats {
-		stop, err := enableBPFStats()
-		if err != nil {
-			o.Warn(err.Error())
-		} else {
-			r.statsOn = true
-			defer stop()
-		}
-	}
-	start := time.Now()
-	header := profile.Header{
-		FormatVersion: profile.FormatVersion(),
-		Tool:          o.Tool, StartTime: start, Host: host,
-		Target: tgt.header(), Settings: settings, Events: statuses,
-		PMU: SimulatedPMU(cpu),
-	}
+	rec.start = time.Now()
+	header := r.header(p, rec.start)
 	if fk != nil {
 		fk.startMono.Store(monoNow())
 		header.Functions = fk.specs()
 	}
 	var w *profile.Writer
+	var err error
 	if o.Output != "" {
 		if w, err = profile.Create(o.Output, header); err != nil {
 			return nil, err
@@ -375,25 +316,6 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 	r.mu.Lock()
 	r.w = w
 	r.mu.Unlock()
-
-	rec := &run{
-		k: k, sym: sym, am: am, goProcs: gp, kern: k,
-		meta: windowMeta{
-			events: names, sampleEvs: sampleEvs, sampleHz: o.SampleHz,
-			ncpu: host.Topology.MaxCPU() + 1, sampled: len(cpus),
-			allTasks: tgt.Kind == profile.TargetAll,
-			procComm: procComm, procCmd: newCmdlines().get,
-			stackTable: newStackTable(sym),
-		},
-		start: start,
-	}
-	rec.meta.procContainer = (&procContainers{}).get
-	if o.ByCgroup {
-		rec.cgNames = newCgroupNames(cgroup2Mount())
-		// Counting by cgroup, windows carry no processes: nothing is read
-		// from /proc per process and window.
-		rec.meta.procComm, rec.meta.procCmd, rec.meta.procContainer = nil, nil, nil
-	}
 	// The first snapshot is taken before a command starts, so that none of
 	// its counts can land between the snapshot's reads of the task map and
 	// of the per-CPU totals.
@@ -410,33 +332,69 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 			return nil, err
 		}
 	}
+	return rec, nil
+}
 
-	exited := make(chan struct{})
-	stopWatch := make(chan struct{})
-	defer close(stopWatch)
-	switch {
-	case cm != nil:
-		go func() {
-			t := time.NewTicker(100 * time.Millisecond)
-			defer t.Stop()
-			for {
-				select {
-				case <-cm.done:
-					close(exited)
-					return
-				case <-stopWatch:
-					return
-				case <-t.C:
-					_ = sym.Snapshot(cm.cmd.Process.Pid)
-					gp.add(k, cm.cmd.Process.Pid)
-				}
-			}
-		}()
-	case tgt.Kind == profile.TargetPID:
-		go watchPIDs(k, sym, gp, exited, stopWatch)
+// header describes the recording about to start.
+func (r *Recorder) header(p *plan, start time.Time) profile.Header {
+	o := r.opts
+	settings := profile.Settings{
+		IntervalNS: int64(o.Interval), DurationNS: int64(o.Duration),
+		SampleHz: o.SampleHz, CPUs: o.CPUs,
+		SampleEvents: []string{p.sampleEvs[slotClock]},
 	}
+	if p.kc.missEvent != nil {
+		settings.SamplePeriod = p.kc.missPeriod
+		settings.SampleEvents = append(settings.SampleEvents, p.sampleEvs[slotMiss])
+	}
+	return profile.Header{
+		FormatVersion: profile.FormatVersion(),
+		Tool:          o.Tool, StartTime: start, Host: p.host,
+		Target: p.target.header(), Settings: settings, Events: p.statuses,
+		PMU: SimulatedPMU(p.cpu),
+	}
+}
 
-	end := profile.EndSignal
+// newRun is the state of a recording's windows, before its first
+// snapshot.
+func newRun(p *plan, k *kernel, byCgroup bool) *run {
+	names := make([]string, len(p.kc.counted))
+	for i, ev := range p.kc.counted {
+		names[i] = ev.Name
+	}
+	sym := symbolize.New()
+	rec := &run{
+		k: k, kern: k, sym: sym,
+		meta: windowMeta{
+			events: names, sampleEvs: p.sampleEvs, sampleHz: p.kc.sampleHz,
+			ncpu: p.host.Topology.MaxCPU() + 1, sampled: len(p.cpus),
+			allTasks: p.target.Kind == profile.TargetAll,
+			procComm: procComm, procCmd: newCmdlines().get,
+			procContainer: (&procContainers{}).get,
+			stackTable:    newStackTable(sym),
+		},
+	}
+	// Goroutine stacks are walked for the processes named as targets
+	// (-p, a command, and their children), not for every process of -a
+	// or -G: each Go binary's DWARF is read once, and a whole host has
+	// many.
+	if p.target.Kind == profile.TargetPID || p.target.Kind == profile.TargetCommand {
+		rec.goProcs = newGoProcs()
+	}
+	if byCgroup {
+		rec.cgNames = newCgroupNames(cgroup2Mount())
+		// Counting by cgroup, windows carry no processes: nothing is read
+		// from /proc per process and window.
+		rec.meta.noProcesses = true
+		rec.meta.procComm, rec.meta.procCmd, rec.meta.procContainer = nil, nil, nil
+	}
+	return rec
+}
+
+// loop closes a window every interval until the recording ends, and says
+// why it ended (profile.End*).
+func (r *Recorder) loop(ctx context.Context, rec *run, exited <-chan struct{}) (string, error) {
+	o := r.opts
 	var deadline <-chan time.Time
 	if o.Duration > 0 {
 		dt := time.NewTimer(o.Duration)
@@ -445,40 +403,79 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 	}
 	tick := time.NewTicker(o.Interval)
 	defer tick.Stop()
-loop:
 	for {
 		select {
 		case <-tick.C:
 			if err := r.closeWindow(rec, false); err != nil {
-				return nil, err
+				return "", err
 			}
 			// A duration that is a multiple of the interval ends with a
 			// full window, not a sliver.
-			if o.Duration > 0 && time.Since(start) >= o.Duration-o.Interval/100 {
-				end = profile.EndDuration
-				break loop
+			if o.Duration > 0 && time.Since(rec.start) >= o.Duration-o.Interval/100 {
+				return profile.EndDuration, nil
 			}
 		case <-deadline:
-			end = profile.EndDuration
-			break loop
+			return profile.EndDuration, nil
 		case <-exited:
-			end = profile.EndTargetExit
 			// The exiting task's last context switch, which attributes
 			// its final counts, may still be running on another CPU.
 			time.Sleep(20 * time.Millisecond)
-			break loop
+			return profile.EndTargetExit, nil
 		case <-ctx.Done():
-			end = profile.EndSignal
-			break loop
+			return profile.EndSignal, nil
 		}
 	}
+}
+
+// finish closes the last window, stops a command target and ends the file
+// with the trailer, which says why the recording ended and what was lost.
+func (r *Recorder) finish(rec *run, end string, cm *command, am *appMetrics) (*profile.Trailer, error) {
 	if err := r.closeWindow(rec, true); err != nil {
 		return nil, err
 	}
-
-	trailer := profile.Trailer{EndReason: end, EndTime: time.Now(), Drops: rec.drops, Windows: rec.windows}
+	tr := profile.Trailer{EndReason: end, EndTime: time.Now(), Drops: rec.drops, Windows: rec.windows}
 	finished := end == profile.EndTargetExit
-	if cm != nil && am != nil && end == profile.EndDuration {
+	if cm != nil {
+		finished = stopCommand(cm, am, end, &tr) || finished
+	}
+	if msg := rec.stretch.warning(rec.windows); msg != "" {
+		tr.Warnings = append(tr.Warnings, msg)
+		r.opts.Warn(msg)
+	}
+	if am != nil {
+		am.poll(true) // what the command wrote up to its end
+		tr.AppMetrics = am.final
+		tr.AppMetricsPartial = !finished && len(am.final) > 0
+		if msg := am.warning(); msg != "" {
+			tr.Warnings = append(tr.Warnings, msg)
+			r.opts.Warn(msg)
+		}
+	}
+	if f := rec.flost; f.unmatched+f.inflightFull+f.eventsDropped > 0 {
+		msg := fmt.Sprintf("function calls not timed: %d returns without their entry (in-flight map full or entered before recording), %d entries not stored; %d per-call events dropped", f.unmatched, f.inflightFull, f.eventsDropped)
+		tr.Warnings = append(tr.Warnings, msg)
+		r.opts.Warn(msg)
+	}
+	if d := rec.drops; d.Total() > 0 {
+		tr.Warnings = append(tr.Warnings, fmt.Sprintf("data lost: %d stack errors, %d samples (sample map full), %d counter deltas (task map full), %d other map errors", d.StackErrors, d.SampleMapFull, d.ProcMapFull, d.MapErrors))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.aborted || r.w == nil {
+		return &tr, nil
+	}
+	if err := r.w.Close(tr); err != nil {
+		return nil, err
+	}
+	r.w = nil
+	return &tr, nil
+}
+
+// stopCommand ends a command target with the recording, as perf stat
+// --timeout does, and puts its exit status in the trailer. It says
+// whether the command finished on its own.
+func stopCommand(cm *command, am *appMetrics, end string, tr *profile.Trailer) (finished bool) {
+	if am != nil && end == profile.EndDuration {
 		// A command that reports metrics writes its final values as it
 		// ends, usually just after -d (it started a little later): give
 		// it a moment, so the recording keeps the run's own values.
@@ -488,45 +485,12 @@ loop:
 		case <-time.After(AppMetricsGrace):
 		}
 	}
-	if cm != nil {
-		// The recording is over; so is the command, as with perf stat
-		// --timeout, and whatever it left running in its process group:
-		// SIGTERM, a moment to finish, then SIGKILL.
-		cm.stop(CommandGrace)
-		st, sig := cm.exitStatus()
-		trailer.ExitStatus, trailer.ExitSignal = &st, sig
-	}
-	if msg := rec.stretch.warning(rec.windows); msg != "" {
-		trailer.Warnings = append(trailer.Warnings, msg)
-		o.Warn(msg)
-	}
-	if am != nil {
-		am.poll(true) // what the command wrote up to its end
-		trailer.AppMetrics = am.final
-		trailer.AppMetricsPartial = !finished && len(am.final) > 0
-		if msg := am.warning(); msg != "" {
-			trailer.Warnings = append(trailer.Warnings, msg)
-			o.Warn(msg)
-		}
-	}
-	if f := rec.flost; f.unmatched+f.inflightFull+f.eventsDropped > 0 {
-		msg := fmt.Sprintf("function calls not timed: %d returns without their entry (in-flight map full or entered before recording), %d entries not stored; %d per-call events dropped", f.unmatched, f.inflightFull, f.eventsDropped)
-		trailer.Warnings = append(trailer.Warnings, msg)
-		o.Warn(msg)
-	}
-	if d := rec.drops; d.Total() > 0 {
-		trailer.Warnings = append(trailer.Warnings, fmt.Sprintf("data lost: %d stack errors, %d samples (sample map full), %d counter deltas (task map full), %d other map errors", d.StackErrors, d.SampleMapFull, d.ProcMapFull, d.MapErrors))
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.aborted || w == nil {
-		return &trailer, nil
-	}
-	if err := w.Close(trailer); err != nil {
-		return nil, err
-	}
-	r.w = nil
-	return &trailer, nil
+	// Whatever it left running in its process group goes too: SIGTERM, a
+	// moment to finish, then SIGKILL.
+	cm.stop(CommandGrace)
+	st, sig := cm.exitStatus()
+	tr.ExitStatus, tr.ExitSignal = &st, sig
+	return finished
 }
 
 // run is the state carried from window to window.
@@ -550,39 +514,86 @@ type run struct {
 	cgNames *cgroupNames // by-cgroup mode
 }
 
+// drained is what the kernel holds at a window's end: the first stage of
+// closing a window.
+type drained struct {
+	samples []rawSample
+	lost    uint64 // samples whose stacks could not be read
+	cur     *snapshot
+	funcs   []profile.FunctionWindow
+	fcur    *funcSnap // nil without --func
+	calls   bool      // a function was entered or returned
+}
+
+// drain takes the samples, the cumulative values and the function calls
+// at endNS.
+func (rc *run) drain(endNS int64) (*drained, error) {
+	var d drained
+	var err error
+	if d.samples, d.lost, err = rc.k.drainSamples(); err != nil {
+		return nil, err
+	}
+	if d.cur, err = rc.k.snapshot(); err != nil {
+		return nil, err
+	}
+	if rc.fk == nil {
+		return &d, nil
+	}
+	if d.fcur, err = rc.fk.snapshot(); err != nil {
+		return nil, err
+	}
+	d.funcs = rc.fk.window(rc.fprev, d.fcur, endNS)
+	for _, f := range d.funcs {
+		rc.flost.unmatched += f.Unmatched
+		rc.flost.inflightFull += f.InflightFull
+		rc.flost.eventsDropped += f.EventsDropped
+		d.calls = d.calls || len(f.Buckets) > 0 || f.Entries > 0 || f.Unmatched > 0
+	}
+	return &d, nil
+}
+
+// empty says whether a last window of span nanoseconds holding d would say
+// nothing: a recording that ends right after a window closed does not end
+// with a sliver.
+func (d *drained) empty(span int64) bool {
+	return span < int64(time.Millisecond) && len(d.samples) == 0 && !d.calls
+}
+
 // closeWindow drains the kernel, writes one window and reports it. The last
-// window of a recording is written only when it is not empty of time.
+// window of a recording is written only when it is not empty.
 func (r *Recorder) closeWindow(rc *run, last bool) error {
 	now := time.Now()
 	endNS := now.Sub(rc.start).Nanoseconds()
-	samples, lost, err := rc.k.drainSamples()
+	d, err := rc.drain(endNS)
 	if err != nil {
 		return err
 	}
-	cur, err := rc.k.snapshot()
-	if err != nil {
-		return err
-	}
-	var funcs []profile.FunctionWindow
-	var fcur *funcSnap
-	calls := false
-	if rc.fk != nil {
-		if fcur, err = rc.fk.snapshot(); err != nil {
-			return err
-		}
-		funcs = rc.fk.window(rc.fprev, fcur, endNS)
-		for _, f := range funcs {
-			rc.flost.unmatched += f.Unmatched
-			rc.flost.inflightFull += f.InflightFull
-			rc.flost.eventsDropped += f.EventsDropped
-			calls = calls || len(f.Buckets) > 0 || f.Entries > 0 || f.Unmatched > 0
-		}
-	}
-	if last && endNS-rc.lastNS < int64(time.Millisecond) && len(samples) == 0 && !calls {
+	if last && d.empty(endNS-rc.lastNS) {
 		return nil
 	}
-	// Mappings of a process sampled are read now, while it may still run,
-	// when they were never read or no longer cover its stacks.
+	rc.readMappings(d.samples)
+	if !last {
+		rc.stretch.add(endNS-rc.lastNS, int64(r.opts.Interval))
+	}
+	win := rc.window(d, endNS, last)
+	x, err := r.windowExtras(rc, d.cur, win)
+	if err != nil {
+		return err
+	}
+	rc.prev, rc.lastNS = d.cur, endNS
+	if d.fcur != nil {
+		rc.fprev = d.fcur
+	}
+	for _, s := range win.Samples {
+		rc.samples += s.Count
+	}
+	rc.drops.Add(win.Drops)
+	return r.emit(rc, win, x, now.Sub(rc.start))
+}
+
+// readMappings reads the mappings of each process sampled, while it may
+// still run, when they were never read or no longer cover its stacks.
+func (rc *run) readMappings(samples []rawSample) {
 	addrs := map[int][]uint64{}
 	for _, s := range samples {
 		if len(s.user) > 0 {
@@ -590,42 +601,35 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 		}
 	}
 	for pid, a := range addrs {
-		if rc.sym.NeedsSnapshot(pid, a) {
+		if rc.sym != nil && rc.sym.NeedsSnapshot(pid, a) {
 			_ = rc.sym.Snapshot(pid)
 		}
 		if rc.kern != nil && rc.goProcs != nil {
 			rc.goProcs.add(rc.kern, pid)
 		}
 	}
+}
+
+// window builds the window from the previous snapshot to d, with what
+// only the kernel or the command hold beside it.
+func (rc *run) window(d *drained, endNS int64, last bool) *profile.Window {
 	m := rc.meta
 	m.startNS, m.endNS = rc.lastNS, endNS
-	if !last {
-		rc.stretch.add(endNS-rc.lastNS, int64(r.opts.Interval))
-	}
-	win := buildWindow(rc.prev, cur, samples, lost, m)
+	win := buildWindow(rc.prev, d.cur, d.samples, d.lost, m)
 	if rc.kern != nil {
 		win.Others = rc.kern.drainOthers()
 	}
-	if r.opts.ByCgroup {
-		win.Processes = nil
-	}
-	win.Functions = funcs
-	if fcur != nil {
-		rc.fprev = fcur
-	}
+	win.Functions = d.funcs
 	if rc.am != nil {
 		win.AppMetrics = rc.am.poll(last)
 	}
-	x, err := r.windowExtras(rc, cur, win)
-	if err != nil {
-		return err
-	}
-	rc.prev, rc.lastNS = cur, endNS
-	for _, s := range win.Samples {
-		rc.samples += s.Count
-	}
-	rc.drops.Add(win.Drops)
+	return win
+}
 
+// emit writes win to the file, then hands it to OnWindow and the sinks
+// with the recording's progress. After Abort nothing is written.
+func (r *Recorder) emit(rc *run, win *profile.Window, x *WindowExtras, elapsed time.Duration) error {
+	var err error
 	r.mu.Lock()
 	if r.aborted {
 		r.mu.Unlock()
@@ -639,7 +643,7 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 		return err
 	}
 	rc.windows++
-	st := Status{Elapsed: now.Sub(rc.start), Windows: rc.windows, Samples: rc.samples, Drops: rc.drops.Total()}
+	st := Status{Elapsed: elapsed, Windows: rc.windows, Samples: rc.samples, Drops: rc.drops.Total()}
 	if r.opts.OnWindow != nil {
 		r.opts.OnWindow(win, st)
 	}
@@ -650,6 +654,25 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 		s.Window(win, st)
 	}
 	return nil
+}
+
+// watchCommand closes exited when the command exits, and keeps the
+// symbolizer's view of its mappings fresh.
+func watchCommand(cm *command, k *kernel, sym *symbolize.Symbolizer, gp *goProcs, exited, stop chan struct{}) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-cm.done:
+			close(exited)
+			return
+		case <-stop:
+			return
+		case <-t.C:
+			_ = sym.Snapshot(cm.cmd.Process.Pid)
+			gp.add(k, cm.cmd.Process.Pid)
+		}
+	}
 }
 
 // watchPIDs closes exited when every process in the target set has

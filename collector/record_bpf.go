@@ -121,8 +121,10 @@ func checkPrivileges() error {
 	return nil
 }
 
-// openKernel opens the counters, loads and attaches the programs and then
-// enables the counters. On error everything opened so far is closed.
+// openKernel loads the programs, opens the counters, attaches the
+// programs and samplers and then enables the counters, in that order so
+// that no program runs before what it reads exists. On error everything
+// opened so far is closed.
 func openKernel(cfg kernelConfig) (_ *kernel, err error) {
 	possible, err := ebpf.PossibleCPU()
 	if err != nil {
@@ -134,13 +136,46 @@ func openKernel(cfg kernelConfig) (_ *kernel, err error) {
 			k.close()
 		}
 	}()
+	if err := k.load(); err != nil {
+		return nil, err
+	}
+	for _, pid := range cfg.pids {
+		if err := k.addPID(pid, targetYes); err != nil {
+			return nil, err
+		}
+	}
+	for _, pid := range cfg.execPIDs {
+		if err := k.addPID(pid, targetAtExec); err != nil {
+			return nil, err
+		}
+	}
+	// Counters go into the PERF_EVENT_ARRAY before the programs attach, so
+	// the first read on each CPU finds them.
+	if err := k.openCounters(); err != nil {
+		return nil, err
+	}
+	if err := k.attachTracepoints(); err != nil {
+		return nil, err
+	}
+	if err := k.attachSamplers(); err != nil {
+		return nil, err
+	}
+	if err := k.enable(); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
 
+// load sets the BPF object's constants from the configuration and loads
+// its programs and maps into the kernel.
+func (k *kernel) load() error {
+	cfg := k.cfg
 	spec, err := bpf.LoadCacheheat()
 	if err != nil {
-		return nil, fmt.Errorf("loading bpf spec: %w", err)
+		return fmt.Errorf("loading bpf spec: %w", err)
 	}
 	if n := counterSlots(spec); len(cfg.counted) > n {
-		return nil, fmt.Errorf("%d distinct events requested; the bpf object has %d counter slots (MAX_EVENTS, sized to the largest CPU catalogue): pick fewer with -e", len(cfg.counted), n)
+		return fmt.Errorf("%d distinct events requested; the bpf object has %d counter slots (MAX_EVENTS, sized to the largest CPU catalogue): pick fewer with -e", len(cfg.counted), n)
 	}
 	ref := int32(-1)
 	if len(cfg.rotated) > 0 {
@@ -149,7 +184,7 @@ func openKernel(cfg kernelConfig) (_ *kernel, err error) {
 	src, nrCounters, faultSlots := slotSources(cfg.counted, counterSlots(spec))
 	var now unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err != nil {
-		return nil, fmt.Errorf("reading the monotonic clock: %w", err)
+		return fmt.Errorf("reading the monotonic clock: %w", err)
 	}
 	for name, v := range map[string]any{
 		"target_mode":           cfg.mode,
@@ -165,7 +200,7 @@ func openKernel(cfg kernelConfig) (_ *kernel, err error) {
 		"by_cgroup":             cfg.byCgroup,
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
-			return nil, fmt.Errorf("setting bpf variable %s: %w", name, err)
+			return fmt.Errorf("setting bpf variable %s: %w", name, err)
 		}
 	}
 	if !cfg.byCgroup {
@@ -178,38 +213,35 @@ func openKernel(cfg kernelConfig) (_ *kernel, err error) {
 	if err := spec.LoadAndAssign(&k.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("%w: the kernel's verifier refused the bpf programs: %v", ErrHost, ve)
+			return fmt.Errorf("%w: the kernel's verifier refused the bpf programs: %v", ErrHost, ve)
 		}
-		return nil, fmt.Errorf("%w: loading bpf programs: %w", ErrHost, err)
+		return fmt.Errorf("%w: loading bpf programs: %w", ErrHost, err)
 	}
-	for _, pid := range cfg.pids {
-		if err := k.addPID(pid, targetYes); err != nil {
-			return nil, err
-		}
-	}
-	for _, pid := range cfg.execPIDs {
-		if err := k.addPID(pid, targetAtExec); err != nil {
-			return nil, err
-		}
-	}
+	return nil
+}
 
-	// Counters go into the PERF_EVENT_ARRAY before the programs attach, so
-	// the first read on each CPU finds them.
-	k.counters = make([][]*perfCounter, len(cfg.counted))
+// openCounters opens each counted event on each CPU, disabled, and puts it
+// in its slot's PERF_EVENT_ARRAY for the programs to read.
+func (k *kernel) openCounters() error {
+	k.counters = make([][]*perfCounter, len(k.cfg.counted))
 	counterMaps := counterMapsOf(&k.objs.CacheheatMaps)
-	for slot, ev := range cfg.counted {
-		for _, cpu := range cfg.cpus {
+	for slot, ev := range k.cfg.counted {
+		for _, cpu := range k.cfg.cpus {
 			pc, err := openCounter(ev, cpu)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			k.counters[slot] = append(k.counters[slot], pc)
 			if err := counterMaps[slot].Put(uint32(cpu), uint32(pc.fd)); err != nil {
-				return nil, fmt.Errorf("adding %s on cpu %d to the counter array: %w", ev.Name, cpu, err)
+				return fmt.Errorf("adding %s on cpu %d to the counter array: %w", ev.Name, cpu, err)
 			}
 		}
 	}
+	return nil
+}
 
+// attachTracepoints attaches the scheduler and task programs (tp_btf).
+func (k *kernel) attachTracepoints() error {
 	for _, a := range []struct {
 		prog *ebpf.Program
 		name string
@@ -224,48 +256,59 @@ func openKernel(cfg kernelConfig) (_ *kernel, err error) {
 	} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: a.prog})
 		if err != nil {
-			return nil, fmt.Errorf("%w: attaching to %s: %w", ErrHost, a.name, err)
+			return fmt.Errorf("%w: attaching to %s: %w", ErrHost, a.name, err)
 		}
 		k.links = append(k.links, l)
 	}
+	return nil
+}
 
+// attachSamplers opens the cpu-clock sampler, and the miss event's when
+// there is one, on each CPU, disabled, with their programs attached.
+func (k *kernel) attachSamplers() error {
 	clock := Event{Name: "cpu-clock", Kind: KindSoftware, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CPU_CLOCK}
-	for _, cpu := range cfg.cpus {
-		if err := k.attachSampler(k.objs.SampleClock, clock, cpu, cfg.sampleHz, 0); err != nil {
-			return nil, err
+	for _, cpu := range k.cfg.cpus {
+		if err := k.attachSampler(k.objs.SampleClock, clock, cpu, k.cfg.sampleHz, 0); err != nil {
+			return err
 		}
 	}
-	if cfg.missEvent != nil {
-		k.missOK = true
-		for _, cpu := range cfg.cpus {
-			if err := k.attachSampler(k.objs.SampleMiss, *cfg.missEvent, cpu, 0, cfg.missPeriod); err != nil {
-				return nil, err
-			}
+	if k.cfg.missEvent == nil {
+		return nil
+	}
+	k.missOK = true
+	for _, cpu := range k.cfg.cpus {
+		if err := k.attachSampler(k.objs.SampleMiss, *k.cfg.missEvent, cpu, 0, k.cfg.missPeriod); err != nil {
+			return err
 		}
 	}
+	return nil
+}
 
+// enable starts the counters (a simulated PMU's rotated ones through its
+// rotator) and then the samplers.
+func (k *kernel) enable() error {
 	for slot, cs := range k.counters {
-		if slices.Contains(cfg.rotated, slot) {
+		if slices.Contains(k.cfg.rotated, slot) {
 			continue // the rotator enables them in turn
 		}
 		for _, pc := range cs {
 			if err := pc.enable(); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
-	if len(cfg.rotated) > 0 {
-		k.mux = newRotator(cfg.rotated, cfg.muxCounters, k.counters)
+	if len(k.cfg.rotated) > 0 {
+		k.mux = newRotator(k.cfg.rotated, k.cfg.muxCounters, k.counters)
 		if err := k.mux.start(muxInterval); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for _, pc := range k.samplers {
 		if err := pc.enable(); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return k, nil
+	return nil
 }
 
 // Where the BPF side takes a slot's counts from (SRC_* in bpf/cacheheat.c).
@@ -389,63 +432,99 @@ func (k *kernel) close() error {
 // snapshot reads every cumulative value: the seam between the kernel and
 // the window arithmetic (window.go).
 func (k *kernel) snapshot() (*snapshot, error) {
-	s := &snapshot{
-		tasks:  map[taskKey]taskVal{},
-		target: make([][]uint64, len(k.cfg.counted)),
-		host:   make([][]counterValue, len(k.cfg.counted)),
+	s := &snapshot{}
+	var err error
+	if s.tasks, err = k.readTasks(); err != nil {
+		return nil, err
 	}
-	keys, vals, err := k.taskBuf.readAll(k.objs.Tasks)
-	if err != nil {
-		return nil, fmt.Errorf("reading the task map: %w", err)
+	if s.target, err = k.readTargetTotals(); err != nil {
+		return nil, err
 	}
-	var exited []bpf.CacheheatTaskKey
-	for i, key := range keys {
-		tv := taskVal{comm: cString(vals[i].Comm[:]), counts: append([]uint64(nil), vals[i].Counts[:]...)}
-		s.tasks[taskKey{tgid: int(key.Tgid), tid: int(key.Pid)}] = tv
-		if vals[i].Exited != 0 {
-			exited = append(exited, key)
-		}
+	if s.host, err = k.readCounters(); err != nil {
+		return nil, err
 	}
-	k.prune(exited)
-
-	var zero uint32
-	var tots []bpf.CacheheatTotalsVal
-	if err := k.objs.TargetTotals.Lookup(&zero, &tots); err != nil {
-		return nil, fmt.Errorf("reading target totals: %w", err)
-	}
-	for slot := range k.cfg.counted {
-		s.target[slot] = make([]uint64, len(tots))
-		for cpu, t := range tots {
-			s.target[slot][cpu] = t.Counts[slot]
-		}
-	}
-	for slot, cs := range k.counters {
-		s.host[slot] = make([]counterValue, k.possible)
-		for _, pc := range cs {
-			v, err := pc.read()
-			if err != nil {
-				return nil, err
-			}
-			s.host[slot][pc.cpu] = v
-		}
-	}
-	// A rotated stand-in's own enabled clock stops while it is out of
-	// turn; the reference slot's is the time it was meant to count.
-	for _, slot := range k.cfg.rotated {
-		for cpu := range s.host[slot] {
-			s.host[slot][cpu].Enabled = s.host[k.cfg.refSlot][cpu].Enabled
-		}
-	}
-
 	if k.cfg.byCgroup {
 		if err := k.snapshotCgroups(s); err != nil {
 			return nil, err
 		}
 	}
+	if err := k.readHists(s); err != nil {
+		return nil, err
+	}
+	if err := k.readStats(s); err != nil {
+		return nil, err
+	}
+	s.idleNS = readIdle("/proc/stat")
+	return s, nil
+}
 
+// readTasks reads every thread's counts, and prunes the records of the
+// threads that exited.
+func (k *kernel) readTasks() (map[taskKey]taskVal, error) {
+	keys, vals, err := k.taskBuf.readAll(k.objs.Tasks)
+	if err != nil {
+		return nil, fmt.Errorf("reading the task map: %w", err)
+	}
+	tasks := make(map[taskKey]taskVal, len(keys))
+	var exited []bpf.CacheheatTaskKey
+	for i, key := range keys {
+		tv := taskVal{comm: cString(vals[i].Comm[:]), counts: append([]uint64(nil), vals[i].Counts[:]...)}
+		tasks[taskKey{tgid: int(key.Tgid), tid: int(key.Pid)}] = tv
+		if vals[i].Exited != 0 {
+			exited = append(exited, key)
+		}
+	}
+	k.prune(exited)
+	return tasks, nil
+}
+
+// readTargetTotals reads what the targets counted, [slot][cpu].
+func (k *kernel) readTargetTotals() ([][]uint64, error) {
+	var zero uint32
+	var tots []bpf.CacheheatTotalsVal
+	if err := k.objs.TargetTotals.Lookup(&zero, &tots); err != nil {
+		return nil, fmt.Errorf("reading target totals: %w", err)
+	}
+	target := make([][]uint64, len(k.cfg.counted))
+	for slot := range k.cfg.counted {
+		target[slot] = make([]uint64, len(tots))
+		for cpu, t := range tots {
+			target[slot][cpu] = t.Counts[slot]
+		}
+	}
+	return target, nil
+}
+
+// readCounters reads what every task counted, [slot][cpu], from the perf
+// counters.
+func (k *kernel) readCounters() ([][]counterValue, error) {
+	host := make([][]counterValue, len(k.cfg.counted))
+	for slot, cs := range k.counters {
+		host[slot] = make([]counterValue, k.possible)
+		for _, pc := range cs {
+			v, err := pc.read()
+			if err != nil {
+				return nil, err
+			}
+			host[slot][pc.cpu] = v
+		}
+	}
+	// A rotated stand-in's own enabled clock stops while it is out of
+	// turn; the reference slot's is the time it was meant to count.
+	for _, slot := range k.cfg.rotated {
+		for cpu := range host[slot] {
+			host[slot][cpu].Enabled = host[k.cfg.refSlot][cpu].Enabled
+		}
+	}
+	return host, nil
+}
+
+// readHists reads the run-queue latency and off-CPU histograms, per CPU.
+func (k *kernel) readHists(s *snapshot) error {
+	var zero uint32
 	var hs []bpf.CacheheatHistVal
 	if err := k.objs.Hists.Lookup(&zero, &hs); err != nil {
-		return nil, fmt.Errorf("reading histograms: %w", err)
+		return fmt.Errorf("reading histograms: %w", err)
 	}
 	s.runq = make([][]uint64, len(hs))
 	s.offcpu = make([][]uint64, len(hs))
@@ -453,10 +532,16 @@ func (k *kernel) snapshot() (*snapshot, error) {
 		s.runq[cpu] = append([]uint64(nil), h.Runq[:]...)
 		s.offcpu[cpu] = append([]uint64(nil), h.Offcpu[:]...)
 	}
+	return nil
+}
 
+// readStats reads the BPF side's own per-CPU statistics: sampler fires,
+// what it dropped, and the off-CPU totals.
+func (k *kernel) readStats(s *snapshot) error {
+	var zero uint32
 	var st []bpf.CacheheatStatsVal
 	if err := k.objs.Stats.Lookup(&zero, &st); err != nil {
-		return nil, fmt.Errorf("reading bpf stats: %w", err)
+		return fmt.Errorf("reading bpf stats: %w", err)
 	}
 	s.stats = make([]statsVal, len(st))
 	for cpu, v := range st {
@@ -468,14 +553,13 @@ func (k *kernel) snapshot() (*snapshot, error) {
 	}
 	var oc []bpf.CacheheatOffcpuStat
 	if err := k.objs.OffcpuStats.Lookup(&zero, &oc); err != nil {
-		return nil, fmt.Errorf("reading off-cpu stats: %w", err)
+		return fmt.Errorf("reading off-cpu stats: %w", err)
 	}
 	s.offStats = make([]offcpuVal, len(oc))
 	for cpu, v := range oc {
 		s.offStats[cpu] = offcpuVal{blockedNS: v.BlockedNs, sampledNS: v.SampledNs, stackErrors: v.StackErrors, mapErrors: v.MapErrors}
 	}
-	s.idleNS = readIdle("/proc/stat")
-	return s, nil
+	return nil
 }
 
 // readIdle reads each CPU's cumulative idle time (idle + iowait) from
@@ -610,18 +694,46 @@ func (k *kernel) drainSamples() ([]rawSample, uint64, error) {
 	if err := k.objs.Ctrl.Put(zero, k.buf); err != nil {
 		return nil, 0, fmt.Errorf("switching stack buffers: %w", err)
 	}
-	stacks := k.objs.Stacks0
-	if old == 1 {
-		stacks = k.objs.Stacks1
+	keys, cnts, err := k.takeSamples(old)
+	if err != nil {
+		return nil, 0, err
 	}
+	sr := stackReader{stacks: k.objs.Stacks0, offcpu: k.objs.OffcpuStacks, read: map[stackRef][]uint64{}}
+	if old == 1 {
+		sr.stacks = k.objs.Stacks1
+	}
+	var out []rawSample
+	var lost uint64
+	for i, key := range keys {
+		us, ok1 := sr.stack(key.Slot, key.Ustack)
+		ks, ok2 := sr.stack(key.Slot, key.Kstack)
+		if key.Gstack != 0 {
+			us = k.withGoroutine(us, key.Gstack)
+		}
+		if (!ok1 || !ok2) && key.Slot != slotOffCPU {
+			lost += cnts[i] // a count of samples; off-CPU values are nanoseconds
+		}
+		out = append(out, rawSample{
+			pid: int(key.Pid), tid: int(key.Tid), cpu: int(key.Cpu), slot: int(key.Slot),
+			user: us, kernel: ks, count: cnts[i],
+		})
+	}
+	k.drains++
+	sr.clear(k.drains%sweepEvery == 0)
+	return out, lost, nil
+}
+
+// takeSamples reads the sample counts of stack buffer buf and deletes
+// them from the samples map.
+func (k *kernel) takeSamples(buf uint32) ([]bpf.CacheheatSampleKey, []uint64, error) {
 	all, counts, err := k.sampleBuf.readAll(k.objs.Samples)
 	if err != nil {
-		return nil, 0, fmt.Errorf("reading samples: %w", err)
+		return nil, nil, fmt.Errorf("reading samples: %w", err)
 	}
 	var keys []bpf.CacheheatSampleKey
 	var cnts []uint64
 	for i, key := range all {
-		if uint32(key.Buf) == old {
+		if uint32(key.Buf) == buf {
 			keys = append(keys, key)
 			cnts = append(cnts, counts[i])
 		}
@@ -630,91 +742,93 @@ func (k *kernel) drainSamples() ([]rawSample, uint64, error) {
 		// Only this process deletes samples, and the programs write to the
 		// other buffer now: every key read is still there.
 		if _, err := k.objs.Samples.BatchDelete(keys, nil); err != nil {
-			return nil, 0, fmt.Errorf("clearing samples: %w", err)
+			return nil, nil, fmt.Errorf("clearing samples: %w", err)
 		}
 	}
-	// Off-CPU samples name stacks of their own map (never cleared).
-	type stackRef struct {
-		offcpu bool
-		id     int32
+	return keys, cnts, nil
+}
+
+// withGoroutine appends a goroutine's frames to the user stack of the
+// thread it is locked to: they continue it, outermost last (see
+// go_locked_stack).
+func (k *kernel) withGoroutine(us []uint64, id uint32) []uint64 {
+	var gs bpf.CacheheatGoStack
+	if err := k.objs.Gostacks.Lookup(id, &gs); err != nil {
+		return us
 	}
-	cache := map[stackRef][]uint64{}
-	readStack := func(slot uint16, id int32) ([]uint64, bool) {
-		if id < 0 {
-			return nil, true
+	us = append([]uint64(nil), us...) // us may be shared by the stack cache
+	for _, pc := range gs.Pc {
+		if pc == 0 {
+			break
 		}
-		ref := stackRef{slot == slotOffCPU, id}
-		if a, ok := cache[ref]; ok {
-			return a, a != nil
-		}
-		m := stacks
-		if ref.offcpu {
-			m = k.objs.OffcpuStacks
-		}
-		var raw [127]uint64
-		if err := m.Lookup(uint32(id), &raw); err != nil {
-			cache[ref] = nil
-			return nil, false
-		}
-		var addrs []uint64
-		for _, a := range raw {
-			if a == 0 {
-				break
-			}
-			addrs = append(addrs, a)
-		}
-		cache[ref] = addrs
-		return addrs, true
+		us = append(us, pc)
 	}
-	var out []rawSample
-	var lost uint64
-	for i, key := range keys {
-		cnt := cnts[i]
-		us, ok1 := readStack(key.Slot, key.Ustack)
-		ks, ok2 := readStack(key.Slot, key.Kstack)
-		if key.Gstack != 0 {
-			// The goroutine's frames continue the thread's user stack,
-			// outermost last (see go_locked_stack).
-			var gs bpf.CacheheatGoStack
-			if err := k.objs.Gostacks.Lookup(key.Gstack, &gs); err == nil {
-				us = append([]uint64(nil), us...) // us may be shared by the cache
-				for _, pc := range gs.Pc {
-					if pc == 0 {
-						break
-					}
-					us = append(us, pc)
-				}
-			}
-		}
-		if (!ok1 || !ok2) && key.Slot != slotOffCPU {
-			lost += cnt // a count of samples; off-CPU values are nanoseconds
-		}
-		out = append(out, rawSample{
-			pid: int(key.Pid), tid: int(key.Tid), cpu: int(key.Cpu), slot: int(key.Slot),
-			user: us, kernel: ks, count: cnt,
-		})
+	return us
+}
+
+// stackRef names a stack: off-CPU samples name stacks of their own map.
+type stackRef struct {
+	offcpu bool
+	id     int32
+}
+
+// stackReader reads the stacks of one drain, each once, and remembers
+// which ids it read so that they can be cleared.
+type stackReader struct {
+	stacks *ebpf.Map // the drained buffer's stack map
+	offcpu *ebpf.Map // never cleared (see offcpu_stacks)
+	read   map[stackRef][]uint64
+}
+
+// stack returns a stack's addresses; ok is false when it cannot be read
+// any more. A negative id is no stack.
+func (sr *stackReader) stack(slot uint16, id int32) ([]uint64, bool) {
+	if id < 0 {
+		return nil, true
 	}
-	// Clear the drained buffer's stack ids; the kernel hands out the same
-	// ids again for other stacks. The ids the samples named are deleted
-	// one by one (a stack map has no batch operations); a stack whose
-	// sample was lost (a full sample map) is swept every sweepEvery
-	// drains.
-	k.drains++
-	if k.drains%sweepEvery == 0 {
+	ref := stackRef{slot == slotOffCPU, id}
+	if a, ok := sr.read[ref]; ok {
+		return a, a != nil
+	}
+	m := sr.stacks
+	if ref.offcpu {
+		m = sr.offcpu
+	}
+	var raw [127]uint64
+	if err := m.Lookup(uint32(id), &raw); err != nil {
+		sr.read[ref] = nil
+		return nil, false
+	}
+	var addrs []uint64
+	for _, a := range raw {
+		if a == 0 {
+			break
+		}
+		addrs = append(addrs, a)
+	}
+	sr.read[ref] = addrs
+	return addrs, true
+}
+
+// clear deletes the drained buffer's stack ids: the kernel hands out the
+// same ids again for other stacks. The ids the samples named are deleted
+// one by one (a stack map has no batch operations); a stack whose sample
+// was lost (a full sample map) goes in a sweep of every id.
+func (sr *stackReader) clear(sweep bool) {
+	if sweep {
 		var id uint32
 		var raw [127]uint64
-		sit := stacks.Iterate()
-		for sit.Next(&id, &raw) {
-			cache[stackRef{id: int32(id)}] = nil
+		it := sr.stacks.Iterate()
+		for it.Next(&id, &raw) {
+			sr.read[stackRef{id: int32(id)}] = nil
 		}
 	}
-	for ref := range cache {
+	for ref := range sr.read {
 		// The off-CPU stack map is never cleared (see offcpu_stacks).
 		if ref.id >= 0 && !ref.offcpu {
-			_ = stacks.Delete(uint32(ref.id))
+			_ = sr.stacks.Delete(uint32(ref.id))
 		}
 	}
-	return out, lost, nil
 }
 
 // sweepEvery is how often (in drains) every id of a stack map is cleared.

@@ -77,9 +77,11 @@ type windowMeta struct {
 	ncpu      int // per-CPU arrays' length: MaxCPU()+1
 	sampled   int // CPUs sampled on
 	allTasks  bool
-	startNS   int64
-	endNS     int64
-	procComm  func(pid int) string
+	// noProcesses: windows carry no processes (counting by cgroup).
+	noProcesses bool
+	startNS     int64
+	endNS       int64
+	procComm    func(pid int) string
 	// procCmd is pid's command line; comm is its name now, so that a
 	// cache can tell an exec.
 	procCmd    func(pid int, comm string) []string
@@ -110,6 +112,40 @@ func at[T any](s []T, i int) T {
 // and the samples drained at its end.
 func buildWindow(prev, cur *snapshot, samples []rawSample, lostStacks uint64, m windowMeta) *profile.Window {
 	w := &profile.Window{StartNS: m.startNS, EndNS: m.endNS}
+	w.Counters = windowCounters(prev, cur, m)
+	if !m.noProcesses {
+		w.Processes = buildProcesses(prev, cur, m)
+	}
+	w.Histograms = windowHistograms(prev, cur, m.ncpu)
+	d, fires, tsamples := windowStats(prev, cur)
+	if cur.idleNS != nil && prev.idleNS != nil {
+		w.IdleNS = make(profile.Counts, m.ncpu)
+		for cpu := range w.IdleNS {
+			w.IdleNS[cpu] = delta(at(cur.idleNS, cpu), at(prev.idleNS, cpu))
+		}
+	}
+	var off profile.OffCPU
+	for cpu := range cur.offStats {
+		c, p := cur.offStats[cpu], at(prev.offStats, cpu)
+		off.BlockedNS += delta(c.blockedNS, p.blockedNS)
+		off.SampledNS += delta(c.sampledNS, p.sampledNS)
+		d.StackErrors += delta(c.stackErrors, p.stackErrors)
+		d.MapErrors += delta(c.mapErrors, p.mapErrors)
+	}
+	d.StackErrors += lostStacks
+	w.Drops = d
+	w.SampleRate = sampleRates(fires, tsamples, m)
+	w.Samples, off.Stacks = windowSamples(samples, w, m)
+	if cur.offStats != nil {
+		w.OffCPU = &off
+	}
+	return w
+}
+
+// windowCounters is each measured event's counts over the window, per CPU:
+// the target's, and every task's (scaled when multiplexed).
+func windowCounters(prev, cur *snapshot, m windowMeta) []profile.Counter {
+	var out []profile.Counter
 	for slot, name := range m.events {
 		c := profile.Counter{Event: name, PerCPU: make([]uint64, m.ncpu), HostPerCPU: make([]uint64, m.ncpu)}
 		for cpu := 0; cpu < m.ncpu; cpu++ {
@@ -124,17 +160,21 @@ func buildWindow(prev, cur *snapshot, samples []rawSample, lostStacks uint64, m 
 				c.PerCPU[cpu] = delta(at(at(cur.target, slot), cpu), at(at(prev.target, slot), cpu))
 			}
 		}
-		w.Counters = append(w.Counters, c)
+		out = append(out, c)
 	}
+	return out
+}
 
-	w.Processes = buildProcesses(prev, cur, m)
-
+// windowHistograms is the run-queue latency and off-CPU histograms over
+// the window, per CPU, trailing empty buckets left out.
+func windowHistograms(prev, cur *snapshot, ncpu int) []profile.Histogram {
+	var out []profile.Histogram
 	for _, h := range []struct {
 		name      string
 		cur, prev [][]uint64
 	}{{profile.HistRunqLatency, cur.runq, prev.runq}, {profile.HistOffCPU, cur.offcpu, prev.offcpu}} {
-		hist := profile.Histogram{Name: h.name, Unit: "ns", PerCPU: make([]profile.Counts, m.ncpu)}
-		for cpu := 0; cpu < m.ncpu; cpu++ {
+		hist := profile.Histogram{Name: h.name, Unit: "ns", PerCPU: make([]profile.Counts, ncpu)}
+		for cpu := 0; cpu < ncpu; cpu++ {
 			c, p := at(h.cur, cpu), at(h.prev, cpu)
 			b := make([]uint64, min(len(c), profile.HistBuckets))
 			last := 0
@@ -146,58 +186,58 @@ func buildWindow(prev, cur *snapshot, samples []rawSample, lostStacks uint64, m 
 			}
 			hist.PerCPU[cpu] = b[:last]
 		}
-		w.Histograms = append(w.Histograms, hist)
+		out = append(out, hist)
 	}
+	return out
+}
 
-	var d profile.Drops
-	var fires, tsamples [2]uint64
+// windowStats sums the BPF side's per-CPU statistics over the window: what
+// it dropped, and per sample slot how often the sampler fired and how many
+// of those were the target's.
+func windowStats(prev, cur *snapshot) (d profile.Drops, fires, samples [2]uint64) {
 	for cpu := range cur.stats {
 		c, p := cur.stats[cpu], at(prev.stats, cpu)
 		for i := range 2 {
 			fires[i] += delta(c.fires[i], p.fires[i])
-			tsamples[i] += delta(c.samples[i], p.samples[i])
+			samples[i] += delta(c.samples[i], p.samples[i])
 		}
 		d.StackErrors += delta(c.stackErrors, p.stackErrors)
 		d.SampleMapFull += delta(c.sampleMapFull, p.sampleMapFull)
 		d.ProcMapFull += delta(c.procMapFull, p.procMapFull)
 		d.MapErrors += delta(c.mapErrors, p.mapErrors)
 	}
-	if cur.idleNS != nil && prev.idleNS != nil {
-		w.IdleNS = make(profile.Counts, m.ncpu)
-		for cpu := range w.IdleNS {
-			w.IdleNS[cpu] = delta(at(cur.idleNS, cpu), at(prev.idleNS, cpu))
-		}
-	}
+	return d, fires, samples
+}
 
-	var off profile.OffCPU
-	for cpu := range cur.offStats {
-		c, p := cur.offStats[cpu], at(prev.offStats, cpu)
-		off.BlockedNS += delta(c.blockedNS, p.blockedNS)
-		off.SampledNS += delta(c.sampledNS, p.sampledNS)
-		d.StackErrors += delta(c.stackErrors, p.stackErrors)
-		d.MapErrors += delta(c.mapErrors, p.mapErrors)
-	}
-	d.StackErrors += lostStacks
-	w.Drops = d
-
+// sampleRates says, per sampled event, the rate asked for and the rate
+// achieved per sampled CPU, which is lower when the kernel throttles.
+func sampleRates(fires, samples [2]uint64, m windowMeta) []profile.SampleRate {
+	var out []profile.SampleRate
 	secs := float64(m.endNS-m.startNS) / 1e9
 	for slot, ev := range m.sampleEvs {
 		if ev == "" {
 			continue
 		}
-		sr := profile.SampleRate{Event: ev, Samples: tsamples[slot]}
+		sr := profile.SampleRate{Event: ev, Samples: samples[slot]}
 		if slot == slotClock {
 			sr.Requested = float64(m.sampleHz)
 		}
 		if secs > 0 && m.sampled > 0 {
 			sr.Achieved = float64(fires[slot]) / secs / float64(m.sampled)
 		}
-		w.SampleRate = append(w.SampleRate, sr)
+		out = append(out, sr)
 	}
+	return out
+}
 
+// windowSamples turns the drained samples into the window's samples, most
+// first, and its off-CPU stacks, longest first; their stacks go into w.
+func windowSamples(samples []rawSample, w *profile.Window, m windowMeta) ([]profile.Sample, []profile.OffCPUStack) {
+	var out []profile.Sample
+	var off []profile.OffCPUStack
 	for _, s := range samples {
 		if s.slot == slotOffCPU {
-			off.Stacks = append(off.Stacks, offCPUStack(s, w, m))
+			off = append(off, offCPUStack(s, w, m))
 			continue
 		}
 		if s.slot < 0 || s.slot > 1 || m.sampleEvs[s.slot] == "" || s.cpu >= m.ncpu {
@@ -208,10 +248,10 @@ func buildWindow(prev, cur *snapshot, samples []rawSample, lostStacks uint64, m 
 			ps.UserStack = m.stackTable.user(s.pid, s.user, w)
 			ps.KernelStack = m.stackTable.kernel(s.kernel, w)
 		}
-		w.Samples = append(w.Samples, ps)
+		out = append(out, ps)
 	}
-	sort.Slice(w.Samples, func(i, j int) bool {
-		a, b := w.Samples[i], w.Samples[j]
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
 		if a.Count != b.Count {
 			return a.Count > b.Count
 		}
@@ -220,17 +260,14 @@ func buildWindow(prev, cur *snapshot, samples []rawSample, lostStacks uint64, m 
 		}
 		return a.TID < b.TID
 	})
-	if cur.offStats != nil {
-		sort.Slice(off.Stacks, func(i, j int) bool {
-			a, b := off.Stacks[i], off.Stacks[j]
-			if a.NS != b.NS {
-				return a.NS > b.NS
-			}
-			return a.TID < b.TID
-		})
-		w.OffCPU = &off
-	}
-	return w
+	sort.Slice(off, func(i, j int) bool {
+		a, b := off[i], off[j]
+		if a.NS != b.NS {
+			return a.NS > b.NS
+		}
+		return a.TID < b.TID
+	})
+	return out, off
 }
 
 // offCPUStack turns a drained off-CPU sample (its count is nanoseconds)

@@ -59,7 +59,8 @@ func runExporter(name string, args []string, stdout io.Writer) error {
 		Warn: func(msg string) { fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", msg) },
 	}
 	var err error
-	if opts.Interval, err = time.ParseDuration(*interval); err != nil || opts.Interval < collector.MinInterval {
+	// The minimum interval is NewRecorder's to check; 0 would mean its default.
+	if opts.Interval, err = time.ParseDuration(*interval); err != nil || opts.Interval == 0 {
 		return usageErrorf("exporter: -i %q: want a duration of at least %v, such as 1s", *interval, collector.MinInterval)
 	}
 	if *events != "" {

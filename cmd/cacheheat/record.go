@@ -166,6 +166,7 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 		if err != nil {
 			return &hostError{err}
 		}
+		opts.CPU = &cpu // read once per recording
 		seen := map[string]bool{}
 		for _, name := range strings.Split(*events, ",") {
 			ev, err := collector.LookupEvent(strings.TrimSpace(name), cpu)
@@ -201,7 +202,9 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 			return usageErrorf("record: -d %q: want a positive duration such as 10s or 2m", *dur)
 		}
 	}
-	if opts.Interval, err = time.ParseDuration(*interval); err != nil || opts.Interval < collector.MinInterval {
+	// The minimum interval is NewRecorder's to check; here what does not
+	// parse, and 0, which means the default to NewRecorder.
+	if opts.Interval, err = time.ParseDuration(*interval); err != nil || opts.Interval == 0 {
 		return usageErrorf("record: -i %q: want a duration of at least %v, such as 1s or 100ms", *interval, collector.MinInterval)
 	}
 	if *hz <= 0 {

@@ -284,6 +284,7 @@ func CompareSeries(base, new []Series, opts Options) Result {
 	selected := compilePatterns(opts.Metrics)
 	dirs := directionOverrides{higher: compilePatterns(opts.HigherIsBetter), lower: compilePatterns(opts.LowerIsBetter)}
 	baseByName, newByName := byName(base), byName(new)
+	baseWindows, newWindows := mostValues(base), mostValues(new)
 	var tested []int
 	for _, b := range base {
 		if len(selected) > 0 && !matchName(selected, b.Name) {
@@ -296,6 +297,15 @@ func CompareSeries(base, new []Series, opts Options) Result {
 		}
 		if why := uninformative(b, n, baseByName, newByName); why != "" {
 			res.Skipped = append(res.Skipped, Skipped{b.Name, why})
+			continue
+		}
+		if (len(b.Values) < opts.MinWindows && baseWindows >= opts.MinWindows) || (len(n.Values) < opts.MinWindows && newWindows >= opts.MinWindows) {
+			// Not a side short of windows but a metric reported in few
+			// of them (a summary the command wrote at its end, a
+			// latency with events in two windows): more windows would
+			// not decide it, so it is no reason to call the whole
+			// comparison undecided.
+			res.Skipped = append(res.Skipped, Skipped{b.Name, fmt.Sprintf("in fewer than %d windows of a side that has more", opts.MinWindows)})
 			continue
 		}
 		m := testMetric(b, n, dirs.of(b), opts)
@@ -321,6 +331,16 @@ func CompareSeries(base, new []Series, opts Options) Result {
 	}
 	sortByVerdict(res.Metrics)
 	return res
+}
+
+// mostValues is the largest number of values a series has: the usable
+// windows of its recording, since every event's rate has a value in each.
+func mostValues(series []Series) int {
+	n := 0
+	for _, s := range series {
+		n = max(n, len(s.Values))
+	}
+	return n
 }
 
 func byName(series []Series) map[string]Series {

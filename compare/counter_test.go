@@ -82,3 +82,32 @@ func TestNoWindowsNeverOK(t *testing.T) {
 		t.Errorf("12 windows a side: undecided %v with %d tested", res.Undecided(), res.Tested)
 	}
 }
+
+// TestSparseMetricSkipped: a metric in one window of sides that have
+// twelve (the run's ns_per_op, written once at its end) is left out with
+// the reason, and the comparison is decided; in 3-window recordings the
+// same metric leaves it undecided with the rest (TestUndecidedNeverOK).
+func TestSparseMetricSkipped(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	base, new := synthRecording(rng, baseLoad, 12), synthRecording(rng, baseLoad, 12)
+	for _, r := range []*profile.Recording{base, new} {
+		r.Windows[10].AppMetrics["ns_per_op"] = 5
+	}
+	res := Compare(base, new, testOptions())
+	if res.Undecided() {
+		t.Errorf("undecided because of one sparse metric: %+v", res.Need)
+	}
+	var why string
+	for _, s := range res.Skipped {
+		if s.Name == "app.ns_per_op" {
+			why = s.Reason
+		}
+	}
+	if why == "" {
+		t.Errorf("app.ns_per_op not among the skipped metrics %+v", res.Skipped)
+	}
+	short := Compare(synthRecording(rng, baseLoad, 3), synthRecording(rng, baseLoad, 3), testOptions())
+	if !short.Undecided() {
+		t.Error("3-window recordings decided")
+	}
+}

@@ -60,7 +60,7 @@ func WriteText(w io.Writer, r *Result) error {
 		return err
 	}
 	if len(r.Skipped) > 0 {
-		fmt.Fprintf(w, "%d metrics not compared (only in one recording, or zero in both); --json lists them\n", len(r.Skipped))
+		fmt.Fprintf(w, "%d metrics not compared (only in one recording, zero in both, or in too few of the windows); --json lists them\n", len(r.Skipped))
 	}
 	if r.Need != nil {
 		fmt.Fprintln(w, r.Need.Explain())

@@ -284,7 +284,7 @@ func CompareSeries(base, new []Series, opts Options) Result {
 	selected := compilePatterns(opts.Metrics)
 	dirs := directionOverrides{higher: compilePatterns(opts.HigherIsBetter), lower: compilePatterns(opts.LowerIsBetter)}
 	baseByName, newByName := byName(base), byName(new)
-	baseWindows, newWindows := mostValues(base), mostValues(new)
+	all := sides{baseByName, newByName, mostValues(base), mostValues(new), opts.MinWindows}
 	var tested []int
 	for _, b := range base {
 		if len(selected) > 0 && !matchName(selected, b.Name) {
@@ -295,17 +295,8 @@ func CompareSeries(base, new []Series, opts Options) Result {
 			res.Skipped = append(res.Skipped, Skipped{b.Name, "only in BASE"})
 			continue
 		}
-		if why := uninformative(b, n, baseByName, newByName); why != "" {
+		if why := all.uninformative(b, n); why != "" {
 			res.Skipped = append(res.Skipped, Skipped{b.Name, why})
-			continue
-		}
-		if (len(b.Values) < opts.MinWindows && baseWindows >= opts.MinWindows) || (len(n.Values) < opts.MinWindows && newWindows >= opts.MinWindows) {
-			// Not a side short of windows but a metric reported in few
-			// of them (a summary the command wrote at its end, a
-			// latency with events in two windows): more windows would
-			// not decide it, so it is no reason to call the whole
-			// comparison undecided.
-			res.Skipped = append(res.Skipped, Skipped{b.Name, fmt.Sprintf("in fewer than %d windows of a side that has more", opts.MinWindows)})
 			continue
 		}
 		m := testMetric(b, n, dirs.of(b), opts)
@@ -351,17 +342,32 @@ func byName(series []Series) map[string]Series {
 	return out
 }
 
+// sides is what the filters of CompareSeries look at besides the metric:
+// both sides' series by name and their usable windows (mostValues).
+type sides struct {
+	base, new               map[string]Series
+	baseWindows, newWindows int
+	minWindows              int
+}
+
 // uninformative says why a metric both sides have cannot carry
 // information, or "" when it can. Such metrics are left out of the
-// family, so they do not weaken Holm's correction for the rest. Both
+// family, so they do not weaken Holm's correction for the rest. The
 // filters look at the pooled data only, never at the difference between
 // the sides.
-func uninformative(b, n Series, baseByName, newByName map[string]Series) string {
+func (s sides) uninformative(b, n Series) string {
 	if Median(b.Values) == 0 && Median(n.Values) == 0 {
 		return "zero in most windows of both"
 	}
-	if total, ok := scopeTotal(b.Name); ok && sameValues(b.Values, baseByName[total].Values) && sameValues(n.Values, newByName[total].Values) {
+	if total, ok := scopeTotal(b.Name); ok && sameValues(b.Values, s.base[total].Values) && sameValues(n.Values, s.new[total].Values) {
 		return "same as " + total + " in both"
+	}
+	// Not a side short of windows but a metric reported in few of them
+	// (a summary the command wrote at its end, a latency with events in
+	// two windows): more windows would not decide it, so it is no reason
+	// to call the whole comparison undecided.
+	if (len(b.Values) < s.minWindows && s.baseWindows >= s.minWindows) || (len(n.Values) < s.minWindows && s.newWindows >= s.minWindows) {
+		return fmt.Sprintf("in fewer than %d windows of a side that has more", s.minWindows)
 	}
 	return ""
 }

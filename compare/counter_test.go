@@ -3,6 +3,7 @@ package compare
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/cacheheat/cacheheat/profile"
@@ -76,6 +77,9 @@ func TestNoWindowsNeverOK(t *testing.T) {
 	}
 	if res.Need != nil && (len(res.Need.Metrics) == 0 || res.Need.MinWindows < 3) {
 		t.Errorf("need %+v: want the metrics and a number of windows", res.Need)
+	}
+	if both := Compare(starved, starved, testOptions()); !both.Undecided() || !strings.Contains(both.Need.Explain(), "no usable window") {
+		t.Errorf("no usable windows on either side: undecided %v, %+v", both.Undecided(), both.Need)
 	}
 	res = Compare(synthRecording(rng, baseLoad, 12), synthRecording(rng, baseLoad, 12), testOptions())
 	if res.Undecided() || res.Tested == 0 {

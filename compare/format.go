@@ -77,8 +77,12 @@ func (n *WindowsNeeded) Explain() string {
 		more = fmt.Sprintf(" and %d more", len(names)-8)
 		names = names[:8]
 	}
-	s := fmt.Sprintf("cannot decide %d metrics (%s%s): with these windows the smallest p-value the test can give is %.3g, over the %d-metric family that cannot reach alpha, so no result would be evidence either way. "+
-		"Record at least %d windows a side (%d used after the warm-up)", len(n.Metrics), strings.Join(names, ", "), more, n.SmallestP, n.Family, n.Record, n.MinWindows)
+	what := fmt.Sprintf("%d metrics (%s%s)", len(n.Metrics), strings.Join(names, ", "), more)
+	if len(n.Metrics) == 0 {
+		what = "anything (no usable window)"
+	}
+	s := fmt.Sprintf("cannot decide %s: with these windows the smallest p-value the test can give is %.3g, over the %d-metric family that cannot reach alpha, so no result would be evidence either way. "+
+		"Record at least %d windows a side (%d used after the warm-up)", what, n.SmallestP, n.Family, n.Record, n.MinWindows)
 	if n.MaxIntervalS > 0 {
 		s += fmt.Sprintf(": a longer -d, or -i %s or shorter for recordings this long", formatInterval(n.MaxIntervalS))
 	}

@@ -59,7 +59,11 @@ func runDiff(name string, args []string, stdout io.Writer) error {
 	}
 	if res.Undecided() {
 		// Not "OK": too few windows is no evidence of no regression.
-		return usageErrorf("diff: cannot decide %d metrics with %d and %d usable windows: record at least %d windows a side", len(res.Need.Metrics), res.Base.Used, res.New.Used, res.Need.Record)
+		what := fmt.Sprintf("%d metrics", len(res.Need.Metrics))
+		if len(res.Need.Metrics) == 0 {
+			what = "anything" // neither recording had a usable window
+		}
+		return usageErrorf("diff: cannot decide %s with %d and %d usable windows: record at least %d windows a side", what, res.Base.Used, res.New.Used, res.Need.Record)
 	}
 	return nil
 }

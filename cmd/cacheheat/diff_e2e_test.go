@@ -219,7 +219,7 @@ func TestDiffFalseshare(t *testing.T) {
 		}
 		return
 	}
-	t.Fatal("three sets of recordings were undecided or got less than one CPU: this host is too busy to show false sharing (see the log)")
+	t.Fatal("three sets of recordings were undecided or had a thread under 40% of its CPU: this host is too busy to show false sharing (see the log)")
 }
 
 // starvedThreads names the recordings of good, bad and good2 in which the

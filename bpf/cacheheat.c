@@ -306,15 +306,33 @@ struct {
 // blocked time of every voluntary switch-out is counted in offcpu_stats.
 #define OFFCPU_SLOT 2
 #define OFFCPU_PERIOD_NS 100000000ULL
-const volatile u64 offcpu_stacks_per_sec = 250;
+// At least one switch-out in offcpu_min_k: taking stacks costs about ten
+// times the rest of on_switch, so at low switch rates, where the rate
+// alone would take every one, they would still dominate its mean cost.
+const volatile u64 offcpu_min_k = 32;
+const volatile u64 offcpu_stacks_per_sec = 50;
 
 struct offcpu_start {
 	u64 ts;
 	s32 ustack;
 	s32 kstack;
-	u32 weight; // k of the switch-out's CPU, 0: no stacks taken
+	u32 weight; // 1/chance of the stacks, in 1/OFFCPU_W1 units; 0: none
 	u32 gstack;
+	u64 last_ns; // how long the thread's previous block lasted
 };
+
+// The chance of taking a switch-out's stacks is the larger of 1/k and the
+// thread's previous block over OFFCPU_SIZE_NS (1 from there on): the
+// previous block predicts this one, and long blocks carry most of the
+// blocked time. Sampled one in k alone, a Go runtime thread parked for a
+// second, counted 32 times, once outweighed the rcu readers' lock waits;
+// so one sample's time is bounded by about OFFCPU_SIZE_NS. A thread takes
+// at most 1 / OFFCPU_SIZE_NS of them a second by size. The chance is known
+// when the stacks are taken, and the time counts 1/chance times, so the
+// stack times stay unbiased (Horvitz-Thompson).
+#define OFFCPU_SIZE_NS 100000000ULL
+#define OFFCPU_W1 1024
+#define OFFCPU_P1 (1u << 20) // chances in 1/OFFCPU_P1 units
 
 // Go: a goroutine blocked on a lock, a channel or a sleep parks in the Go
 // scheduler, and its thread's stack at switch-out is the scheduler's own
@@ -860,20 +878,39 @@ static __noinline void offcpu_out(void *ctx, u32 tid, u64 now)
 	if (now - st->period_start >= OFFCPU_PERIOD_NS) {
 		// k for the next period from this one's rate.
 		u64 want = offcpu_stacks_per_sec * OFFCPU_PERIOD_NS / 1000000000ULL;
-		st->k = want ? st->period_outs / want + 1 : 1;
+		u64 k = want ? st->period_outs / want + 1 : 0;
+		st->k = k && k < offcpu_min_k ? offcpu_min_k : k;
 		st->period_start = now;
 		st->period_outs = 0;
 	}
 	st->period_outs++;
-	u64 k = st->k ? st->k : 1;
-	if (k == 1 || bpf_get_prandom_u32() % k == 0) {
-		v.weight = k;
-		v.ustack = bpf_get_stackid(ctx, &offcpu_stacks, BPF_F_USER_STACK);
-		v.kstack = bpf_get_stackid(ctx, &offcpu_stacks, 0);
-		v.gstack = go_locked_stack(bpf_get_current_task_btf());
+	// k 0: no stacks wanted (offcpu_stacks_per_sec 0), or the first
+	// period has not set it yet.
+	u64 k = st->k;
+	// Entries stay until the thread exits (on_exit): a switch-out of a
+	// known thread allocates nothing.
+	struct offcpu_start *e = bpf_map_lookup_elem(&offcpu_start, &tid);
+	if (k) {
+		u64 last = e ? e->last_ns : 0;
+		u64 p = OFFCPU_P1 / k;
+		u64 by_size = last / (OFFCPU_SIZE_NS / OFFCPU_P1);
+		if (by_size > p)
+			p = by_size;
+		if (p > OFFCPU_P1)
+			p = OFFCPU_P1;
+		if (p && (bpf_get_prandom_u32() & (OFFCPU_P1 - 1)) < p) {
+			v.weight = (u64)OFFCPU_W1 * OFFCPU_P1 / p;
+			v.ustack = bpf_get_stackid(ctx, &offcpu_stacks, BPF_F_USER_STACK);
+			v.kstack = bpf_get_stackid(ctx, &offcpu_stacks, 0);
+			v.gstack = go_locked_stack(bpf_get_current_task_btf());
+		}
 	}
-	if (bpf_map_update_elem(&offcpu_start, &tid, &v, BPF_ANY))
+	if (e) {
+		v.last_ns = e->last_ns;
+		*e = v;
+	} else if (bpf_map_update_elem(&offcpu_start, &tid, &v, BPF_NOEXIST)) {
 		st->map_errors++;
+	}
 }
 
 // offcpu_in adds the blocked time of a thread switching in to its stacks.
@@ -884,15 +921,17 @@ static __noinline void offcpu_in(struct task_struct *next, u64 now)
 	if (!tid)
 		return; // the idle task
 	struct offcpu_start *v = bpf_map_lookup_elem(&offcpu_start, &tid);
-	if (!v)
-		return;
+	if (!v || !v->ts)
+		return; // not switched out voluntarily since its last switch-in
 	struct offcpu_stat *st = bpf_map_lookup_elem(&offcpu_stats, &zero);
 	u64 dt = now > v->ts ? now - v->ts : 0;
+	v->ts = 0;
+	v->last_ns = dt;
 	if (st)
 		st->blocked_ns += dt;
 	if (v->weight) {
-		// The sampled switch-out stands for weight of them.
-		dt *= v->weight;
+		// The sampled switch-out stands for 1/chance of them.
+		dt = dt * v->weight / OFFCPU_W1;
 		// -EFAULT: no user stack (a kernel thread), not a loss.
 		if (st && ((v->ustack < 0 && v->ustack != -14) || (v->kstack < 0 && v->kstack != -14)))
 			st->stack_errors++;
@@ -920,7 +959,6 @@ static __noinline void offcpu_in(struct task_struct *next, u64 now)
 				st->map_errors++;
 		}
 	}
-	bpf_map_delete_elem(&offcpu_start, &tid);
 }
 
 SEC("tp_btf/sched_wakeup")

@@ -66,6 +66,7 @@ type CacheheatOffcpuStart struct {
 	Kstack int32
 	Weight uint32
 	Gstack uint32
+	LastNs uint64
 }
 
 type CacheheatOffcpuStat struct {
@@ -206,6 +207,7 @@ const (
 	CacheheatVarFaultSlots         = "fault_slots"
 	CacheheatVarNrCounters         = "nr_counters"
 	CacheheatVarNrEvents           = "nr_events"
+	CacheheatVarOffcpuMinK         = "offcpu_min_k"
 	CacheheatVarOffcpuStacksPerSec = "offcpu_stacks_per_sec"
 	CacheheatVarSlotSrc            = "slot_src"
 	CacheheatVarStartNs            = "start_ns"
@@ -344,6 +346,7 @@ type CacheheatVariableSpecs struct {
 	FaultSlots         *ebpf.VariableSpec `ebpf:"fault_slots"`
 	NrCounters         *ebpf.VariableSpec `ebpf:"nr_counters"`
 	NrEvents           *ebpf.VariableSpec `ebpf:"nr_events"`
+	OffcpuMinK         *ebpf.VariableSpec `ebpf:"offcpu_min_k"`
 	OffcpuStacksPerSec *ebpf.VariableSpec `ebpf:"offcpu_stacks_per_sec"`
 	SlotSrc            *ebpf.VariableSpec `ebpf:"slot_src"`
 	StartNs            *ebpf.VariableSpec `ebpf:"start_ns"`
@@ -512,6 +515,7 @@ type CacheheatVariables struct {
 	FaultSlots         *ebpf.Variable `ebpf:"fault_slots"`
 	NrCounters         *ebpf.Variable `ebpf:"nr_counters"`
 	NrEvents           *ebpf.Variable `ebpf:"nr_events"`
+	OffcpuMinK         *ebpf.Variable `ebpf:"offcpu_min_k"`
 	OffcpuStacksPerSec *ebpf.Variable `ebpf:"offcpu_stacks_per_sec"`
 	SlotSrc            *ebpf.Variable `ebpf:"slot_src"`
 	StartNs            *ebpf.Variable `ebpf:"start_ns"`

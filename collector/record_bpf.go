@@ -27,11 +27,17 @@ const (
 	slotOffCPU = 2
 )
 
-// offCPUStacksPerSec is about how many off-CPU stack pairs a CPU takes a
-// second (offcpu_stacks_per_sec): one voluntary switch-out in k, at
-// random, k set every 100 ms from the rate. It bounds their cost while
-// the blocked time of every switch-out is still counted.
-const offCPUStacksPerSec = 250
+// Off-CPU stacks are taken for one voluntary switch-out in k, at random,
+// k set every 100 ms so that a CPU takes about offCPUStacksPerSec stack
+// pairs a second (offcpu_stacks_per_sec), and never below offCPUMinK
+// (offcpu_min_k): taking stacks costs about ten times the rest of a
+// switch, so even at low switch rates it must stay rare for on_switch's
+// mean cost to stay near its floor. The blocked time of every switch-out
+// is still counted, and a sampled one's time counts k times.
+const (
+	offCPUStacksPerSec = 50
+	offCPUMinK         = 32
+)
 
 // Target modes of the BPF side (MODE_* in bpf/cacheheat.c).
 const (
@@ -197,6 +203,7 @@ func (k *kernel) load() error {
 		"start_ns":              uint64(now.Nano()),
 		"enabled_ref_slot":      ref,
 		"offcpu_stacks_per_sec": uint64(offCPUStacksPerSec),
+		"offcpu_min_k":          uint64(offCPUMinK),
 		"by_cgroup":             cfg.byCgroup,
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {

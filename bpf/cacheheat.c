@@ -16,29 +16,17 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+// errno names from the kernel's UAPI headers: vmlinux.h has no macros.
+#include <asm-generic/errno-base.h>
+
+#include "cacheheat.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-// MAX_EVENTS is the number of counter slots: one PERF_EVENT_ARRAY per slot
-// and one count per slot in every task record. It is sized so that the
-// whole catalogue of any CPU model cacheheat knows fits at once (checked by
-// collector's tests), so the slots never decide which events a recording
-// may ask for; a PMU with fewer counters multiplexes them instead. User
-// space takes the number from this object (the countersN maps), not from a
-// copy of this constant.
-#define MAX_EVENTS 40
-#define HIST_BUCKETS 40
-#define MAX_STACK_DEPTH 127
-#define TASK_COMM_LEN 16
+// Sizes, modes and slot numbers shared with user space are in
+// cacheheat.h. TASK_COMM_LEN is the kernel's (vmlinux.h).
 
-// Target modes, set by user space before load.
-#define MODE_ALL 0
-#define MODE_PIDS 1
-#define MODE_CGROUP 2
-
-// Sample event slots: 0 is cpu-clock, 1 the primary miss event.
-#define SAMPLE_SLOTS 2
-
+// Set by user space before load: an enum mode.
 const volatile u32 target_mode = MODE_ALL;
 const volatile u64 target_cgroup = 0;
 // The target cgroup's depth below the cgroup v2 root: a task is a target
@@ -47,7 +35,7 @@ const volatile u64 target_cgroup = 0;
 const volatile u32 target_cgroup_level = 0;
 const volatile u32 nr_events = 0;
 
-// Where each slot's counts come from (SRC_*), set by user space. The
+// Where each slot's counts come from (enum slot_source), set by user space. The
 // software events are counted as perf counts them for a task, without
 // reading their perf counters:
 // - cpu-clock: the time between the task's switch-in (or last sample) and
@@ -65,12 +53,6 @@ const volatile u32 nr_events = 0;
 //   read from their perf counters, but only at the end of a slice in
 //   which the task's own fault counts moved: a slice without faults reads
 //   nothing.
-#define SRC_COUNTER 0
-#define SRC_CLOCK 1
-#define SRC_SWITCH 2
-#define SRC_MIGRATION 3
-#define SRC_FAULT 4
-#define SRC_MAJFAULT 5
 const volatile u32 slot_src[MAX_EVENTS] = {};
 // The number of SRC_COUNTER slots, and the fault slots (bit i: slot i).
 const volatile u32 nr_counters = 0;
@@ -98,6 +80,7 @@ const volatile u64 start_ns = 0;
 	} counters##n SEC(".maps");
 
 // FOR_EACH_SLOT(X) expands X(0) .. X(MAX_EVENTS-1).
+_Static_assert(MAX_EVENTS == 40, "FOR_EACH_SLOT lists MAX_EVENTS slots");
 #define FOR_EACH_SLOT(X)                                                  \
 	X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9)                 \
 	X(10) X(11) X(12) X(13) X(14) X(15) X(16) X(17) X(18) X(19)       \
@@ -119,12 +102,9 @@ static __always_inline long read_slot(u32 i, struct bpf_perf_event_value *v)
 	return -1;
 }
 
-// Target processes (tgid) in MODE_PIDS; children of targets are added at
-// fork so that a target's whole process tree is followed. A value of
-// TARGET_AT_EXEC marks a command that becomes a target when it execs, as
-// perf's enable_on_exec: the launcher before it is not the command.
-#define TARGET_YES 1
-#define TARGET_AT_EXEC 2
+// Target processes (tgid) in MODE_PIDS, each an enum target_state;
+// children of targets are added at fork so that a target's whole process
+// tree is followed.
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 8192);
@@ -236,20 +216,6 @@ struct {
 	__type(value, struct hist_val);
 } hists SEC(".maps");
 
-// Wakeup and switch-out timestamps by thread id.
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 32768);
-	__type(key, u32);
-	__type(value, u64);
-} wakeup_ts SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 32768);
-	__type(key, u32);
-	__type(value, u64);
-} offcpu_ts SEC(".maps");
 
 // Stacks are double-buffered: samples go to the stack map and sample keys
 // of the active buffer while user space drains and clears the other, so a
@@ -297,14 +263,13 @@ struct {
 // Off-CPU stacks, as BCC's offcputime: at a target thread's voluntary
 // switch-out its user and kernel stacks are taken, and at its switch-in the
 // time it was blocked is added to that stack pair under sample slot
-// OFFCPU_SLOT of the samples map (the value is nanoseconds, not a count).
+// SLOT_OFFCPU of the samples map (the value is nanoseconds, not a count).
 // Taking stacks costs a few microseconds, so each CPU takes them for one
 // switch-out in k, chosen at random (never by timing, which would lock
 // onto a periodic program), with k set every OFFCPU_PERIOD_NS so that a
 // CPU takes about offcpu_stacks_per_sec stacks. A sampled switch-out's
 // time counts k times, so stack times are unbiased estimates; the exact
 // blocked time of every voluntary switch-out is counted in offcpu_stats.
-#define OFFCPU_SLOT 2
 #define OFFCPU_PERIOD_NS 100000000ULL
 // At least one switch-out in offcpu_min_k: taking stacks costs about ten
 // times the rest of on_switch, so at low switch rates, where the rate
@@ -358,8 +323,6 @@ struct {
 	__type(key, u32); // tgid
 	__type(value, struct go_offsets);
 } go_procs SEC(".maps");
-
-#define GO_STACK_DEPTH 32
 
 struct go_stack {
 	u64 pc[GO_STACK_DEPTH];
@@ -431,13 +394,22 @@ static __always_inline u32 go_locked_stack(struct task_struct *t)
 }
 
 
-// A blocked target thread's switch-out time and stacks, by thread id.
+// What a target thread's next switch-in needs from its last wakeup and
+// switch-out, in task-local storage: reaching it is a pointer chase, not a
+// hash of the thread id, and the kernel frees it with the task. The
+// timestamps are 0 when unset.
+struct thread_state {
+	u64 wakeup_ts; // wakeup (or preemption): run queue latency starts
+	u64 offcpu_ts; // switch-out; by cgroup, the reason in the low bits
+	struct offcpu_start off;
+};
+
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 32768);
-	__type(key, u32);
-	__type(value, struct offcpu_start);
-} offcpu_start SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct thread_state);
+} thread_state SEC(".maps");
 
 // Off-CPU stacks have their own stack map, never cleared while recording:
 // a thread may stay blocked across many windows, and its stack id must
@@ -507,8 +479,17 @@ struct task_struct___since514 {
 	unsigned int __state;
 } __attribute__((preserve_access_index));
 
-#define TASK_RUNNING 0
-#define TASK_DEAD 0x80
+// Task state bits, from include/linux/sched.h. They are macros, not
+// types, so they are in neither BTF nor vmlinux.h and CO-RE cannot
+// relocate them (it relocates fields, types and enum values); what CO-RE
+// can do for the state, task_state below does. The values have not
+// changed since Linux 4.14, which moved TASK_DEAD from 0x40 to 0x80; the
+// programs need 5.11 or later (bpf_get_current_task_btf).
+#define TASK_RUNNING 0x0000
+#define TASK_INTERRUPTIBLE 0x0001
+#define TASK_UNINTERRUPTIBLE 0x0002
+#define TASK_DEAD 0x0080
+#define TASK_NOLOAD 0x0400
 
 static __always_inline long task_state(struct task_struct *t)
 {
@@ -530,14 +511,8 @@ static __always_inline long task_state(struct task_struct *t)
 // processes from them.
 const volatile bool by_cgroup = false;
 
-// Why a task left the CPU, from its state at the switch (OFFCPU_* index the
-// per-cgroup off-CPU histograms; user space names them).
-#define OFFCPU_PREEMPTED 0 // still runnable: preempted or yielded
-#define OFFCPU_SLEEP 1 // TASK_INTERRUPTIBLE: futex, poll, sleep, pipe
-#define OFFCPU_BLOCKED 2 // TASK_UNINTERRUPTIBLE: mostly disk I/O
-#define OFFCPU_IDLE 3 // TASK_IDLE (NOLOAD): idle kernel worker threads
-#define OFFCPU_OTHER 4 // stopped, traced, dead
-#define OFFCPU_REASONS 5
+// By cgroup, the off-CPU reason (enum offcpu_reason) rides in the low bits
+// of the switch-out timestamp.
 #define OFFCPU_MASK 7ULL
 
 struct cgroup_val {
@@ -579,7 +554,7 @@ static __always_inline struct cgroup_val *cgroup_of(struct task_struct *t)
 		return cv;
 	static const struct cgroup_val zero_cv;
 	long err = bpf_map_update_elem(&cgroups, &id, &zero_cv, BPF_NOEXIST);
-	if (err && err != -17 /* EEXIST */) {
+	if (err && err != -EEXIST) {
 		u32 zero = 0;
 		u64 *full = bpf_map_lookup_elem(&cgroup_full, &zero);
 		if (full)
@@ -594,11 +569,11 @@ static __always_inline u32 offcpu_reason_of(long st)
 {
 	if (st == TASK_RUNNING)
 		return OFFCPU_PREEMPTED;
-	if (st & 0x400 /* TASK_NOLOAD */)
+	if (st & TASK_NOLOAD)
 		return OFFCPU_IDLE;
-	if (st & 1 /* TASK_INTERRUPTIBLE */)
+	if (st & TASK_INTERRUPTIBLE)
 		return OFFCPU_SLEEP;
-	if (st & 2 /* TASK_UNINTERRUPTIBLE */)
+	if (st & TASK_UNINTERRUPTIBLE)
 		return OFFCPU_BLOCKED;
 	return OFFCPU_OTHER;
 }
@@ -663,10 +638,10 @@ static __always_inline struct task_val *task_entry(struct task_struct *t)
 		init->migrations = t->se.nr_migrations;
 	bpf_probe_read_kernel_str(init->comm, sizeof(init->comm), t->comm);
 	long err = bpf_map_update_elem(&tasks, &k, init, BPF_NOEXIST);
-	if (err && err != -17 /* EEXIST */) {
+	if (err && err != -EEXIST) {
 		struct stats_val *s = get_stats();
 		if (s) {
-			if (err == -7 /* E2BIG: map full */)
+			if (err == -E2BIG) // the map is full
 				s->proc_map_full++;
 			else
 				s->map_errors++;
@@ -836,23 +811,24 @@ static __always_inline u32 log2_bucket(u64 v)
 	return b;
 }
 
-// set_ts records a timestamp for thread tid in place; entries stay until
-// the thread exits (on_exit), so a switch allocates nothing.
-static __always_inline void set_ts(void *map, u32 tid, u64 now)
+// thread_of returns target thread t's state, created on first use. NULL
+// only when the kernel refuses (out of memory, or task storage busy on this
+// CPU in a nested program): that switch's latencies go uncounted, and are
+// counted as a map error.
+static __always_inline struct thread_state *thread_of(struct task_struct *t)
 {
-	u64 *ts = bpf_map_lookup_elem(map, &tid);
-	if (ts)
-		*ts = now;
-	else
-		bpf_map_update_elem(map, &tid, &now, BPF_NOEXIST);
+	struct thread_state *s = bpf_task_storage_get(&thread_state, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!s) {
+		struct stats_val *st = get_stats();
+		if (st)
+			st->map_errors++;
+	}
+	return s;
 }
 
-// take_ts returns and clears thread tid's timestamp, 0 when none is set.
-static __always_inline u64 take_ts(void *map, u32 tid)
+// take returns and clears a timestamp.
+static __always_inline u64 take(u64 *ts)
 {
-	u64 *ts = bpf_map_lookup_elem(map, &tid);
-	if (!ts)
-		return 0;
 	u64 v = *ts;
 	*ts = 0;
 	return v;
@@ -862,12 +838,14 @@ static __always_inline void record_wakeup(struct task_struct *p)
 {
 	if (!is_target(p))
 		return;
-	set_ts(&wakeup_ts, p->pid, bpf_ktime_get_ns());
+	struct thread_state *s = thread_of(p);
+	if (s)
+		s->wakeup_ts = bpf_ktime_get_ns();
 }
 
 // offcpu_out notes a target thread's voluntary switch-out (prev is the
 // current task here, so its stacks are the current stacks).
-static __noinline void offcpu_out(void *ctx, u32 tid, u64 now)
+static __noinline void offcpu_out(void *ctx, struct offcpu_start *e, u64 now)
 {
 	u32 zero = 0;
 	struct offcpu_stat *st = bpf_map_lookup_elem(&offcpu_stats, &zero);
@@ -887,11 +865,8 @@ static __noinline void offcpu_out(void *ctx, u32 tid, u64 now)
 	// k 0: no stacks wanted (offcpu_stacks_per_sec 0), or the first
 	// period has not set it yet.
 	u64 k = st->k;
-	// Entries stay until the thread exits (on_exit): a switch-out of a
-	// known thread allocates nothing.
-	struct offcpu_start *e = bpf_map_lookup_elem(&offcpu_start, &tid);
 	if (k) {
-		u64 last = e ? e->last_ns : 0;
+		u64 last = e->last_ns;
 		u64 p = OFFCPU_P1 / k;
 		u64 by_size = last / (OFFCPU_SIZE_NS / OFFCPU_P1);
 		if (by_size > p)
@@ -905,23 +880,16 @@ static __noinline void offcpu_out(void *ctx, u32 tid, u64 now)
 			v.gstack = go_locked_stack(bpf_get_current_task_btf());
 		}
 	}
-	if (e) {
-		v.last_ns = e->last_ns;
-		*e = v;
-	} else if (bpf_map_update_elem(&offcpu_start, &tid, &v, BPF_NOEXIST)) {
-		st->map_errors++;
-	}
+	v.last_ns = e->last_ns;
+	*e = v;
 }
 
 // offcpu_in adds the blocked time of a thread switching in to its stacks.
-static __noinline void offcpu_in(struct task_struct *next, u64 now)
+static __noinline void offcpu_in(struct task_struct *next, struct offcpu_start *v, u64 now)
 {
 	u32 zero = 0;
 	u32 tid = next->pid;
-	if (!tid)
-		return; // the idle task
-	struct offcpu_start *v = bpf_map_lookup_elem(&offcpu_start, &tid);
-	if (!v || !v->ts)
+	if (!v->ts)
 		return; // not switched out voluntarily since its last switch-in
 	struct offcpu_stat *st = bpf_map_lookup_elem(&offcpu_stats, &zero);
 	u64 dt = now > v->ts ? now - v->ts : 0;
@@ -933,7 +901,7 @@ static __noinline void offcpu_in(struct task_struct *next, u64 now)
 		// The sampled switch-out stands for 1/chance of them.
 		dt = dt * v->weight / OFFCPU_W1;
 		// -EFAULT: no user stack (a kernel thread), not a loss.
-		if (st && ((v->ustack < 0 && v->ustack != -14) || (v->kstack < 0 && v->kstack != -14)))
+		if (st && ((v->ustack < 0 && v->ustack != -EFAULT) || (v->kstack < 0 && v->kstack != -EFAULT)))
 			st->stack_errors++;
 		if (st)
 			st->sampled_ns += dt;
@@ -944,7 +912,7 @@ static __noinline void offcpu_in(struct task_struct *next, u64 now)
 			.cpu = bpf_get_smp_processor_id(),
 			.ustack = v->ustack,
 			.kstack = v->kstack,
-			.slot = OFFCPU_SLOT,
+			.slot = SLOT_OFFCPU,
 			.buf = bufp ? (*bufp & 1) : 0,
 			.gstack = v->gstack,
 		};
@@ -988,21 +956,23 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	barrier();
 
 	if (prev_target) {
-		u32 tid = prev->pid;
 		long state = task_state(prev);
 		// An exiting task's last slice is not counted (on_exit).
 		if (!(state & TASK_DEAD))
 			account(l, prev, now, 1);
-		// A preempted task goes straight back onto the run queue: its run
-		// queue latency starts now, as in runqlat.bt.
-		if (state == TASK_RUNNING)
-			set_ts(&wakeup_ts, tid, now);
-		// By cgroup, the off-CPU reason rides in the timestamp's low
-		// bits (OFFCPU_MASK ns of resolution), saving a map per switch.
-		set_ts(&offcpu_ts, tid, by_cgroup ? (now & ~OFFCPU_MASK) | offcpu_reason_of(state) : now);
-		// Voluntary: the thread blocked (not preempted, not exiting).
-		if (!preempt && state != TASK_RUNNING && !(state & TASK_DEAD))
-			offcpu_out(ctx, tid, now);
+		struct thread_state *s = state & TASK_DEAD ? NULL : thread_of(prev);
+		if (s) {
+			// A preempted task goes straight back onto the run queue:
+			// its run queue latency starts now, as in runqlat.bt.
+			if (state == TASK_RUNNING)
+				s->wakeup_ts = now;
+			// By cgroup, the off-CPU reason rides in the timestamp's
+			// low bits (OFFCPU_MASK ns of resolution).
+			s->offcpu_ts = by_cgroup ? (now & ~OFFCPU_MASK) | offcpu_reason_of(state) : now;
+			// Voluntary: the thread blocked (not preempted).
+			if (!preempt && state != TASK_RUNNING)
+				offcpu_out(ctx, &s->off, now);
+		}
 	} else {
 		leave(l, prev);
 	}
@@ -1013,13 +983,15 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	l->busy = 0;
 	if (!next_target)
 		return 0;
-	offcpu_in(next, now);
+	struct thread_state *s = thread_of(next);
+	if (!s)
+		return 0;
+	offcpu_in(next, &s->off, now);
 
 	u32 zero = 0;
-	u32 ntid = next->pid;
 	struct hist_val *h = bpf_map_lookup_elem(&hists, &zero);
 	struct cgroup_val *cv = NULL;
-	u64 ts = take_ts(&wakeup_ts, ntid);
+	u64 ts = take(&s->wakeup_ts);
 	if (ts && now >= ts) {
 		u32 b = log2_bucket(now - ts);
 		if (h)
@@ -1030,7 +1002,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 			__sync_fetch_and_add(&cv->runq_ns, now - ts);
 		}
 	}
-	ts = take_ts(&offcpu_ts, ntid);
+	ts = take(&s->offcpu_ts);
 	if (ts) {
 		u32 r = OFFCPU_OTHER;
 		if (by_cgroup) {
@@ -1132,10 +1104,6 @@ int BPF_PROG(on_exit, struct task_struct *t)
 			l->busy = 0;
 		}
 	}
-	u32 tid = t->pid;
-	bpf_map_delete_elem(&wakeup_ts, &tid);
-	bpf_map_delete_elem(&offcpu_ts, &tid);
-	bpf_map_delete_elem(&offcpu_start, &tid);
 	// The thread's last switch is still to come: mark its record for
 	// user space to delete after the next snapshot, not now.
 	struct task_key k = {.tgid = t->tgid, .pid = t->pid};
@@ -1162,10 +1130,10 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 	struct last_val *l = get_last();
 	if (!s || !l)
 		return 0;
-	s->fires[slot & 1]++;
+	s->fires[slot & 1]++; // & 1: a provable bound for the verifier (SAMPLE_SLOTS)
 	struct task_struct *t = (struct task_struct *)bpf_get_current_task_btf();
 	if (!is_target(t)) {
-		if (slot == 0)
+		if (slot == SLOT_CLOCK)
 			other_sample(t);
 		return 0;
 	}
@@ -1192,7 +1160,7 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 		.pid = id >> 32,
 		.tid = (u32)id,
 		.cpu = bpf_get_smp_processor_id(),
-		.kstack = -14, // -EFAULT, what bpf_get_stackid says for no stack
+		.kstack = -EFAULT, // what bpf_get_stackid says for no stack
 		.slot = slot,
 		.buf = buf,
 	};
@@ -1207,7 +1175,7 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 			k.kstack = bpf_get_stackid(ctx, &stacks0, 0);
 	}
 	// -EFAULT: no user stack (a kernel thread), not a loss.
-	if ((k.ustack < 0 && k.ustack != -14) || (k.kstack < 0 && k.kstack != -14))
+	if ((k.ustack < 0 && k.ustack != -EFAULT) || (k.kstack < 0 && k.kstack != -EFAULT))
 		s->stack_errors++;
 
 	// The key holds this CPU, so only this CPU updates the entry: a plain
@@ -1219,7 +1187,7 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 	}
 	u64 one = 1;
 	long err = bpf_map_update_elem(&samples, &k, &one, BPF_NOEXIST);
-	if (err == -7 /* E2BIG */)
+	if (err == -E2BIG) // the map is full
 		s->sample_map_full++;
 	else if (err)
 		s->map_errors++;
@@ -1229,11 +1197,20 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 SEC("perf_event")
 int sample_clock(struct bpf_perf_event_data *ctx)
 {
-	return sample(ctx, 0);
+	return sample(ctx, SLOT_CLOCK);
 }
 
 SEC("perf_event")
 int sample_miss(struct bpf_perf_event_data *ctx)
 {
-	return sample(ctx, 1);
+	return sample(ctx, SLOT_MISS);
 }
+
+// Each enum of cacheheat.h is in the object's BTF only when something
+// uses it; these pointers do, so bpf2go can export the enums to Go.
+const enum sizes *unused_sizes __attribute__((unused));
+const enum mode *unused_mode __attribute__((unused));
+const enum target_state *unused_target_state __attribute__((unused));
+const enum slot_source *unused_slot_source __attribute__((unused));
+const enum sample_slot *unused_sample_slot __attribute__((unused));
+const enum offcpu_reason *unused_offcpu_reason __attribute__((unused));

@@ -59,15 +59,24 @@ type CacheheatLastVal struct {
 	_           [4]byte
 }
 
-type CacheheatOffcpuStart struct {
-	_      structs.HostLayout
-	Ts     uint64
-	Ustack int32
-	Kstack int32
-	Weight uint32
-	Gstack uint32
-	LastNs uint64
-}
+type CacheheatMode uint32
+
+const (
+	CacheheatModeMODE_ALL    CacheheatMode = 0
+	CacheheatModeMODE_PIDS   CacheheatMode = 1
+	CacheheatModeMODE_CGROUP CacheheatMode = 2
+)
+
+type CacheheatOffcpuReason uint32
+
+const (
+	CacheheatOffcpuReasonOFFCPU_PREEMPTED CacheheatOffcpuReason = 0
+	CacheheatOffcpuReasonOFFCPU_SLEEP     CacheheatOffcpuReason = 1
+	CacheheatOffcpuReasonOFFCPU_BLOCKED   CacheheatOffcpuReason = 2
+	CacheheatOffcpuReasonOFFCPU_IDLE      CacheheatOffcpuReason = 3
+	CacheheatOffcpuReasonOFFCPU_OTHER     CacheheatOffcpuReason = 4
+	CacheheatOffcpuReasonOFFCPU_REASONS   CacheheatOffcpuReason = 5
+)
 
 type CacheheatOffcpuStat struct {
 	_           structs.HostLayout
@@ -98,6 +107,35 @@ type CacheheatSampleKey struct {
 	Gstack uint32
 }
 
+type CacheheatSampleSlot uint32
+
+const (
+	CacheheatSampleSlotSLOT_CLOCK   CacheheatSampleSlot = 0
+	CacheheatSampleSlotSLOT_MISS    CacheheatSampleSlot = 1
+	CacheheatSampleSlotSAMPLE_SLOTS CacheheatSampleSlot = 2
+	CacheheatSampleSlotSLOT_OFFCPU  CacheheatSampleSlot = 2
+)
+
+type CacheheatSizes uint32
+
+const (
+	CacheheatSizesMAX_EVENTS      CacheheatSizes = 40
+	CacheheatSizesHIST_BUCKETS    CacheheatSizes = 40
+	CacheheatSizesMAX_STACK_DEPTH CacheheatSizes = 127
+	CacheheatSizesGO_STACK_DEPTH  CacheheatSizes = 32
+)
+
+type CacheheatSlotSource uint32
+
+const (
+	CacheheatSlotSourceSRC_COUNTER   CacheheatSlotSource = 0
+	CacheheatSlotSourceSRC_CLOCK     CacheheatSlotSource = 1
+	CacheheatSlotSourceSRC_SWITCH    CacheheatSlotSource = 2
+	CacheheatSlotSourceSRC_MIGRATION CacheheatSlotSource = 3
+	CacheheatSlotSourceSRC_FAULT     CacheheatSlotSource = 4
+	CacheheatSlotSourceSRC_MAJFAULT  CacheheatSlotSource = 5
+)
+
 type CacheheatStatsVal struct {
 	_             structs.HostLayout
 	Fires         [2]uint64
@@ -107,6 +145,13 @@ type CacheheatStatsVal struct {
 	ProcMapFull   uint64
 	MapErrors     uint64
 }
+
+type CacheheatTargetState uint32
+
+const (
+	CacheheatTargetStateTARGET_YES     CacheheatTargetState = 1
+	CacheheatTargetStateTARGET_AT_EXEC CacheheatTargetState = 2
+)
 
 type CacheheatTaskKey struct {
 	_    structs.HostLayout
@@ -120,6 +165,21 @@ type CacheheatTaskVal struct {
 	Comm       [16]int8
 	Migrations uint64
 	Exited     uint64
+}
+
+type CacheheatThreadState struct {
+	_        structs.HostLayout
+	WakeupTs uint64
+	OffcpuTs uint64
+	Off      struct {
+		_      structs.HostLayout
+		Ts     uint64
+		Ustack int32
+		Kstack int32
+		Weight uint32
+		Gstack uint32
+		LastNs uint64
+	}
 }
 
 type CacheheatTotalsVal struct {
@@ -180,9 +240,7 @@ const (
 	CacheheatMapHists              = "hists"
 	CacheheatMapLast               = "last"
 	CacheheatMapOffcpuStacks       = "offcpu_stacks"
-	CacheheatMapOffcpuStart        = "offcpu_start"
 	CacheheatMapOffcpuStats        = "offcpu_stats"
-	CacheheatMapOffcpuTs           = "offcpu_ts"
 	CacheheatMapOthers             = "others"
 	CacheheatMapSamples            = "samples"
 	CacheheatMapStacks0            = "stacks0"
@@ -192,7 +250,7 @@ const (
 	CacheheatMapTargets            = "targets"
 	CacheheatMapTaskScratch        = "task_scratch"
 	CacheheatMapTasks              = "tasks"
-	CacheheatMapWakeupTs           = "wakeup_ts"
+	CacheheatMapThreadState        = "thread_state"
 	CacheheatProgOnExec            = "on_exec"
 	CacheheatProgOnExit            = "on_exit"
 	CacheheatProgOnFork            = "on_fork"
@@ -214,6 +272,12 @@ const (
 	CacheheatVarTargetCgroup       = "target_cgroup"
 	CacheheatVarTargetCgroupLevel  = "target_cgroup_level"
 	CacheheatVarTargetMode         = "target_mode"
+	CacheheatVarUnusedMode         = "unused_mode"
+	CacheheatVarUnusedOffcpuReason = "unused_offcpu_reason"
+	CacheheatVarUnusedSampleSlot   = "unused_sample_slot"
+	CacheheatVarUnusedSizes        = "unused_sizes"
+	CacheheatVarUnusedSlotSource   = "unused_slot_source"
+	CacheheatVarUnusedTargetState  = "unused_target_state"
 )
 
 // LoadCacheheat returns the embedded CollectionSpec for Cacheheat.
@@ -322,9 +386,7 @@ type CacheheatMapSpecs struct {
 	Hists          *ebpf.MapSpec `ebpf:"hists"`
 	Last           *ebpf.MapSpec `ebpf:"last"`
 	OffcpuStacks   *ebpf.MapSpec `ebpf:"offcpu_stacks"`
-	OffcpuStart    *ebpf.MapSpec `ebpf:"offcpu_start"`
 	OffcpuStats    *ebpf.MapSpec `ebpf:"offcpu_stats"`
-	OffcpuTs       *ebpf.MapSpec `ebpf:"offcpu_ts"`
 	Others         *ebpf.MapSpec `ebpf:"others"`
 	Samples        *ebpf.MapSpec `ebpf:"samples"`
 	Stacks0        *ebpf.MapSpec `ebpf:"stacks0"`
@@ -334,7 +396,7 @@ type CacheheatMapSpecs struct {
 	Targets        *ebpf.MapSpec `ebpf:"targets"`
 	TaskScratch    *ebpf.MapSpec `ebpf:"task_scratch"`
 	Tasks          *ebpf.MapSpec `ebpf:"tasks"`
-	WakeupTs       *ebpf.MapSpec `ebpf:"wakeup_ts"`
+	ThreadState    *ebpf.MapSpec `ebpf:"thread_state"`
 }
 
 // CacheheatVariableSpecs contains global variables before they are loaded into the kernel.
@@ -353,6 +415,12 @@ type CacheheatVariableSpecs struct {
 	TargetCgroup       *ebpf.VariableSpec `ebpf:"target_cgroup"`
 	TargetCgroupLevel  *ebpf.VariableSpec `ebpf:"target_cgroup_level"`
 	TargetMode         *ebpf.VariableSpec `ebpf:"target_mode"`
+	UnusedMode         *ebpf.VariableSpec `ebpf:"unused_mode"`
+	UnusedOffcpuReason *ebpf.VariableSpec `ebpf:"unused_offcpu_reason"`
+	UnusedSampleSlot   *ebpf.VariableSpec `ebpf:"unused_sample_slot"`
+	UnusedSizes        *ebpf.VariableSpec `ebpf:"unused_sizes"`
+	UnusedSlotSource   *ebpf.VariableSpec `ebpf:"unused_slot_source"`
+	UnusedTargetState  *ebpf.VariableSpec `ebpf:"unused_target_state"`
 }
 
 // CacheheatObjects contains all objects after they have been loaded into the kernel.
@@ -424,9 +492,7 @@ type CacheheatMaps struct {
 	Hists          *ebpf.Map `ebpf:"hists"`
 	Last           *ebpf.Map `ebpf:"last"`
 	OffcpuStacks   *ebpf.Map `ebpf:"offcpu_stacks"`
-	OffcpuStart    *ebpf.Map `ebpf:"offcpu_start"`
 	OffcpuStats    *ebpf.Map `ebpf:"offcpu_stats"`
-	OffcpuTs       *ebpf.Map `ebpf:"offcpu_ts"`
 	Others         *ebpf.Map `ebpf:"others"`
 	Samples        *ebpf.Map `ebpf:"samples"`
 	Stacks0        *ebpf.Map `ebpf:"stacks0"`
@@ -436,7 +502,7 @@ type CacheheatMaps struct {
 	Targets        *ebpf.Map `ebpf:"targets"`
 	TaskScratch    *ebpf.Map `ebpf:"task_scratch"`
 	Tasks          *ebpf.Map `ebpf:"tasks"`
-	WakeupTs       *ebpf.Map `ebpf:"wakeup_ts"`
+	ThreadState    *ebpf.Map `ebpf:"thread_state"`
 }
 
 func (m *CacheheatMaps) Close() error {
@@ -490,9 +556,7 @@ func (m *CacheheatMaps) Close() error {
 		m.Hists,
 		m.Last,
 		m.OffcpuStacks,
-		m.OffcpuStart,
 		m.OffcpuStats,
-		m.OffcpuTs,
 		m.Others,
 		m.Samples,
 		m.Stacks0,
@@ -502,7 +566,7 @@ func (m *CacheheatMaps) Close() error {
 		m.Targets,
 		m.TaskScratch,
 		m.Tasks,
-		m.WakeupTs,
+		m.ThreadState,
 	)
 }
 
@@ -522,6 +586,12 @@ type CacheheatVariables struct {
 	TargetCgroup       *ebpf.Variable `ebpf:"target_cgroup"`
 	TargetCgroupLevel  *ebpf.Variable `ebpf:"target_cgroup_level"`
 	TargetMode         *ebpf.Variable `ebpf:"target_mode"`
+	UnusedMode         *ebpf.Variable `ebpf:"unused_mode"`
+	UnusedOffcpuReason *ebpf.Variable `ebpf:"unused_offcpu_reason"`
+	UnusedSampleSlot   *ebpf.Variable `ebpf:"unused_sample_slot"`
+	UnusedSizes        *ebpf.Variable `ebpf:"unused_sizes"`
+	UnusedSlotSource   *ebpf.Variable `ebpf:"unused_slot_source"`
+	UnusedTargetState  *ebpf.Variable `ebpf:"unused_target_state"`
 }
 
 // CacheheatPrograms contains all programs after they have been loaded into the kernel.

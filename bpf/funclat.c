@@ -22,6 +22,11 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 // Keeps struct func_event in the BTF for bpf2go: the ring buffer carries it
 // only as bytes.
 const struct func_event *unused_func_event __attribute__((unused));
+// The enums of funclat.h reach BTF, and so Go, only when something uses
+// them.
+const enum func_size *unused_func_size __attribute__((unused));
+const enum cookie_bits *unused_cookie_bits __attribute__((unused));
+const enum func_counter *unused_func_counter __attribute__((unused));
 
 // Only calls by tasks in this cgroup v2 (or its descendants) count, when
 // set (-G); process targets are filtered by the probes' pid instead.

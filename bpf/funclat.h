@@ -1,28 +1,32 @@
 // SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
-// Sizes and layouts shared by bpf/funclat.c and the collector (which
-// mirrors them in collector/funclat.go): function latency with the task's
-// own counters per call.
+// Sizes and layouts shared by bpf/funclat.c and the collector: function
+// latency with the task's own counters per call. The enums reach Go through
+// bpf2go's -type (gen.go), as in cacheheat.h; bpf/contract_test.go checks
+// them.
 #ifndef FUNCLAT_H
 #define FUNCLAT_H
 
-// Functions per recording (--func may be given this many times).
-#define FUNC_MAX 16
-// Log2 latency buckets, the layout of every cacheheat histogram: bucket 0
-// holds [0, 2) ns, bucket i holds [2^i, 2^(i+1)) ns, the last one also
-// everything larger. 100 ns is bucket 6, 10 s bucket 33.
-#define FUNC_BUCKETS 40
+enum func_size {
+	// Functions per recording (--func may be given this many times).
+	FUNC_MAX = 16,
+	// Log2 latency buckets, the layout of every cacheheat histogram:
+	// bucket 0 holds [0, 2) ns, bucket i holds [2^i, 2^(i+1)) ns, the last
+	// one also everything larger. 100 ns is bucket 6, 10 s bucket 33.
+	FUNC_BUCKETS = 40,
+};
 
-// Per-call counter deltas, in this order everywhere (FC_* in user space).
+// Per-call counter deltas, in this order everywhere (profile.FunctionCounters
+// in user space).
 enum func_counter {
 	FC_ONCPU_NS = 0,   // on-CPU time of the calling thread
-	FC_RUNQ_NS,        // waiting on a run queue (sched_info.run_delay)
-	FC_BLOCKED_NS,     // off-CPU and not runnable: latency - on-CPU - run queue
-	FC_MINFLT,         // minor page faults
-	FC_MAJFLT,         // major page faults
-	FC_NVCSW,          // voluntary context switches
-	FC_NIVCSW,         // involuntary context switches
-	FC_MIGRATIONS,     // CPU migrations (se.nr_migrations)
-	FC_COUNT,
+	FC_RUNQ_NS = 1,    // waiting on a run queue (sched_info.run_delay)
+	FC_BLOCKED_NS = 2, // off-CPU and not runnable: latency - on-CPU - run queue
+	FC_MINFLT = 3,     // minor page faults
+	FC_MAJFLT = 4,     // major page faults
+	FC_NVCSW = 5,      // voluntary context switches
+	FC_NIVCSW = 6,     // involuntary context switches
+	FC_MIGRATIONS = 7, // CPU migrations (se.nr_migrations)
+	FC_COUNT = 8,
 };
 
 // One latency bucket of one function: cumulative since load.
@@ -60,8 +64,12 @@ struct func_event {
 
 // Cookie bits of an attached probe: the function's index in the low bits,
 // and whether it is a Go function (keyed by goroutine, returns probed at
-// its RET instructions) or a C one (keyed by thread, uretprobe).
-#define COOKIE_GO (1ULL << 32)
-#define COOKIE_FUNC_MASK 0xffffULL
+// its RET instructions) or a C one (keyed by thread, uretprobe). The Go
+// bit is above 32 bits, which an enum cannot hold: its shift is the enum.
+enum cookie_bits {
+	COOKIE_GO_SHIFT = 32,
+	COOKIE_FUNC_MASK = 65535, // 0xffff
+};
+#define COOKIE_GO (1ULL << COOKIE_GO_SHIFT)
 
 #endif

@@ -13,6 +13,13 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type FunclatCookieBits uint32
+
+const (
+	FunclatCookieBitsCOOKIE_GO_SHIFT  FunclatCookieBits = 32
+	FunclatCookieBitsCOOKIE_FUNC_MASK FunclatCookieBits = 65535
+)
+
 type FunclatFuncBucket struct {
 	_       structs.HostLayout
 	Calls   uint64
@@ -20,6 +27,20 @@ type FunclatFuncBucket struct {
 	LatNs   uint64
 	Sum     [8]uint64
 }
+
+type FunclatFuncCounter uint32
+
+const (
+	FunclatFuncCounterFC_ONCPU_NS   FunclatFuncCounter = 0
+	FunclatFuncCounterFC_RUNQ_NS    FunclatFuncCounter = 1
+	FunclatFuncCounterFC_BLOCKED_NS FunclatFuncCounter = 2
+	FunclatFuncCounterFC_MINFLT     FunclatFuncCounter = 3
+	FunclatFuncCounterFC_MAJFLT     FunclatFuncCounter = 4
+	FunclatFuncCounterFC_NVCSW      FunclatFuncCounter = 5
+	FunclatFuncCounterFC_NIVCSW     FunclatFuncCounter = 6
+	FunclatFuncCounterFC_MIGRATIONS FunclatFuncCounter = 7
+	FunclatFuncCounterFC_COUNT      FunclatFuncCounter = 8
+)
 
 type FunclatFuncEvent struct {
 	_       structs.HostLayout
@@ -31,6 +52,13 @@ type FunclatFuncEvent struct {
 	LatNs   uint64
 	Delta   [8]uint64
 }
+
+type FunclatFuncSize uint32
+
+const (
+	FunclatFuncSizeFUNC_MAX     FunclatFuncSize = 16
+	FunclatFuncSizeFUNC_BUCKETS FunclatFuncSize = 40
+)
 
 type FunclatFuncStats struct {
 	_            structs.HostLayout
@@ -73,7 +101,10 @@ const (
 	FunclatVarEventsOn          = "events_on"
 	FunclatVarTargetCgroup      = "target_cgroup"
 	FunclatVarTargetCgroupLevel = "target_cgroup_level"
+	FunclatVarUnusedCookieBits  = "unused_cookie_bits"
+	FunclatVarUnusedFuncCounter = "unused_func_counter"
 	FunclatVarUnusedFuncEvent   = "unused_func_event"
+	FunclatVarUnusedFuncSize    = "unused_func_size"
 )
 
 // LoadFunclat returns the embedded CollectionSpec for Funclat.
@@ -140,7 +171,10 @@ type FunclatVariableSpecs struct {
 	EventsOn          *ebpf.VariableSpec `ebpf:"events_on"`
 	TargetCgroup      *ebpf.VariableSpec `ebpf:"target_cgroup"`
 	TargetCgroupLevel *ebpf.VariableSpec `ebpf:"target_cgroup_level"`
+	UnusedCookieBits  *ebpf.VariableSpec `ebpf:"unused_cookie_bits"`
+	UnusedFuncCounter *ebpf.VariableSpec `ebpf:"unused_func_counter"`
 	UnusedFuncEvent   *ebpf.VariableSpec `ebpf:"unused_func_event"`
+	UnusedFuncSize    *ebpf.VariableSpec `ebpf:"unused_func_size"`
 }
 
 // FunclatObjects contains all objects after they have been loaded into the kernel.
@@ -185,7 +219,10 @@ type FunclatVariables struct {
 	EventsOn          *ebpf.Variable `ebpf:"events_on"`
 	TargetCgroup      *ebpf.Variable `ebpf:"target_cgroup"`
 	TargetCgroupLevel *ebpf.Variable `ebpf:"target_cgroup_level"`
+	UnusedCookieBits  *ebpf.Variable `ebpf:"unused_cookie_bits"`
+	UnusedFuncCounter *ebpf.Variable `ebpf:"unused_func_counter"`
 	UnusedFuncEvent   *ebpf.Variable `ebpf:"unused_func_event"`
+	UnusedFuncSize    *ebpf.Variable `ebpf:"unused_func_size"`
 }
 
 // FunclatPrograms contains all programs after they have been loaded into the kernel.

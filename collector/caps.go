@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/cilium/ebpf"
 
 	"github.com/cacheheat/cacheheat/bpf"
+	"github.com/cacheheat/cacheheat/host"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -49,7 +49,7 @@ type Caps struct {
 	// PMU is set when the events are a simulated PMU's stand-ins
 	// (CACHEHEAT_SIMULATED_PMU).
 	PMU *profile.PMU `json:"pmu,omitempty"`
-	CPU CPUInfo      `json:"cpu"`
+	CPU host.CPUInfo `json:"cpu"`
 	// PMUs are the kernel's perf event sources (event_source/devices).
 	PMUs     []string              `json:"pmus"`
 	Topology profile.Topology      `json:"topology"`
@@ -69,70 +69,13 @@ type BPFLoad struct {
 	Error string `json:"error,omitempty"`
 }
 
-// DetectHost describes the host for a recording header. Mode is left for
-// caps and record to set from their probes.
-func DetectHost(root string) (profile.Host, error) {
-	cpu, err := hostCPU(root)
-	if err != nil {
-		return profile.Host{}, err
-	}
-	return DescribeHost(root, cpu)
-}
-
-// DescribeHost is DetectHost with the CPU already read (record reads it
-// once, for its events too).
-func DescribeHost(root string, cpu CPUInfo) (profile.Host, error) {
-	var h profile.Host
-	topo, err := hostTopology(root)
-	if err != nil {
-		return h, err
-	}
-	h.Hostname = hostname(root)
-	h.Kernel, _ = readString(filepath.Join(root, "proc", "sys", "kernel", "osrelease"))
-	h.CPUModel, h.Vendor, h.Family, h.Model, h.Stepping = cpu.ModelName, cpu.Vendor, cpu.Family, cpu.Model, cpu.Stepping
-	h.Topology = topo
-	return h, nil
-}
-
 // hostCPU is the CPU of the host at root: on the running host (root "/")
 // the simulated PMU's when CACHEHEAT_SIMULATED_PMU is set.
-func hostCPU(root string) (CPUInfo, error) {
+func hostCPU(root string) (host.CPUInfo, error) {
 	if filepath.Clean(root) == "/" {
 		return LiveCPU()
 	}
-	return ReadCPUInfo(root)
-}
-
-// hostTopology is ReadTopology plus, on the running host (root "/") only,
-// caches decoded from CPUID when sysfs lists none (many VMs): fixture roots
-// describe another machine, whose caches this CPU cannot tell.
-func hostTopology(root string) (profile.Topology, error) {
-	topo, err := ReadTopology(root)
-	if err != nil || filepath.Clean(root) != "/" || len(topo.Caches) > 0 {
-		return topo, err
-	}
-	if caches := cachesFromCPUID(topo.CPUs); len(caches) > 0 {
-		topo.Caches = caches
-		for i := range topo.CPUs {
-			for _, c := range caches {
-				if c.Level == 3 && slices.Contains(c.SharedCPUs, topo.CPUs[i].ID) {
-					topo.CPUs[i].L3 = c.ID
-				}
-			}
-		}
-	}
-	return topo, nil
-}
-
-func hostname(root string) string {
-	if s, err := readString(filepath.Join(root, "proc", "sys", "kernel", "hostname")); err == nil {
-		return s
-	}
-	if root == "/" {
-		s, _ := os.Hostname()
-		return s
-	}
-	return ""
+	return host.ReadCPUInfo(root)
 }
 
 // DetectCaps finds out what this host can do. It reads procfs and sysfs
@@ -143,9 +86,9 @@ func DetectCaps(root string) Caps {
 	var c Caps
 	warn := func(err error) { c.Warnings = append(c.Warnings, err.Error()) }
 
-	c.Hostname = hostname(root)
+	c.Hostname = host.Hostname(root)
 	var err error
-	if c.Kernel, err = readString(filepath.Join(root, "proc", "sys", "kernel", "osrelease")); err != nil {
+	if c.Kernel, err = host.Kernel(root); err != nil {
 		warn(err)
 	}
 	_, err = os.Stat(filepath.Join(root, "sys", "kernel", "btf", "vmlinux"))
@@ -153,7 +96,7 @@ func DetectCaps(root string) Caps {
 	if err := c.readPrivileges(root); err != nil {
 		warn(err)
 	}
-	if n, err := readInt(filepath.Join(root, "proc", "sys", "kernel", "perf_event_paranoid")); err == nil {
+	if n, err := readParanoid(root); err == nil {
 		c.PerfEventParanoid = &n
 	} else {
 		warn(err)
@@ -166,7 +109,7 @@ func DetectCaps(root string) Caps {
 	if c.PMUs, err = readPMUs(root); err != nil {
 		warn(err)
 	}
-	if c.Topology, err = hostTopology(root); err != nil {
+	if c.Topology, err = host.DetectTopology(root); err != nil {
 		warn(err)
 	}
 	c.Catalogue = ModelCatalogue(c.CPU)
@@ -218,16 +161,32 @@ func (c *Caps) readPrivileges(root string) error {
 // readLockdown returns the selected mode of
 // root/sys/kernel/security/lockdown ("none [integrity] confidentiality").
 func readLockdown(root string) string {
-	s, err := readString(filepath.Join(root, "sys", "kernel", "security", "lockdown"))
+	b, err := os.ReadFile(filepath.Join(root, "sys", "kernel", "security", "lockdown"))
 	if err != nil {
 		return "unknown"
 	}
+	s := strings.TrimSpace(string(b))
 	for _, f := range strings.Fields(s) {
 		if strings.HasPrefix(f, "[") && strings.HasSuffix(f, "]") {
 			return strings.Trim(f, "[]")
 		}
 	}
 	return s
+}
+
+// readParanoid reads kernel.perf_event_paranoid, which decides what an
+// unprivileged user may count.
+func readParanoid(root string) (int, error) {
+	path := filepath.Join(root, "proc", "sys", "kernel", "perf_event_paranoid")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("reading perf_event_paranoid: %w", err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("parsing %s: %w", path, err)
+	}
+	return n, nil
 }
 
 // readPMUs lists the perf event sources the kernel registered.

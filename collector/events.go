@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cacheheat/cacheheat/host"
 )
 
 // Event kinds, as shown in caps, the recording and the report.
@@ -100,7 +102,7 @@ var defaultSoftware = []string{"cpu-clock", "page-faults", "major-faults", "cont
 // and l2-references resolved to cpu's raw events. On a CPU without a known
 // encoding they are still listed, with Missing saying why. On a simulated
 // CPU the hardware events carry their stand-ins.
-func Catalogue(cpu CPUInfo) []Event {
+func Catalogue(cpu host.CPUInfo) []Event {
 	out := make([]Event, len(catalogue))
 	copy(out, catalogue)
 	for i := range out {
@@ -113,7 +115,7 @@ func Catalogue(cpu CPUInfo) []Event {
 
 // ModelCatalogue is Catalogue followed by the vendor events of cpu's
 // microarchitecture (vendor.go): every event cacheheat can name on it.
-func ModelCatalogue(cpu CPUInfo) []Event {
+func ModelCatalogue(cpu host.CPUInfo) []Event {
 	return append(Catalogue(cpu), simulate(VendorEvents(cpu), cpu)...)
 }
 
@@ -122,7 +124,7 @@ func ModelCatalogue(cpu CPUInfo) []Event {
 // of the catalogue for a vendor without a curated list, then the software
 // events that work everywhere. Hardware events are probed; what the host
 // cannot count is recorded as unsupported with the reason.
-func DefaultEvents(cpu CPUInfo) []Event {
+func DefaultEvents(cpu host.CPUInfo) []Event {
 	var out []Event
 	cat := ModelCatalogue(cpu)
 	find := func(name string) (Event, bool) {
@@ -158,7 +160,7 @@ func DefaultEvents(cpu CPUInfo) []Event {
 	return out
 }
 
-func lookupCatalogue(name string, cpu CPUInfo) (Event, bool) {
+func lookupCatalogue(name string, cpu host.CPUInfo) (Event, bool) {
 	for _, e := range ModelCatalogue(cpu) {
 		if e.Name == name {
 			return e, true
@@ -172,7 +174,7 @@ func lookupCatalogue(name string, cpu CPUInfo) (Event, bool) {
 // (hexadecimal config, as perf writes it). A vendor event of another
 // model is returned with Missing saying which models have it, so that it
 // is recorded as unsupported with the reason rather than refused.
-func LookupEvent(name string, cpu CPUInfo) (Event, error) {
+func LookupEvent(name string, cpu host.CPUInfo) (Event, error) {
 	if e, ok := lookupCatalogue(name, cpu); ok {
 		return e, nil
 	}
@@ -292,7 +294,7 @@ func amdL2(uarch, refName string, family int, models ...modelRange) l2Encoding {
 	}
 }
 
-func (r l2Encoding) matches(cpu CPUInfo) bool {
+func (r l2Encoding) matches(cpu host.CPUInfo) bool {
 	if r.vendor != cpu.Vendor || r.family != cpu.Family {
 		return false
 	}
@@ -305,7 +307,7 @@ func (r l2Encoding) matches(cpu CPUInfo) bool {
 }
 
 // resolveL2 fills in the raw encoding of an l2-* placeholder for cpu.
-func resolveL2(e Event, cpu CPUInfo) Event {
+func resolveL2(e Event, cpu host.CPUInfo) Event {
 	for _, r := range l2Table {
 		if !r.matches(cpu) {
 			continue

@@ -11,6 +11,8 @@ import (
 
 	perf "github.com/hodgesds/perf-utils"
 	"golang.org/x/sys/unix"
+
+	"github.com/cacheheat/cacheheat/host"
 )
 
 // the list in docs/EVENTS.md, in its order.
@@ -23,7 +25,7 @@ var designEvents = []string{
 }
 
 func TestCatalogueMatchesDesign(t *testing.T) {
-	for _, cpu := range []CPUInfo{{}, {Vendor: "GenuineIntel", Family: 6, Model: 85}} {
+	for _, cpu := range []host.CPUInfo{{}, {Vendor: "GenuineIntel", Family: 6, Model: 85}} {
 		var names []string
 		for _, e := range Catalogue(cpu) {
 			names = append(names, e.Name)
@@ -64,7 +66,7 @@ func TestEncodingsMatchPerfUtils(t *testing.T) {
 		"node-load-misses":      perf.NodeCacheEventAttr(rd, miss),
 	}
 	for name, attr := range want {
-		e, err := LookupEvent(name, CPUInfo{})
+		e, err := LookupEvent(name, host.CPUInfo{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +75,7 @@ func TestEncodingsMatchPerfUtils(t *testing.T) {
 		}
 	}
 	// perf-utils has no branch-misses attr constructor.
-	if e, _ := LookupEvent("branch-misses", CPUInfo{}); e.Type != unix.PERF_TYPE_HARDWARE || e.Config != unix.PERF_COUNT_HW_BRANCH_MISSES {
+	if e, _ := LookupEvent("branch-misses", host.CPUInfo{}); e.Type != unix.PERF_TYPE_HARDWARE || e.Config != unix.PERF_COUNT_HW_BRANCH_MISSES {
 		t.Errorf("branch-misses = %+v", e)
 	}
 }
@@ -89,7 +91,7 @@ func TestL2Resolution(t *testing.T) {
 		{"epyc-nps4", 0x0964, 0xff64, "/amdzen3/"},
 		{"vm2", 0x0964, 0xff64, "/amdzen5/"},
 	} {
-		cpu, err := ReadCPUInfo(fixture(tc.host))
+		cpu, err := host.ReadCPUInfo(fixture(tc.host))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,18 +108,18 @@ func TestL2Resolution(t *testing.T) {
 	}
 	// Zen 3 and Zen 4 share family 25; the model decides.
 	for model, uarch := range map[int]string{0x01: "amdzen3", 0x21: "amdzen3", 0x50: "amdzen3", 0x11: "amdzen4", 0x31: "amdzen4", 0xa0: "amdzen4"} {
-		e, _ := LookupEvent("l2-misses", CPUInfo{Vendor: "AuthenticAMD", Family: 25, Model: model})
+		e, _ := LookupEvent("l2-misses", host.CPUInfo{Vendor: "AuthenticAMD", Family: 25, Model: model})
 		if !strings.Contains(e.Source, "/"+uarch+"/") {
 			t.Errorf("family 25 model %#x: source %q, want %s", model, e.Source, uarch)
 		}
 	}
-	if e, _ := LookupEvent("l2-misses", CPUInfo{Vendor: "AuthenticAMD", Family: 26, Model: 0x50}); e.Missing == "" {
+	if e, _ := LookupEvent("l2-misses", host.CPUInfo{Vendor: "AuthenticAMD", Family: 26, Model: 0x50}); e.Missing == "" {
 		t.Errorf("family 26 model 0x50 (not Zen 5 in the mapfile) resolved to %+v, want no encoding", e)
 	}
 }
 
 func TestL2UnknownModelIsListedWithReason(t *testing.T) {
-	cpu := CPUInfo{Vendor: "GenuineIntel", Family: 6, Model: 0xfe}
+	cpu := host.CPUInfo{Vendor: "GenuineIntel", Family: 6, Model: 0xfe}
 	e, err := LookupEvent("l2-misses", cpu)
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +135,7 @@ func TestL2UnknownModelIsListedWithReason(t *testing.T) {
 }
 
 func TestLookupRaw(t *testing.T) {
-	e, err := LookupEvent("r01c4", CPUInfo{})
+	e, err := LookupEvent("r01c4", host.CPUInfo{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +146,7 @@ func TestLookupRaw(t *testing.T) {
 
 func TestLookupUnknown(t *testing.T) {
 	for _, name := range []string{"LLC-misses", "r", "rxyz", ""} {
-		_, err := LookupEvent(name, CPUInfo{})
+		_, err := LookupEvent(name, host.CPUInfo{})
 		if !errors.Is(err, ErrUnknownEvent) {
 			t.Errorf("LookupEvent(%q) error %v, want ErrUnknownEvent", name, err)
 			continue
@@ -162,7 +164,7 @@ func TestLookupUnknown(t *testing.T) {
 
 func TestDefaultEvents(t *testing.T) {
 	var names []string
-	for _, e := range DefaultEvents(CPUInfo{}) {
+	for _, e := range DefaultEvents(host.CPUInfo{}) {
 		names = append(names, e.Name)
 	}
 	for _, want := range designEvents {

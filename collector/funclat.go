@@ -16,11 +16,11 @@ import (
 	"github.com/cacheheat/cacheheat/profile"
 )
 
-// Mirrors of bpf/funclat.h.
+// Sizes and cookie bits of bpf/funclat.h.
 const (
-	funcMax     = 16
-	funcBuckets = 40
-	cookieGo    = 1 << 32
+	funcMax     = int(bpf.FunclatFuncSizeFUNC_MAX)
+	funcBuckets = int(bpf.FunclatFuncSizeFUNC_BUCKETS)
+	cookieGo    = uint64(1) << bpf.FunclatCookieBitsCOOKIE_GO_SHIFT
 )
 
 // FuncEventsPerWindow caps the per-call events (--func-events) kept in one

@@ -7,17 +7,17 @@ import (
 	"github.com/cacheheat/cacheheat/profile"
 )
 
-// TestFuncLayoutMatchesBPF keeps collector/funclat.go's mirror of
-// bpf/funclat.h honest: map sizes, the counter list and the bucket layout.
+// TestFuncLayoutMatchesBPF checks what collector/funclat.go relies on
+// against the object: map sizes, the counter list and the bucket layout.
 func TestFuncLayoutMatchesBPF(t *testing.T) {
 	spec, err := bpf.LoadFunclat()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := spec.Maps["func_hist"].MaxEntries; got != funcMax*funcBuckets {
+	if got := spec.Maps["func_hist"].MaxEntries; got != uint32(funcMax*funcBuckets) {
 		t.Errorf("func_hist has %d entries, want FUNC_MAX*FUNC_BUCKETS = %d", got, funcMax*funcBuckets)
 	}
-	if got := spec.Maps["func_stat_map"].MaxEntries; got != funcMax {
+	if got := spec.Maps["func_stat_map"].MaxEntries; got != uint32(funcMax) {
 		t.Errorf("func_stat_map has %d entries, want %d", got, funcMax)
 	}
 	var b bpf.FunclatFuncBucket

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cacheheat/cacheheat/host"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -166,7 +167,7 @@ func TestPickMissEvent(t *testing.T) {
 		{"software only", measuredOnly("page-faults"), "page-faults", FaultPeriod},
 		{"nothing", measuredOnly(), "", 0},
 	} {
-		ev, every, ok := pickMissEvent(CPUInfo{}, period, tc.measured)
+		ev, every, ok := pickMissEvent(host.CPUInfo{}, period, tc.measured)
 		if ev.Name != tc.want || every != tc.every || ok != (tc.want != "") {
 			t.Errorf("%s: %q every %d (ok %v), want %q every %d", tc.name, ev.Name, every, ok, tc.want, tc.every)
 		}

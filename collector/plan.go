@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/cacheheat/cacheheat/host"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -13,7 +14,7 @@ import (
 // bad target or an unmeasurable selection costs nothing to undo.
 type plan struct {
 	host      profile.Host
-	cpu       CPUInfo
+	cpu       host.CPUInfo
 	cpus      []int
 	target    Target // resolved: a cgroup by its path below the mount
 	kc        kernelConfig
@@ -29,7 +30,7 @@ func (r *Recorder) makePlan() (*plan, error) {
 	}
 	// The CPU is read once per recording: it decides the default events,
 	// their vendor encodings and the header's description of the host.
-	cpu := CPUInfo{}
+	cpu := host.CPUInfo{}
 	if o.CPU != nil {
 		cpu = *o.CPU
 	} else {
@@ -38,12 +39,12 @@ func (r *Recorder) makePlan() (*plan, error) {
 			return nil, fmt.Errorf("reading host: %w", err)
 		}
 	}
-	host, err := DescribeHost("/", cpu)
+	h, err := host.Describe("/", cpu)
 	if err != nil {
 		return nil, fmt.Errorf("reading host: %w", err)
 	}
-	p := &plan{host: host, cpu: cpu}
-	if p.cpus, err = pickCPUs(host.Topology, o.CPUs); err != nil {
+	p := &plan{host: h, cpu: cpu}
+	if p.cpus, err = pickCPUs(h.Topology, o.CPUs); err != nil {
 		return nil, err
 	}
 	p.kc = kernelConfig{cpus: p.cpus, sampleHz: o.SampleHz, missPeriod: o.SamplePeriod, byCgroup: o.ByCgroup}
@@ -148,7 +149,7 @@ func measured(ev Event) bool { return ProbeEvent(ev).Status == profile.StatusMea
 // hardware miss event it takes page faults, every FaultPeriod, so that a
 // page-fault finding names the code that faults. ok is false when the
 // host has none of them.
-func pickMissEvent(cpu CPUInfo, period uint64, measured func(Event) bool) (ev Event, every uint64, ok bool) {
+func pickMissEvent(cpu host.CPUInfo, period uint64, measured func(Event) bool) (ev Event, every uint64, ok bool) {
 	for _, name := range missEvents {
 		if ev, err := LookupEvent(name, cpu); err == nil && measured(ev) {
 			return ev, period, true

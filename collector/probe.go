@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cacheheat/cacheheat/host"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -35,7 +36,7 @@ func ProbeEvent(ev Event) profile.EventStatus {
 		return st
 	}
 	cpu := 0
-	if online, err := onlineCPUs("/sys/devices/system/cpu"); err == nil && len(online) > 0 {
+	if online, err := host.OnlineCPUs("/"); err == nil && len(online) > 0 {
 		cpu = online[0]
 	}
 	attr := ev.Attr()

@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cacheheat/cacheheat/host"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -33,11 +34,11 @@ func TestProbeThisHost(t *testing.T) {
 	needRoot(t)
 	before := openFDs(t)
 
-	clock, _ := LookupEvent("cpu-clock", CPUInfo{})
+	clock, _ := LookupEvent("cpu-clock", host.CPUInfo{})
 	if st := ProbeEvent(clock); st.Status != profile.StatusMeasured || st.Reason != "" {
 		t.Errorf("cpu-clock: %+v, want measured", st)
 	}
-	cycles, _ := LookupEvent("cycles", CPUInfo{})
+	cycles, _ := LookupEvent("cycles", host.CPUInfo{})
 	st := ProbeEvent(cycles)
 	if HasCorePMU() {
 		if st.Status != profile.StatusMeasured {
@@ -68,7 +69,7 @@ func TestHostMode(t *testing.T) {
 }
 
 func TestClassifyOpenError(t *testing.T) {
-	cycles, _ := LookupEvent("cycles", CPUInfo{})
+	cycles, _ := LookupEvent("cycles", host.CPUInfo{})
 	for _, tc := range []struct {
 		err    error
 		status string

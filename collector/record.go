@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cacheheat/cacheheat/collector/symbolize"
+	"github.com/cacheheat/cacheheat/host"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -75,7 +76,7 @@ type Options struct {
 	BPFStats bool
 	// CPU is this host's CPU (LiveCPU) when the caller has read it
 	// already, to look Events up; nil: Run reads it.
-	CPU *CPUInfo
+	CPU *host.CPUInfo
 }
 
 // Status is the recorder's progress, for the status line and the live view.
@@ -717,7 +718,7 @@ func pickCPUs(t profile.Topology, want []int) ([]int, error) {
 	}
 	for _, c := range want {
 		if !slices.Contains(online, c) {
-			return nil, fmt.Errorf("%w: cpu %d is not online (online: %s)", ErrNoTarget, c, FormatCPUList(online))
+			return nil, fmt.Errorf("%w: cpu %d is not online (online: %s)", ErrNoTarget, c, host.FormatCPUList(online))
 		}
 	}
 	return want, nil

@@ -18,13 +18,14 @@ import (
 	"github.com/cacheheat/cacheheat/profile"
 )
 
-// Sample slots of the BPF side: cpu-clock and the primary miss event.
+// Sample slots of the BPF side (enum sample_slot in bpf/cacheheat.h):
+// cpu-clock and the primary miss event.
 const (
-	slotClock = 0
-	slotMiss  = 1
-	// slotOffCPU marks off-CPU time in the samples map (OFFCPU_SLOT): its
-	// value is nanoseconds blocked, its stacks are in offcpu_stacks.
-	slotOffCPU = 2
+	slotClock = int(bpf.CacheheatSampleSlotSLOT_CLOCK)
+	slotMiss  = int(bpf.CacheheatSampleSlotSLOT_MISS)
+	// slotOffCPU marks off-CPU time in the samples map: its value is
+	// nanoseconds blocked, its stacks are in offcpu_stacks.
+	slotOffCPU = int(bpf.CacheheatSampleSlotSLOT_OFFCPU)
 )
 
 // Off-CPU stacks are taken for one voluntary switch-out in k, at random,
@@ -39,11 +40,11 @@ const (
 	offCPUMinK         = 32
 )
 
-// Target modes of the BPF side (MODE_* in bpf/cacheheat.c).
+// Target modes of the BPF side (enum mode in bpf/cacheheat.h).
 const (
-	modeAll    = 0
-	modePIDs   = 1
-	modeCgroup = 2
+	modeAll    = uint32(bpf.CacheheatModeMODE_ALL)
+	modePIDs   = uint32(bpf.CacheheatModeMODE_PIDS)
+	modeCgroup = uint32(bpf.CacheheatModeMODE_CGROUP)
 )
 
 // ErrHost is wrapped by errors that mean this host cannot record: no
@@ -318,14 +319,15 @@ func (k *kernel) enable() error {
 	return nil
 }
 
-// Where the BPF side takes a slot's counts from (SRC_* in bpf/cacheheat.c).
+// Where the BPF side takes a slot's counts from (enum slot_source in
+// bpf/cacheheat.h).
 const (
-	srcCounter   = 0 // its per-CPU perf counter
-	srcClock     = 1
-	srcSwitch    = 2
-	srcMigration = 3
-	srcFault     = 4
-	srcMajFault  = 5
+	srcCounter   = uint32(bpf.CacheheatSlotSourceSRC_COUNTER) // its per-CPU perf counter
+	srcClock     = uint32(bpf.CacheheatSlotSourceSRC_CLOCK)
+	srcSwitch    = uint32(bpf.CacheheatSlotSourceSRC_SWITCH)
+	srcMigration = uint32(bpf.CacheheatSlotSourceSRC_MIGRATION)
+	srcFault     = uint32(bpf.CacheheatSlotSourceSRC_FAULT)
+	srcMajFault  = uint32(bpf.CacheheatSlotSourceSRC_MAJFAULT)
 )
 
 // softwareSources are the software events the BPF side counts from the
@@ -382,10 +384,10 @@ func (k *kernel) attachSampler(prog *ebpf.Program, ev Event, cpu, hz int, period
 	return nil
 }
 
-// Values of the targets map (TARGET_* in bpf/cacheheat.c).
+// Values of the targets map (enum target_state in bpf/cacheheat.h).
 const (
-	targetYes    = 1
-	targetAtExec = 2
+	targetYes    = uint8(bpf.CacheheatTargetStateTARGET_YES)
+	targetAtExec = uint8(bpf.CacheheatTargetStateTARGET_AT_EXEC)
 )
 
 // addPID makes a process (and, through the fork tracepoint, its future
@@ -615,7 +617,7 @@ func (k *kernel) prune(exitedNow []bpf.CacheheatTaskKey) {
 }
 
 // counterSlots is the number of counter slots of the BPF object: its
-// countersN maps (MAX_EVENTS in bpf/cacheheat.c).
+// countersN maps (MAX_EVENTS in bpf/cacheheat.h).
 func counterSlots(spec *ebpf.CollectionSpec) int {
 	n := 0
 	for spec.Maps["counters"+strconv.Itoa(n)] != nil {
@@ -717,7 +719,7 @@ func (k *kernel) drainSamples() ([]rawSample, uint64, error) {
 		if key.Gstack != 0 {
 			us = k.withGoroutine(us, key.Gstack)
 		}
-		if (!ok1 || !ok2) && key.Slot != slotOffCPU {
+		if (!ok1 || !ok2) && int(key.Slot) != slotOffCPU {
 			lost += cnts[i] // a count of samples; off-CPU values are nanoseconds
 		}
 		out = append(out, rawSample{
@@ -793,7 +795,7 @@ func (sr *stackReader) stack(slot uint16, id int32) ([]uint64, bool) {
 	if id < 0 {
 		return nil, true
 	}
-	ref := stackRef{slot == slotOffCPU, id}
+	ref := stackRef{int(slot) == slotOffCPU, id}
 	if a, ok := sr.read[ref]; ok {
 		return a, a != nil
 	}
@@ -801,7 +803,7 @@ func (sr *stackReader) stack(slot uint16, id int32) ([]uint64, bool) {
 	if ref.offcpu {
 		m = sr.offcpu
 	}
-	var raw [127]uint64
+	var raw [bpf.CacheheatSizesMAX_STACK_DEPTH]uint64
 	if err := m.Lookup(uint32(id), &raw); err != nil {
 		sr.read[ref] = nil
 		return nil, false
@@ -824,7 +826,7 @@ func (sr *stackReader) stack(slot uint16, id int32) ([]uint64, bool) {
 func (sr *stackReader) clear(sweep bool) {
 	if sweep {
 		var id uint32
-		var raw [127]uint64
+		var raw [bpf.CacheheatSizesMAX_STACK_DEPTH]uint64
 		it := sr.stacks.Iterate()
 		for it.Next(&id, &raw) {
 			sr.read[stackRef{id: int32(id)}] = nil

@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cacheheat/cacheheat/host"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -140,7 +141,7 @@ func events(t *testing.T, names ...string) []Event {
 	t.Helper()
 	var out []Event
 	for _, n := range names {
-		ev, err := LookupEvent(n, CPUInfo{})
+		ev, err := LookupEvent(n, host.CPUInfo{})
 		if err != nil {
 			t.Fatal(err)
 		}

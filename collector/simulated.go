@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cacheheat/cacheheat/host"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -34,7 +35,7 @@ var ErrUnknownPMU = errors.New("unknown simulated PMU")
 // the model's kernel driver maps, and its counters.
 type pmuFixture struct {
 	name string
-	cpu  CPUInfo
+	cpu  host.CPUInfo
 	// counters is the number of general-purpose counters per logical CPU
 	// (CPUID leaf 0xA on Intel, 6 core counters on Zen).
 	counters int
@@ -61,17 +62,17 @@ var (
 // simulatedPMUs are the fixtures, one per microarchitecture of the vendor
 // event table. CPU identities are those of a shipping part of each.
 var simulatedPMUs = []pmuFixture{
-	{name: "intel-skx", cpu: CPUInfo{Vendor: "GenuineIntel", ModelName: "Intel(R) Xeon(R) Gold 6148 CPU @ 2.40GHz", Family: 6, Model: 0x55, Stepping: 4},
+	{name: "intel-skx", cpu: host.CPUInfo{Vendor: "GenuineIntel", ModelName: "Intel(R) Xeon(R) Gold 6148 CPU @ 2.40GHz", Family: 6, Model: 0x55, Stepping: 4},
 		counters: 4, fixed: []string{"instructions", "cycles"}, generic: intelGeneric},
-	{name: "intel-icx", cpu: CPUInfo{Vendor: "GenuineIntel", ModelName: "Intel(R) Xeon(R) Platinum 8380 CPU @ 2.30GHz", Family: 6, Model: 0x6a, Stepping: 6},
+	{name: "intel-icx", cpu: host.CPUInfo{Vendor: "GenuineIntel", ModelName: "Intel(R) Xeon(R) Platinum 8380 CPU @ 2.30GHz", Family: 6, Model: 0x6a, Stepping: 6},
 		counters: 8, fixed: []string{"instructions", "cycles"}, generic: intelGeneric},
-	{name: "intel-spr", cpu: CPUInfo{Vendor: "GenuineIntel", ModelName: "Intel(R) Xeon(R) Platinum 8480+", Family: 6, Model: 0x8f, Stepping: 8},
+	{name: "intel-spr", cpu: host.CPUInfo{Vendor: "GenuineIntel", ModelName: "Intel(R) Xeon(R) Platinum 8480+", Family: 6, Model: 0x8f, Stepping: 8},
 		counters: 8, fixed: []string{"instructions", "cycles"}, generic: intelGeneric},
-	{name: "amd-zen2", cpu: CPUInfo{Vendor: "AuthenticAMD", ModelName: "AMD EPYC 7742 64-Core Processor", Family: 0x17, Model: 0x31, Stepping: 0},
+	{name: "amd-zen2", cpu: host.CPUInfo{Vendor: "AuthenticAMD", ModelName: "AMD EPYC 7742 64-Core Processor", Family: 0x17, Model: 0x31, Stepping: 0},
 		counters: 6, generic: amdGeneric},
-	{name: "amd-zen3", cpu: CPUInfo{Vendor: "AuthenticAMD", ModelName: "AMD EPYC 7763 64-Core Processor", Family: 0x19, Model: 0x01, Stepping: 1},
+	{name: "amd-zen3", cpu: host.CPUInfo{Vendor: "AuthenticAMD", ModelName: "AMD EPYC 7763 64-Core Processor", Family: 0x19, Model: 0x01, Stepping: 1},
 		counters: 6, generic: amdGeneric},
-	{name: "amd-zen4", cpu: CPUInfo{Vendor: "AuthenticAMD", ModelName: "AMD EPYC 9654 96-Core Processor", Family: 0x19, Model: 0x11, Stepping: 1},
+	{name: "amd-zen4", cpu: host.CPUInfo{Vendor: "AuthenticAMD", ModelName: "AMD EPYC 9654 96-Core Processor", Family: 0x19, Model: 0x11, Stepping: 1},
 		counters: 6, generic: amdGeneric},
 }
 
@@ -109,13 +110,13 @@ func simulatedFixture() (*pmuFixture, error) {
 // LiveCPU is the running host's CPU, or the simulated PMU's CPU when
 // CACHEHEAT_SIMULATED_PMU is set (CPUInfo.Simulated then names it). The
 // topology is always the real one.
-func LiveCPU() (CPUInfo, error) {
+func LiveCPU() (host.CPUInfo, error) {
 	f, err := simulatedFixture()
 	if err != nil {
-		return CPUInfo{}, err
+		return host.CPUInfo{}, err
 	}
 	if f == nil {
-		return ReadCPUInfo("/")
+		return host.ReadCPUInfo("/")
 	}
 	cpu := f.cpu
 	cpu.Simulated = f.name
@@ -124,7 +125,7 @@ func LiveCPU() (CPUInfo, error) {
 
 // SimulatedPMU returns the header's PMU description of a recording made
 // with cpu: nil on a real PMU.
-func SimulatedPMU(cpu CPUInfo) *profile.PMU {
+func SimulatedPMU(cpu host.CPUInfo) *profile.PMU {
 	f, ok := findFixture(cpu.Simulated)
 	if !ok {
 		return nil
@@ -163,14 +164,14 @@ func standInFor(role string) Event {
 			return e
 		}
 	}
-	e, _ := lookupCatalogue(name, CPUInfo{})
+	e, _ := lookupCatalogue(name, host.CPUInfo{})
 	return e
 }
 
 // simulate turns the catalogue of a simulated CPU into stand-ins: each
 // hardware event the fixture has opens its role's software counter, the
 // others are unsupported, as the real model's kernel would say.
-func simulate(evs []Event, cpu CPUInfo) []Event {
+func simulate(evs []Event, cpu host.CPUInfo) []Event {
 	f, ok := findFixture(cpu.Simulated)
 	if !ok {
 		return evs
@@ -201,7 +202,7 @@ const muxInterval = 16 * time.Millisecond
 // muxPlan decides, for the counted events of a simulated PMU, which slots
 // rotate over its general counters and which slot's enabled time stands
 // for theirs. rotated is empty when everything fits.
-func muxPlan(counted []Event, cpu CPUInfo) (rotated []int, counters, ref int) {
+func muxPlan(counted []Event, cpu host.CPUInfo) (rotated []int, counters, ref int) {
 	ref = -1
 	f, ok := findFixture(cpu.Simulated)
 	if !ok {

@@ -11,10 +11,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cacheheat/cacheheat/bpf"
+	"github.com/cacheheat/cacheheat/host"
+	"github.com/cacheheat/cacheheat/model"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
-func simCPU(t *testing.T, name string) CPUInfo {
+func simCPU(t *testing.T, name string) host.CPUInfo {
 	t.Helper()
 	t.Setenv(EnvSimulatedPMU, name)
 	cpu, err := LiveCPU()
@@ -94,12 +96,12 @@ func TestSimulatedCatalogue(t *testing.T) {
 // of an event that this CPU does not have.
 func TestVendorEventsOnRealModels(t *testing.T) {
 	t.Setenv(EnvSimulatedPMU, "")
-	icx := CPUInfo{Vendor: "GenuineIntel", Family: 6, Model: 0x6a}
+	icx := host.CPUInfo{Vendor: "GenuineIntel", Family: 6, Model: 0x6a}
 	e, err := LookupEvent("mem_load_l3_hit_retired.xsnp_hitm", icx)
 	if err != nil || e.Config != 0x04d2 || e.StandIn != nil || e.Missing != "" {
 		t.Errorf("xsnp_hitm on Ice Lake-SP: %+v, %v; want config 0x04d2", e, err)
 	}
-	zen4 := CPUInfo{Vendor: "AuthenticAMD", Family: 0x19, Model: 0x11}
+	zen4 := host.CPUInfo{Vendor: "AuthenticAMD", Family: 0x19, Model: 0x11}
 	e, err = LookupEvent("ls_dmnd_fills_from_sys.far_cache", zen4)
 	if err != nil || e.Config != 0x1043 || e.Missing != "" {
 		t.Errorf("far_cache on Zen 4: %+v, %v; want config 0x1043", e, err)
@@ -112,7 +114,7 @@ func TestVendorEventsOnRealModels(t *testing.T) {
 		t.Error("an unknown name was accepted")
 	}
 	// Sapphire Rapids moved the dTLB walk event.
-	spr := CPUInfo{Vendor: "GenuineIntel", Family: 6, Model: 0x8f}
+	spr := host.CPUInfo{Vendor: "GenuineIntel", Family: 6, Model: 0x8f}
 	if e, _ := LookupEvent("dtlb_load_misses.walk_completed", spr); e.Config != 0x0e12 {
 		t.Errorf("dtlb walk on Sapphire Rapids: config %#x, want 0x0e12", e.Config)
 	}
@@ -131,12 +133,12 @@ func TestSlotsFitEveryCatalogue(t *testing.T) {
 	if got := len(counterMapsOf(&bpf.CacheheatMaps{})); got != slots {
 		t.Fatalf("the generated bindings have %d counter maps, the object %d", got, slots)
 	}
-	var cpus []CPUInfo
+	var cpus []host.CPUInfo
 	for _, f := range simulatedPMUs {
 		cpus = append(cpus, f.cpu)
 	}
 	for _, r := range l2Table {
-		cpus = append(cpus, CPUInfo{Vendor: r.vendor, Family: r.family, Model: r.models[0].lo})
+		cpus = append(cpus, host.CPUInfo{Vendor: r.vendor, Family: r.family, Model: r.models[0].lo})
 	}
 	for _, cpu := range cpus {
 		if n := len(ModelCatalogue(cpu)) + 1; n > slots {
@@ -198,7 +200,7 @@ func TestRecordSimulated(t *testing.T) {
 			if rec.Header.Host.Mode != ModeHardware {
 				t.Errorf("mode %q, want hardware (simulated)", rec.Header.Host.Mode)
 			}
-			sum := profile.Summarize(rec)
+			sum := model.FromRecording(rec).Summary()
 			var hw []string
 			for _, e := range sum.Events {
 				if e.Kind == KindSoftware {
@@ -264,7 +266,7 @@ func TestRecordSimulated24Events(t *testing.T) {
 		t.Fatalf("intel-icx has %d hardware events, want 24", len(evs))
 	}
 	rec := simulatedRecording(t, "intel-icx", evs)
-	sum := profile.Summarize(rec)
+	sum := model.FromRecording(rec).Summary()
 	// Fixed-counter and software events are never scaled. Of the 22
 	// rotated ones, 8 count at any moment, so whatever the scheduling of
 	// the rotation, at least 8 ran, and those that ran after a rotation
@@ -343,7 +345,7 @@ func TestUnknownSimulatedPMU(t *testing.T) {
 func TestPruneExitedTasks(t *testing.T) {
 	needBPF(t)
 	t.Setenv(EnvSimulatedPMU, "")
-	cpus, err := onlineCPUs("/sys/devices/system/cpu")
+	cpus, err := host.OnlineCPUs("/")
 	if err != nil {
 		t.Fatal(err)
 	}

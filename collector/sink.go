@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/cacheheat/cacheheat/bpf"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -69,14 +70,14 @@ type CgroupWindow struct {
 }
 
 // Off-CPU reasons: why a thread left the CPU, from its scheduler state at
-// the switch (OFFCPU_* in bpf/cacheheat.c).
+// the switch (enum offcpu_reason in bpf/cacheheat.h).
 const (
-	OffCPUPreempted = iota // still runnable: preempted or yielded
-	OffCPUSleep            // interruptible sleep: futex, poll, nanosleep, pipe
-	OffCPUBlocked          // uninterruptible: mostly disk I/O and some kernel locks
-	OffCPUIdle             // an idle kernel worker (TASK_IDLE)
-	OffCPUOther            // stopped, traced or exiting
-	OffCPUReasons
+	OffCPUPreempted = int(bpf.CacheheatOffcpuReasonOFFCPU_PREEMPTED) // still runnable: preempted or yielded
+	OffCPUSleep     = int(bpf.CacheheatOffcpuReasonOFFCPU_SLEEP)     // interruptible sleep: futex, poll, nanosleep, pipe
+	OffCPUBlocked   = int(bpf.CacheheatOffcpuReasonOFFCPU_BLOCKED)   // uninterruptible: mostly disk I/O and some kernel locks
+	OffCPUIdle      = int(bpf.CacheheatOffcpuReasonOFFCPU_IDLE)      // an idle kernel worker (TASK_IDLE)
+	OffCPUOther     = int(bpf.CacheheatOffcpuReasonOFFCPU_OTHER)     // stopped, traced or exiting
+	OffCPUReasons   = int(bpf.CacheheatOffcpuReasonOFFCPU_REASONS)
 )
 
 // OffCPUReasonNames names the off-CPU reasons by index.

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cacheheat/cacheheat/host"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -337,7 +338,7 @@ func allowedCPUs(pid int) []int {
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
-			cpus, err := ParseCPUList(v)
+			cpus, err := host.ParseCPUList(v)
 			if err != nil {
 				return nil
 			}

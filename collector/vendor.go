@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cacheheat/cacheheat/host"
 )
 
 // Roles say what an event measures, in the words the simulated PMU's
@@ -96,7 +98,7 @@ func amdFills(fillsFile, family, localCache string, localUmask uint64, remoteCac
 
 // uarchOf names cpu's pmu-events directory, or "" for a model not in
 // l2Table.
-func uarchOf(cpu CPUInfo) string {
+func uarchOf(cpu host.CPUInfo) string {
 	for _, r := range l2Table {
 		if r.matches(cpu) {
 			return r.uarch
@@ -107,7 +109,7 @@ func uarchOf(cpu CPUInfo) string {
 
 // VendorEvents returns the raw vendor events of cpu's microarchitecture
 // (none for a model cacheheat has no table for).
-func VendorEvents(cpu CPUInfo) []Event {
+func VendorEvents(cpu host.CPUInfo) []Event {
 	uarch := uarchOf(cpu)
 	var out []Event
 	for _, v := range vendorEvents[uarch] {

@@ -2,7 +2,6 @@ package collector
 
 import (
 	"encoding/binary"
-	"hash/fnv"
 	"slices"
 	"sort"
 	"strings"
@@ -433,23 +432,8 @@ func (t *stackTable) userFrames(pid int, addrs []uint64, w *profile.Window) (uin
 }
 
 func (t *stackTable) add(s profile.Stack, w *profile.Window) uint64 {
-	h := fnv.New64a()
-	var b [8]byte
-	if s.Kernel {
-		h.Write([]byte{'k'})
-	}
-	for _, f := range s.Frames {
-		h.Write([]byte(f.Function))
-		h.Write([]byte{0})
-		h.Write([]byte(f.Module))
-		h.Write([]byte{0})
-		binary.LittleEndian.PutUint64(b[:], f.Offset)
-		h.Write(b[:])
-	}
-	s.ID = h.Sum64()
-	if s.ID == 0 {
-		s.ID = 1
-	}
+	// The recording format leaves out an ID that is this hash.
+	s.ID = profile.HashStack(s.Kernel, s.Frames)
 	if !t.seen[s.ID] {
 		t.seen[s.ID] = true
 		w.NewStacks = append(w.NewStacks, s)

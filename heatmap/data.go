@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cacheheat/cacheheat/model"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -40,21 +41,21 @@ type Report struct {
 
 // Build computes the whole report's data. maxCells <= 0 means
 // DefaultMaxCells.
-func Build(rec *profile.Recording, maxCells int) Report {
-	c := BuildCharts(rec, maxCells)
+func Build(m *model.Model, maxCells int) Report {
+	c := BuildCharts(m, maxCells)
 	r := Report{
-		Banner:    Banner(rec),
-		Summary:   BuildSummary(rec),
+		Banner:    Banner(&m.Header),
+		Summary:   BuildSummary(m),
 		CPU:       c.CPU,
 		Node:      c.Node,
 		Latency:   c.Latency,
-		Processes: Processes(rec, 300),
-		Samples:   SampleViews(rec),
-		OffCPU:    OffCPU(rec),
-		Host:      BuildHost(rec),
-		Quality:   BuildQuality(rec),
+		Processes: Processes(m, 300),
+		Samples:   SampleViews(m),
+		OffCPU:    OffCPU(m),
+		Host:      BuildHost(m.Header.Host.Topology),
+		Quality:   BuildQuality(m),
 	}
-	r.Functions = FunctionViews(rec, maxCells, len(r.Latency))
+	r.Functions = FunctionViews(m, maxCells, len(r.Latency))
 	return r
 }
 
@@ -68,11 +69,11 @@ type Charts struct {
 
 // BuildCharts computes the heatmaps' data. maxCells <= 0 means
 // DefaultMaxCells.
-func BuildCharts(rec *profile.Recording, maxCells int) Charts {
+func BuildCharts(m *model.Model, maxCells int) Charts {
 	if maxCells <= 0 {
 		maxCells = DefaultMaxCells
 	}
-	return Charts{CPU: CPUGrid(rec, maxCells), Node: NodeGrid(rec, maxCells), Latency: LatencyMaps(rec, maxCells)}
+	return Charts{CPU: CPUGrid(m, maxCells), Node: NodeGrid(m, maxCells), Latency: LatencyMaps(m, maxCells)}
 }
 
 // Summary is the report's first section.
@@ -116,14 +117,12 @@ type LatencyHeadline struct {
 	P99   float64 `json:"p99_ns"`
 }
 
-// BuildSummary computes the summary section. It sums what it needs
-// itself rather than calling profile.Summarize, whose stack summary the
-// report computes separately (once).
-func BuildSummary(rec *profile.Recording) Summary {
-	h := rec.Header
+// BuildSummary computes the summary section.
+func BuildSummary(m *model.Model) Summary {
+	h := m.Header
 	out := Summary{
-		Title:     "cacheheat report: " + targetString(h.Target),
-		Target:    targetString(h.Target),
+		Title:     "cacheheat report: " + h.Target.String(),
+		Target:    h.Target.String(),
 		Hostname:  h.Host.Hostname,
 		Kernel:    h.Host.Kernel,
 		CPUModel:  h.Host.CPUModel,
@@ -131,96 +130,46 @@ func BuildSummary(rec *profile.Recording) Summary {
 		Nodes:     len(h.Host.Topology.Nodes),
 		Mode:      h.Host.Mode,
 		IntervalS: float64(h.Settings.IntervalNS) / 1e9,
-		Windows:   len(rec.Windows),
-		Warning:   rec.Warning,
+		Windows:   m.Windows(),
+		Warning:   m.Warning,
 		Headline:  []Headline{},
 		Latency:   []LatencyHeadline{},
 	}
-	var dur float64
-	if n := len(rec.Windows); n > 0 {
-		dur = float64(rec.Windows[n-1].EndNS-rec.Windows[0].StartNS) / 1e9
-	}
+	dur := m.DurationS()
 	out.DurationS = round(dur, 3)
 	if !h.StartTime.IsZero() {
 		out.Start = h.StartTime.UTC().Format("2006-01-02 15:04:05 UTC")
 	}
-	if rec.Trailer != nil {
-		out.EndReason = rec.Trailer.EndReason
-		out.ExitStatus = rec.Trailer.ExitStatus
-		if len(rec.Trailer.AppMetrics) > 0 {
-			out.AppMetrics = rec.Trailer.AppMetrics
+	if m.Trailer != nil {
+		out.EndReason = m.Trailer.EndReason
+		out.ExitStatus = m.Trailer.ExitStatus
+		if len(m.Trailer.AppMetrics) > 0 {
+			out.AppMetrics = m.Trailer.AppMetrics
 		}
 	} else {
 		out.EndReason = "truncated"
-		for _, w := range rec.Windows {
-			if len(w.AppMetrics) > 0 {
-				out.AppMetrics = w.AppMetrics
-			}
-		}
+		out.AppMetrics = m.LastAppMetrics
 	}
-	sumOf := func(v []uint64) uint64 { return sum(v) }
-	target, host := rec.CounterTotals(false), rec.CounterTotals(true)
-	for _, e := range measuredEvents(rec) {
-		t, ok := target[e]
+	for _, e := range m.Events {
+		t, ok := m.Totals[e]
 		if !ok {
 			continue
 		}
-		hl := Headline{Event: e, Total: sumOf(t), Share: -1}
+		hl := Headline{Event: e, Total: sum(t), Share: -1}
 		if dur > 0 {
 			hl.PerSec = round(float64(hl.Total)/dur, 4)
 		}
-		if ht, ok := host[e]; ok {
-			hl.HostTotal = sumOf(ht)
+		if ht, ok := m.HostTotals[e]; ok {
+			hl.HostTotal = sum(ht)
 			if hl.HostTotal > 0 {
 				hl.Share = round(float64(hl.Total)/float64(hl.HostTotal), 4)
 			}
 		}
 		out.Headline = append(out.Headline, hl)
 	}
-	for _, name := range rec.HistogramNames() {
-		b := rec.HistogramTotal(name)
-		out.Latency = append(out.Latency, LatencyHeadline{Name: name, Count: sum(b),
-			P50: round(profile.Percentile(b, 0.5), 4), P99: round(profile.Percentile(b, 0.99), 4)})
-	}
-	return out
-}
-
-func targetString(t profile.Target) string {
-	switch {
-	case len(t.Command) > 0:
-		return "command: " + strings.Join(t.Command, " ")
-	case t.Cgroup != "":
-		return "cgroup: " + t.Cgroup
-	case len(t.PIDs) > 0:
-		parts := make([]string, len(t.PIDs))
-		for i, p := range t.PIDs {
-			parts[i] = strconv.Itoa(p)
-		}
-		return "pids: " + strings.Join(parts, ",")
-	case t.Kind == profile.TargetAll:
-		return "all: every task on the host"
-	}
-	return t.Kind
-}
-
-// measuredEvents lists the header's measured events in header order, then
-// any event that windows carry but the header does not list.
-func measuredEvents(rec *profile.Recording) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, e := range rec.Header.Events {
-		if e.Status == profile.StatusMeasured && !seen[e.Name] {
-			seen[e.Name] = true
-			out = append(out, e.Name)
-		}
-	}
-	for _, w := range rec.Windows {
-		for _, c := range w.Counters {
-			if !seen[c.Event] {
-				seen[c.Event] = true
-				out = append(out, c.Event)
-			}
-		}
+	for _, hg := range m.Histograms {
+		out.Latency = append(out.Latency, LatencyHeadline{Name: hg.Name, Count: hg.Count(),
+			P50: round(hg.P(0.5), 4), P99: round(hg.P(0.99), 4)})
 	}
 	return out
 }
@@ -351,8 +300,8 @@ func timeBins(ws []profile.Window, maxCols int) ([]Bin, []int, int) {
 
 // CPUGrid builds the per-core heatmap data: one row per CPU ordered by
 // node, L3 domain and core, one column per (binned) window.
-func CPUGrid(rec *profile.Recording, maxCells int) Grid {
-	cpus := sortedCPUs(rec.Header.Host.Topology)
+func CPUGrid(m *model.Model, maxCells int) Grid {
+	cpus := sortedCPUs(m.Header.Host.Topology)
 	perRow := max(1, (len(cpus)+maxRows-1)/maxRows)
 	var rows []Row
 	rowOf := map[int]int{} // CPU id -> row
@@ -372,7 +321,7 @@ func CPUGrid(rec *profile.Recording, maxCells int) Grid {
 	if rows == nil {
 		rows = []Row{}
 	}
-	return buildGrid(rec, rows, rowOf, perRow, maxCells)
+	return buildGrid(m, rows, rowOf, perRow, maxCells)
 }
 
 // cpuLabel names a CPU's heatmap row: its node, L3 domain, core and id.
@@ -388,8 +337,8 @@ func l3Label(id int) string {
 }
 
 // NodeGrid builds the NUMA-node heatmap data: one row per node.
-func NodeGrid(rec *profile.Recording, maxCells int) Grid {
-	t := rec.Header.Host.Topology
+func NodeGrid(m *model.Model, maxCells int) Grid {
+	t := m.Header.Host.Topology
 	rows := []Row{}
 	rowOf := map[int]int{}
 	nodeRow := map[int]int{}
@@ -408,16 +357,16 @@ func NodeGrid(rec *profile.Recording, maxCells int) Grid {
 	for i := range rows {
 		sort.Ints(rows[i].CPUs)
 	}
-	return buildGrid(rec, rows, rowOf, 1, maxCells)
+	return buildGrid(m, rows, rowOf, 1, maxCells)
 }
 
-func buildGrid(rec *profile.Recording, rows []Row, rowOf map[int]int, perRow, maxCells int) Grid {
+func buildGrid(m *model.Model, rows []Row, rowOf map[int]int, perRow, maxCells int) Grid {
 	maxCols := maxCells / max(1, len(rows))
-	bins, col, perCol := timeBins(rec.Windows, maxCols)
+	bins, col, perCol := timeBins(m.Light.Windows, maxCols)
 	g := Grid{Bins: bins, Rows: rows, BinWindows: perCol, BinRows: perRow, Metrics: []Metric{}}
 	ncell := len(rows) * len(bins)
 	// rowIdx maps CPU id to row, -1 for CPUs outside the topology.
-	maxID := rec.Header.Host.Topology.MaxCPU()
+	maxID := m.Header.Host.Topology.MaxCPU()
 	rowIdx := make([]int, maxID+1)
 	for i := range rowIdx {
 		rowIdx[i] = -1
@@ -426,44 +375,37 @@ func buildGrid(rec *profile.Recording, rows []Row, rowOf map[int]int, perRow, ma
 		rowIdx[id] = r
 	}
 	nb := len(bins)
-	have := map[string]bool{}
-	for _, e := range measuredEvents(rec) {
-		vals := make([]uint64, ncell)
-		seen := false
-		for wi, w := range rec.Windows {
-			for _, c := range w.Counters {
-				if c.Event != e {
-					continue
-				}
-				seen = true
-				for cpu, v := range c.PerCPU {
-					if cpu < len(rowIdx) && rowIdx[cpu] >= 0 {
-						vals[rowIdx[cpu]*nb+col[wi]] += v
-					}
+	// cells sums a per-window series into the grid's cells; seen says
+	// whether any count fell on a row.
+	cells := func(series []profile.Counts) (vals []uint64, seen bool) {
+		vals = make([]uint64, ncell)
+		for wi, per := range series {
+			for cpu, v := range per {
+				if cpu < len(rowIdx) && rowIdx[cpu] >= 0 {
+					vals[rowIdx[cpu]*nb+col[wi]] += v
+					seen = seen || v > 0
 				}
 			}
 		}
-		if !seen {
+		return vals, seen
+	}
+	have := map[string]bool{}
+	for _, e := range m.Events {
+		series, ok := m.Series[e]
+		if !ok {
 			continue
 		}
+		vals, _ := cells(series)
 		have[e] = true
 		g.Metrics = append(g.Metrics, eventMetric(e, vals))
 	}
 	// Samples per second per CPU: where the on-CPU time went, as the
 	// sampler saw it.
-	for _, ev := range rec.Header.Settings.SampleEvents {
-		vals := make([]uint64, ncell)
-		seen := false
-		for wi, w := range rec.Windows {
-			for _, s := range w.Samples {
-				if s.Event == ev && s.CPU >= 0 && s.CPU < len(rowIdx) && rowIdx[s.CPU] >= 0 {
-					vals[rowIdx[s.CPU]*nb+col[wi]] += s.Count
-					seen = true
-				}
+	for _, ev := range m.Header.Settings.SampleEvents {
+		if s := m.Samples[ev]; s != nil {
+			if vals, seen := cells(s.PerCPU); seen {
+				g.Metrics = append(g.Metrics, Metric{Name: ev + " samples", Kind: "samples", Unit: "samples/s", Values: vals})
 			}
-		}
-		if seen {
-			g.Metrics = append(g.Metrics, Metric{Name: ev + " samples", Kind: "samples", Unit: "samples/s", Values: vals})
 		}
 	}
 	for _, d := range derivedRatios {
@@ -472,7 +414,7 @@ func buildGrid(rec *profile.Recording, rows []Row, rowOf map[int]int, perRow, ma
 		}
 	}
 	if have["instructions"] {
-		for _, e := range measuredEvents(rec) {
+		for _, e := range m.Events {
 			if have[e] && strings.HasSuffix(e, "misses") {
 				g.Metrics = append(g.Metrics, Metric{Name: e + " MPKI", Kind: "derived", Unit: "per 1000 instructions", Num: e, Den: "instructions", Scale: 1000})
 			}
@@ -503,14 +445,12 @@ type Latency struct {
 }
 
 // LatencyMaps builds one latency heatmap per histogram in the recording.
-func LatencyMaps(rec *profile.Recording, maxCells int) []Latency {
+func LatencyMaps(m *model.Model, maxCells int) []Latency {
 	out := []Latency{}
-	for _, name := range rec.HistogramNames() {
-		out = append(out, latencyMap(rec, name, rec.HistogramTotal(name), maxCells, func(w *profile.Window, dst []uint64) {
-			for hi := range w.Histograms {
-				if w.Histograms[hi].Name == name {
-					w.Histograms[hi].AddTo(dst)
-				}
+	for _, hg := range m.Histograms {
+		out = append(out, latencyMap(m, hg.Name, hg.Total, maxCells, func(wi int, dst []uint64) {
+			for i, c := range hg.PerWindow[wi] {
+				dst[i] += c
 			}
 		}))
 	}
@@ -518,8 +458,8 @@ func LatencyMaps(rec *profile.Recording, maxCells int) []Latency {
 }
 
 // latencyMap builds a time x latency heatmap of log2 buckets; tot is the
-// whole recording's buckets and add adds a window's to dst.
-func latencyMap(rec *profile.Recording, name string, tot []uint64, maxCells int, add func(w *profile.Window, dst []uint64)) Latency {
+// whole recording's buckets and add adds window wi's to dst.
+func latencyMap(m *model.Model, name string, tot []uint64, maxCells int, add func(wi int, dst []uint64)) Latency {
 	{
 		lo, hi := -1, -1
 		for i, c := range tot {
@@ -534,7 +474,7 @@ func latencyMap(rec *profile.Recording, name string, tot []uint64, maxCells int,
 			lo, hi = 0, 0
 		}
 		nrow := hi - lo + 1
-		bins, col, per := timeBins(rec.Windows, maxCells/nrow)
+		bins, col, per := timeBins(m.Light.Windows, maxCells/nrow)
 		l := Latency{Name: name, Unit: "ns", Bins: bins, Lo: lo, Hi: hi, BinWindows: per}
 		for i := lo; i <= hi; i++ {
 			l.Labels = append(l.Labels, profile.FormatNS(profile.BucketLower(i)))
@@ -544,8 +484,8 @@ func latencyMap(rec *profile.Recording, name string, tot []uint64, maxCells int,
 		for c := range perCol {
 			perCol[c] = make([]uint64, profile.HistBuckets)
 		}
-		for wi := range rec.Windows {
-			add(&rec.Windows[wi], perCol[col[wi]])
+		for wi := range m.Windows() {
+			add(wi, perCol[col[wi]])
 		}
 		l.Counts = make([]uint64, nrow*nb)
 		for c, b := range perCol {
@@ -612,8 +552,8 @@ type ProcessRow struct {
 
 // Processes builds the process table, keeping the limit processes with
 // the most counts of the first event.
-func Processes(rec *profile.Recording, limit int) ProcessTable {
-	ps := rec.ProcessTotals()
+func Processes(m *model.Model, limit int) ProcessTable {
+	ps := append([]profile.ProcessSummary(nil), m.Processes...)
 	evSet := map[string]bool{}
 	for _, p := range ps {
 		for k := range p.Totals {
@@ -621,7 +561,7 @@ func Processes(rec *profile.Recording, limit int) ProcessTable {
 		}
 	}
 	var events []string
-	for _, e := range measuredEvents(rec) {
+	for _, e := range m.Events {
 		if evSet[e] {
 			events = append(events, e)
 			delete(evSet, e)
@@ -697,27 +637,10 @@ const (
 
 // SampleViews builds the function tables, top stacks and flame graph of
 // every sample event that has samples.
-func SampleViews(rec *profile.Recording) []SampleView {
+func SampleViews(m *model.Model) []SampleView {
 	out := []SampleView{}
-	var events []string
-	seen := map[string]bool{}
-	for _, e := range rec.Header.Settings.SampleEvents {
-		if !seen[e] {
-			seen[e] = true
-			events = append(events, e)
-		}
-	}
-	for _, w := range rec.Windows {
-		for _, s := range w.Samples {
-			if !seen[s.Event] {
-				seen[s.Event] = true
-				events = append(events, s.Event)
-			}
-		}
-	}
-	for _, ev := range events {
-		v := sampleView(rec, ev)
-		if v.Total > 0 {
+	for _, ev := range m.SampleEvents {
+		if v := sampleView(m, ev, m.Samples[ev]); v.Total > 0 {
 			out = append(out, v)
 		}
 	}
@@ -729,61 +652,29 @@ type flameBuild struct {
 	children map[string]*flameBuild
 }
 
-func sampleView(rec *profile.Recording, ev string) SampleView {
-	v := SampleView{Event: ev, Stacks: []StackStat{}}
-	// Self and total counts as profile.FunctionCounts defines them, but
-	// computed once per distinct stack rather than once per sample.
-	self, total := map[string]uint64{}, map[string]uint64{}
-	type key struct{ u, k uint64 }
-	stacks := map[key]uint64{}
+func sampleView(m *model.Model, ev string, smp *model.Samples) SampleView {
+	v := SampleView{Event: ev, Stacks: []StackStat{}, Total: smp.Total}
 	root := &flameBuild{children: map[string]*flameBuild{}}
-	for _, w := range rec.Windows {
-		for _, s := range w.Samples {
-			if s.Event != ev {
-				continue
-			}
-			v.Total += s.Count
-			stacks[key{s.UserStack, s.KernelStack}] += s.Count
-		}
-	}
-	keys := make([]key, 0, len(stacks))
+	stacks := smp.ByStack
+	keys := make([]model.StackPair, 0, len(stacks))
 	for k := range stacks {
 		keys = append(keys, k)
-	}
-	frameNames := func(k key) []string {
-		fr := rec.SampleFrames(profile.Sample{UserStack: k.u, KernelStack: k.k})
-		names := make([]string, len(fr))
-		for i, f := range fr {
-			names[i] = f.String()
-		}
-		if len(names) == 0 {
-			names = []string{"[unknown]"}
-		}
-		return names
 	}
 	sort.Slice(keys, func(i, j int) bool {
 		a, b := keys[i], keys[j]
 		if stacks[a] != stacks[b] {
 			return stacks[a] > stacks[b]
 		}
-		if a.u != b.u {
-			return a.u < b.u
+		if a.User != b.User {
+			return a.User < b.User
 		}
-		return a.k < b.k
+		return a.Kernel < b.Kernel
 	})
 	// Stacks that differ only where a frame's name does not show (the
 	// address inside a function) are one row of "Top stacks".
 	byName := map[string]int{}
 	for _, k := range keys {
-		names := frameNames(k)
-		self[names[0]] += stacks[k]
-		seen := map[string]bool{}
-		for _, n := range names {
-			if !seen[n] {
-				seen[n] = true
-				total[n] += stacks[k]
-			}
-		}
+		names := m.FrameNames(k)
 		id := strings.Join(names, "\x00")
 		if at, ok := byName[id]; ok {
 			v.Stacks[at].Count += stacks[k]
@@ -808,6 +699,7 @@ func sampleView(rec *profile.Recording, ev string) SampleView {
 	if len(v.Stacks) > topStacks {
 		v.Stacks = v.Stacks[:topStacks]
 	}
+	self, total := m.FunctionCounts(smp)
 	v.Self = profile.TopN(self, topFunctions)
 	v.Inclusive = profile.TopN(total, topFunctions)
 	minV := uint64(math.Ceil(float64(v.Total) * flameMinShare))
@@ -875,8 +767,7 @@ type HostCache struct {
 }
 
 // BuildHost computes the topology section.
-func BuildHost(rec *profile.Recording) HostView {
-	t := rec.Header.Host.Topology
+func BuildHost(t profile.Topology) HostView {
 	l3Size := map[int]int64{}
 	h := HostView{Nodes: []HostNode{}, Caches: []HostCache{}, OfflineCPUs: t.OfflineCPUs}
 	for _, c := range t.Caches {
@@ -967,57 +858,29 @@ type SampleRateView struct {
 }
 
 // BuildQuality computes the data-quality section.
-func BuildQuality(rec *profile.Recording) Quality {
-	q := Quality{Events: []EventQuality{}, SampleRates: []SampleRateView{}, Truncated: rec.Truncated, Warnings: []string{}}
-	enabled := map[string]uint64{}
-	running := map[string]uint64{}
-	type rate struct {
-		req, ach float64
-		n        int
-		samples  uint64
-	}
-	rates := map[string]*rate{}
-	var rateOrder []string
-	for _, w := range rec.Windows {
-		q.Drops.Add(w.Drops)
-		for _, c := range w.Counters {
-			enabled[c.Event] += c.Enabled
-			running[c.Event] += c.Running
-		}
-		for _, sr := range w.SampleRate {
-			r, ok := rates[sr.Event]
-			if !ok {
-				r = &rate{}
-				rates[sr.Event] = r
-				rateOrder = append(rateOrder, sr.Event)
-			}
-			r.req += sr.Requested
-			r.ach += sr.Achieved
-			r.n++
-			r.samples += sr.Samples
-		}
-	}
+func BuildQuality(m *model.Model) Quality {
+	q := Quality{Events: []EventQuality{}, SampleRates: []SampleRateView{}, Truncated: m.Truncated, Warnings: []string{}}
+	q.Drops = m.Drops
 	q.DropsTotal = q.Drops.Total()
-	for _, e := range rec.Header.Events {
+	for _, e := range m.Header.Events {
 		eq := EventQuality{Name: e.Name, Kind: e.Kind, Status: e.Status, Reason: e.Reason, Errno: e.Errno}
 		if e.Simulated && e.Status == profile.StatusMeasured {
 			eq.Reason = "SIMULATED: counted by the software event " + e.StandIn
 		}
-		if running[e.Name] > 0 {
-			eq.Scale = round(float64(enabled[e.Name])/float64(running[e.Name]), 4)
+		if t := m.Scaling[e.Name]; t[1] > 0 {
+			eq.Scale = round(float64(t[0])/float64(t[1]), 4)
 		}
 		q.Events = append(q.Events, eq)
 	}
-	for _, e := range rateOrder {
-		r := rates[e]
-		q.SampleRates = append(q.SampleRates, SampleRateView{Event: e, RequestedHz: round(r.req/float64(r.n), 4),
-			AchievedHz: round(r.ach/float64(r.n), 4), Samples: r.samples})
+	for _, r := range m.SampleRates {
+		q.SampleRates = append(q.SampleRates, SampleRateView{Event: r.Event, RequestedHz: round(r.RequestedHz, 4),
+			AchievedHz: round(r.Achieved, 4), Samples: r.Samples})
 	}
-	if rec.Warning != "" {
-		q.Warnings = append(q.Warnings, rec.Warning)
+	if m.Warning != "" {
+		q.Warnings = append(q.Warnings, m.Warning)
 	}
-	if rec.Trailer != nil {
-		for _, w := range rec.Trailer.Warnings {
+	if m.Trailer != nil {
+		for _, w := range m.Trailer.Warnings {
 			// Stretched windows are counted from the windows below, so a
 			// recording without the recorder's warning shows them too.
 			if !strings.Contains(w, "windows were stretched") {
@@ -1025,7 +888,7 @@ func BuildQuality(rec *profile.Recording) Quality {
 			}
 		}
 	}
-	if s := profile.Stretched(rec).String(); s != "" {
+	if s := m.Stretch.String(); s != "" {
 		q.Warnings = append(q.Warnings, s)
 	}
 	return q

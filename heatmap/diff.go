@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/cacheheat/cacheheat/compare"
+	"github.com/cacheheat/cacheheat/model"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -79,7 +80,7 @@ func WriteDiff(w io.Writer, base, new *profile.Recording, res *compare.Result) e
 	if err != nil {
 		return err
 	}
-	data := BuildDiff(base, new, res, DefaultMaxCells)
+	data := BuildDiff(model.FromRecording(base), model.FromRecording(new), res, DefaultMaxCells)
 	data.Skeletons = sk
 	var body bytes.Buffer
 	view := struct {
@@ -93,7 +94,7 @@ func WriteDiff(w io.Writer, base, new *profile.Recording, res *compare.Result) e
 		return fmt.Errorf("rendering diff body: %w", err)
 	}
 	return WritePage(w, Page{
-		Banner: Banner(base, new),
+		Banner: Banner(&base.Header, &new.Header),
 		Title:  "cacheheat diff: " + res.Headline(),
 		Body:   template.HTML(body.String()),
 		Data:   data,
@@ -114,7 +115,7 @@ tr.metric-row:hover { background: #f0f4ff; }
 `
 
 // BuildDiff computes the diff page's chart data.
-func BuildDiff(base, new *profile.Recording, res *compare.Result, maxCells int) DiffData {
+func BuildDiff(base, new *model.Model, res *compare.Result, maxCells int) DiffData {
 	d := DiffData{Rows: []string{}, Heat: []DiffHeat{}, Latency: []DiffLatency{}, Series: []DiffSeries{}}
 	for _, m := range res.Metrics {
 		d.Series = append(d.Series, DiffSeries{Name: m.Name, Unit: m.Unit, Base: nonNil(m.Base), New: nonNil(m.New)})
@@ -135,7 +136,7 @@ func BuildDiff(base, new *profile.Recording, res *compare.Result, maxCells int) 
 	}
 	// Columns: window i of BASE against window i of NEW, merged so that a
 	// chart stays under maxCells.
-	nw := max(len(base.Windows), len(new.Windows))
+	nw := max(base.Windows(), new.Windows())
 	per := 1
 	if len(cpus) > 0 && nw*len(cpus) > maxCells {
 		per = (nw*len(cpus) + maxCells - 1) / maxCells
@@ -162,8 +163,11 @@ func BuildDiff(base, new *profile.Recording, res *compare.Result, maxCells int) 
 		d.Heat = append(d.Heat, h)
 	}
 
-	for _, name := range base.HistogramNames() {
-		bt, nt := base.HistogramTotal(name), new.HistogramTotal(name)
+	for _, bh := range base.Histograms {
+		name, bt, nt := bh.Name, bh.Total, make([]uint64, profile.HistBuckets)
+		if nh := new.Histogram(name); nh != nil {
+			nt = nh.Total
+		}
 		bn, nn := sum(bt), sum(nt)
 		if bn == 0 && nn == 0 {
 			continue
@@ -201,13 +205,13 @@ func share(c, total uint64) float64 {
 
 // sharedEvents lists the events both recordings have counters for, in
 // BASE's order.
-func sharedEvents(base, new *profile.Recording) []string {
+func sharedEvents(base, new *model.Model) []string {
 	inNew := map[string]bool{}
-	for _, e := range measuredEvents(new) {
+	for _, e := range new.Events {
 		inNew[e] = true
 	}
 	var out []string
-	for _, e := range measuredEvents(base) {
+	for _, e := range base.Events {
 		if inNew[e] {
 			out = append(out, e)
 		}
@@ -217,23 +221,23 @@ func sharedEvents(base, new *profile.Recording) []string {
 
 // rateGrid is one event's per-CPU rate per second times scale, row per
 // CPU, column per group of per windows.
-func rateGrid(rec *profile.Recording, ev string, cpus []int, per, cols int, scale float64) []*float64 {
+func rateGrid(m *model.Model, ev string, cpus []int, per, cols int, scale float64) []*float64 {
 	counts := make([]float64, len(cpus)*cols)
 	dur := make([]int64, cols)
-	for wi, w := range rec.Windows {
+	series := m.Series[ev]
+	for wi := range m.Windows() {
 		c := wi / per
 		if c >= cols {
 			break
 		}
+		w := m.Window(wi)
 		dur[c] += w.EndNS - w.StartNS
-		for _, ctr := range w.Counters {
-			if ctr.Event != ev {
-				continue
-			}
-			for r, cpu := range cpus {
-				if cpu < len(ctr.PerCPU) {
-					counts[r*cols+c] += float64(ctr.PerCPU[cpu])
-				}
+		if series == nil {
+			continue
+		}
+		for r, cpu := range cpus {
+			if cpu < len(series[wi]) {
+				counts[r*cols+c] += float64(series[wi][cpu])
 			}
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cacheheat/cacheheat/compare"
 	"github.com/cacheheat/cacheheat/heatmap/synth"
+	"github.com/cacheheat/cacheheat/model"
 )
 
 // The diff page must carry hostile process names only escaped, load
@@ -100,7 +101,7 @@ func TestDiffInBrowser(t *testing.T) {
 	}
 	// The per-window plot, BASE, NEW and delta heatmaps, and one chart per
 	// latency histogram.
-	if want := 4 + len(BuildDiff(base, newRec, &res, DefaultMaxCells).Latency); len(st.Charts) != want {
+	if want := 4 + len(BuildDiff(model.FromRecording(base), model.FromRecording(newRec), &res, DefaultMaxCells).Latency); len(st.Charts) != want {
 		t.Errorf("%d charts drawn, want %d", len(st.Charts), want)
 	}
 	for _, c := range st.Charts {

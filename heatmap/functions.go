@@ -2,6 +2,7 @@ package heatmap
 
 import (
 	"github.com/cacheheat/cacheheat/attribution"
+	"github.com/cacheheat/cacheheat/model"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -29,12 +30,12 @@ type FunctionView struct {
 
 // FunctionViews builds the function section; firstChart is the number of
 // latency charts before it.
-func FunctionViews(rec *profile.Recording, maxCells, firstChart int) []FunctionView {
+func FunctionViews(m *model.Model, maxCells, firstChart int) []FunctionView {
 	var out []FunctionView
-	for i, a := range rec.FunctionTotals(0, len(rec.Windows)) {
+	for i, a := range m.Light.FunctionTotals(0, m.Windows()) {
 		id := a.Spec.ID
-		l := latencyMap(rec, a.Spec.Name+" (calls)", a.Hist, maxCells, func(w *profile.Window, dst []uint64) {
-			for _, fw := range w.Functions {
+		l := latencyMap(m, a.Spec.Name+" (calls)", a.Hist, maxCells, func(wi int, dst []uint64) {
+			for _, fw := range m.Window(wi).Functions {
 				if fw.ID != id {
 					continue
 				}

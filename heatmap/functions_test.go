@@ -31,7 +31,7 @@ func withFunction(rec *profile.Recording, name string) *profile.Recording {
 
 func TestFunctionSection(t *testing.T) {
 	rec := withFunction(synth.Recording(synth.Default()), hostileNames[1])
-	r := Build(rec, 0)
+	r := build(rec, 0)
 	if len(r.Functions) != 1 {
 		t.Fatalf("%d function views, want 1", len(r.Functions))
 	}

@@ -4,6 +4,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/cacheheat/cacheheat/model"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -40,7 +41,8 @@ type OffCPUStack struct {
 
 // OffCPU builds the off-CPU section, nil when the recording has no
 // off-CPU stacks.
-func OffCPU(rec *profile.Recording) *OffCPUView {
+func OffCPU(m *model.Model) *OffCPUView {
+	rec := m.Light
 	stacks := rec.OffCPUStacks()
 	var v *OffCPUView
 	for _, w := range rec.Windows {

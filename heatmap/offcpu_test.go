@@ -1,6 +1,7 @@
 package heatmap
 
 import (
+	"github.com/cacheheat/cacheheat/model"
 	"strings"
 	"testing"
 
@@ -25,7 +26,7 @@ func TestOffCPUView(t *testing.T) {
 			{UserStack: 3, NS: 3e9, Reason: profile.OffCPUSleep},
 		},
 	}}}
-	v := OffCPU(rec)
+	v := OffCPU(model.FromRecording(rec))
 	if v == nil {
 		t.Fatal("no off-CPU view")
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/cacheheat/cacheheat/attribution"
+	"github.com/cacheheat/cacheheat/model"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -94,13 +95,29 @@ type pageData struct {
 
 // Render writes rec's HTML report to w.
 func Render(w io.Writer, rec *profile.Recording, opts Options) error {
-	r := Build(rec, opts.MaxCells)
+	var res *attribution.Result
+	if !opts.NoFindings && opts.Findings == nil {
+		r := attribution.Analyze(rec)
+		res = &r
+	}
+	return renderModel(w, model.FromRecording(rec), res, opts)
+}
+
+// RenderModel writes the HTML report of a recording's model to w. Its
+// findings are opts.Findings (none when nil): attribution reads the
+// recording itself, which the model does not keep.
+func RenderModel(w io.Writer, m *model.Model, opts Options) error {
+	return renderModel(w, m, nil, opts)
+}
+
+func renderModel(w io.Writer, m *model.Model, res *attribution.Result, opts Options) error {
+	r := Build(m, opts.MaxCells)
 	switch {
 	case opts.NoFindings:
 	case opts.Findings != nil:
 		r.Findings = opts.Findings
-	default:
-		r.Findings = FindingsFrom(attribution.Analyze(rec), r.CPU)
+	case res != nil:
+		r.Findings = FindingsFrom(*res, r.CPU)
 	}
 	return RenderReport(w, r)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"github.com/cacheheat/cacheheat/model"
 	"html"
 	"os"
 	"path/filepath"
@@ -50,14 +51,14 @@ func golden(t *testing.T, name string, v any) {
 }
 
 func TestGoldenReport(t *testing.T) {
-	golden(t, "small", Build(synth.Recording(synth.Default()), 0))
+	golden(t, "small", build(synth.Recording(synth.Default()), 0))
 }
 
 func TestGoldenDownsampled(t *testing.T) {
 	o := synth.Default()
 	o.Windows = 50
 	rec := synth.Recording(o)
-	r := Build(rec, 40)
+	r := build(rec, 40)
 	golden(t, "downsampled", struct {
 		CPU     Grid      `json:"cpu"`
 		Node    Grid      `json:"node"`
@@ -74,7 +75,7 @@ func TestDownsampleKeepsTotals(t *testing.T) {
 	o := synth.Big()
 	o.Windows = 300
 	rec := synth.Recording(o)
-	r := Build(rec, 0)
+	r := build(rec, 0)
 	for _, g := range []Grid{r.CPU, r.Node} {
 		if n := len(g.Rows) * len(g.Bins); n > DefaultMaxCells {
 			t.Errorf("grid has %d cells, more than %d", n, DefaultMaxCells)
@@ -266,7 +267,7 @@ func TestFindingsSection(t *testing.T) {
 			Scope:    attribution.Scope{CPUs: []int{1}, StartNS: 1e9, EndNS: 3e9},
 			Evidence: []attribution.Evidence{{Metric: "page-faults/s", Value: 2e4, Op: ">", Threshold: 1e4, Unit: "/s"}}}},
 		NotEvaluated: []attribution.NotEvaluated{{Rule: "r2", Title: "LLC", Needs: []string{"LLC-loads"}, Reason: "unsupported"}},
-	}, Build(rec, 0).CPU)
+	}, build(rec, 0).CPU)
 	if f.Items[0].Metric != "page-faults" {
 		t.Errorf("finding linked to metric %q, want page-faults", f.Items[0].Metric)
 	}
@@ -279,4 +280,9 @@ func TestFindingsSection(t *testing.T) {
 	if i, j := strings.Index(page, `id="findings"`), strings.Index(page, `id="cpu"`); i > j {
 		t.Error("findings come after the heatmaps")
 	}
+}
+
+// build is Build of a recording's model.
+func build(rec *profile.Recording, maxCells int) Report {
+	return Build(model.FromRecording(rec), maxCells)
 }

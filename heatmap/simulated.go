@@ -8,14 +8,14 @@ import (
 // whose hardware counts are a simulated PMU's software stand-ins, or whose
 // counts are synthetic: such numbers must never pass for measurements.
 // Empty for a measured recording.
-func Banner(recs ...*profile.Recording) string {
-	for _, rec := range recs {
+func Banner(hs ...*profile.Header) string {
+	for _, h := range hs {
 		switch {
-		case rec == nil:
-		case rec.Header.Simulated():
-			return profile.SimulatedWarning + " (" + rec.Header.PMU.Simulated + ")"
-		case rec.Header.Synthetic != "":
-			return "SYNTHETIC RECORDING: " + rec.Header.Synthetic
+		case h == nil:
+		case h.Simulated():
+			return profile.SimulatedWarning + " (" + h.PMU.Simulated + ")"
+		case h.Synthetic != "":
+			return "SYNTHETIC RECORDING: " + h.Synthetic
 		}
 	}
 	return ""

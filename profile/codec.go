@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -226,6 +225,7 @@ type Decoder struct {
 	buf     []byte
 	pending []rawRecord
 	major   int
+	minor   int     // v2: the window layout (dec2.minor)
 	tables  tables2 // v2: strings, lists, frames and stacks so far
 	Header  Header
 	windows int
@@ -254,7 +254,7 @@ func NewDecoder(r io.Reader) (*Decoder, error) {
 	if _, ok := formatMinor[int(major)]; !ok {
 		return nil, formatErr("recording format version %d.%d is not supported by this cacheheat (reads major versions 1 and %d): use a matching cacheheat release", major, minor, FormatMajor)
 	}
-	d.major = int(major)
+	d.major, d.minor = int(major), int(minor)
 	kind, payload, err := d.readRecord()
 	if err != nil {
 		return nil, formatErr("reading header: %v", err)
@@ -389,7 +389,7 @@ func (d *Decoder) fill() {
 		if r.err != nil || r.kind != recWindow || r.decodeErr != nil {
 			break
 		}
-		dd := dec2{b: r.payload, budget: windowBudget(len(r.payload))}
+		dd := dec2{b: r.payload, budget: windowBudget(len(r.payload)), minor: d.minor}
 		r.window = &Window{NewStacks: dd.defs(&d.tables)}
 		if dd.err != nil {
 			r.decodeErr = dd.err
@@ -400,7 +400,7 @@ func (d *Decoder) fill() {
 	parallel(len(batch), func(i int) {
 		r := &batch[i]
 		if r.err == nil && r.kind == recWindow && r.decodeErr == nil && r.window != nil {
-			dd := dec2{b: r.payload, budget: r.budget}
+			dd := dec2{b: r.payload, budget: r.budget, minor: d.minor}
 			dd.body(&r.tables, r.window)
 			r.decodeErr, r.payload, r.tables = dd.err, nil, tables2{}
 		}
@@ -471,50 +471,38 @@ func (d *Decoder) readRecord() (byte, []byte, error) {
 
 // Read reads a whole recording and checks its invariants.
 func Read(r io.Reader) (*Recording, error) {
-	d, err := NewDecoder(r)
+	s, err := NewStream(r)
 	if err != nil {
 		return nil, err
 	}
-	rec := &Recording{Header: d.Header, Stacks: map[uint64]Stack{}}
-	for {
-		w, t, err := d.Next()
-		if err == io.EOF {
-			break
-		}
-		if t != nil {
-			rec.Trailer = t
-			continue
-		}
-		for _, s := range w.NewStacks {
-			rec.Stacks[s.ID] = s
-		}
-		w.NewStacks = nil
-		rec.Windows = append(rec.Windows, *w)
-	}
-	rec.Truncated, rec.Warning = d.Truncated, d.Warning
-	if err := rec.CheckValid(); err != nil {
-		return nil, formatErr("invalid recording: %v", err)
-	}
-	return rec, nil
+	return s.Recording()
 }
 
 // ReadFile reads the recording at path. When path does not exist but an
 // unfinished path+PartialSuffix does, the error says so.
 func ReadFile(path string) (*Recording, error) {
-	f, err := os.Open(path)
+	s, err := OpenFile(path)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) && !strings.HasSuffix(path, PartialSuffix) {
-			if p := PartialFiles(path); len(p) > 0 {
-				return nil, fmt.Errorf("%s does not exist, but %s does: the recorder did not finish; read that file instead: %w", path, p[len(p)-1], err)
-			}
-		}
 		return nil, err
 	}
-	defer f.Close()
-	rec, err := Read(f)
+	defer s.Close()
+	rec, err := s.Recording()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	return rec, nil
+}
+
+// Recording reads the rest of the stream into memory.
+func (s *Stream) Recording() (*Recording, error) {
+	rec := &Recording{Header: s.Header}
+	for w := range s.Windows() {
+		rec.Windows = append(rec.Windows, *w)
+	}
+	if s.err != nil {
+		return nil, s.err
+	}
+	rec.Stacks, rec.Trailer, rec.Truncated, rec.Warning = s.Stacks, s.Trailer, s.Truncated, s.Warning
 	return rec, nil
 }
 
@@ -529,8 +517,8 @@ func (h *Header) check(fileMajor int) error {
 	return nil
 }
 
-// major is the format major version of the file the header came from.
-func (h *Header) major() string {
+// Major is the format major version of the file the header came from.
+func (h *Header) Major() string {
 	m, _, _ := strings.Cut(h.FormatVersion, ".")
 	return m
 }
@@ -547,12 +535,20 @@ func WriteFile(path string, rec *Recording, major int) error {
 	defined := map[uint64]bool{}
 	for _, win := range rec.Windows {
 		win.NewStacks = nil
-		for _, s := range win.Samples {
-			for _, id := range []uint64{s.UserStack, s.KernelStack} {
+		define := func(ids ...uint64) {
+			for _, id := range ids {
 				if st, ok := rec.Stacks[id]; ok && !defined[id] {
 					defined[id] = true
 					win.NewStacks = append(win.NewStacks, st)
 				}
+			}
+		}
+		for _, s := range win.Samples {
+			define(s.UserStack, s.KernelStack)
+		}
+		if win.OffCPU != nil {
+			for _, s := range win.OffCPU.Stacks {
+				define(s.UserStack, s.KernelStack)
 			}
 		}
 		if err := w.WriteWindow(&win); err != nil {

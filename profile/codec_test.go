@@ -62,7 +62,7 @@ func testRoundTrip(t *testing.T, major int) {
 		t.Fatalf("finished recording read as truncated: %q", rec.Warning)
 	}
 	want := testHeader()
-	want.FormatVersion = fmt.Sprintf("%d.0", major)
+	want.FormatVersion = fmt.Sprintf("%d.%d", major, formatMinor[major])
 	if !reflect.DeepEqual(rec.Header, want) {
 		t.Errorf("header differs:\n got %+v\nwant %+v", rec.Header, want)
 	}
@@ -164,7 +164,7 @@ func TestRejects(t *testing.T) {
 		"empty":     {nil, "empty file"},
 		"garbage":   {[]byte("hello, this is not a recording at all"), "bad magic"},
 		"short":     {[]byte("CHEAT"), "too short"},
-		"version":   {future, "version 3.0 is not supported"},
+		"version":   {future, fmt.Sprintf("version 3.%d is not supported", FormatMinor)},
 		"no header": {append([]byte(magic), 1, 0, 0, 0), "reading header"},
 	} {
 		_, err := Read(bytes.NewReader(tc.data))
@@ -303,7 +303,7 @@ func TestSummarize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := Summarize(rec)
+	s := summarize(rec)
 	if s.FormatVersion != "2" || s.Windows != 3 || s.DurationS != 3 || s.EndReason != EndTargetExit || s.IntervalS != 1 {
 		t.Errorf("summary basics: %+v", s)
 	}

@@ -45,7 +45,7 @@ func TestFunctionsRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(rec.Header.Functions, h.Functions) || len(rec.Windows[1].Functions[0].Calls) != 1 {
 		t.Fatalf("functions did not survive the file: %+v", rec.Header.Functions)
 	}
-	s := Summarize(rec)
+	s := summarize(rec)
 	if len(s.Functions) != 1 {
 		t.Fatalf("%d summarized functions", len(s.Functions))
 	}

@@ -42,6 +42,8 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte(magic), false)
 	// The v1 fixtures keep the JSON decoder covered.
 	v1, _ := filepath.Glob("testdata/v1/*.rec")
+	v20, _ := filepath.Glob("testdata/v2.0/*.rec") // the layout before minor version 1
+	v1 = append(v1, v20...)
 	for _, p := range v1 {
 		if b, err := os.ReadFile(p); err == nil {
 			f.Add(b, true)
@@ -64,7 +66,7 @@ func FuzzRead(f *testing.F) {
 		if err := rec.CheckValid(); err != nil {
 			t.Fatalf("accepted recording fails CheckValid: %v", err)
 		}
-		Summarize(rec)
+		summarize(rec)
 	})
 }
 
@@ -103,6 +105,18 @@ func FuzzReadV2(f *testing.F) {
 	f.Add(raw[0], raw[1])
 	f.Add(raw[1], raw[0])
 	f.Add(raw[0], []byte{})
+	// Two windows with every field set (off-CPU rows, other processes,
+	// idle times, containers, threads, functions): every section.
+	_, wins, _ := everyField(f)
+	e = newEncoder2()
+	raw = raw[:0]
+	for i := range wins {
+		if _, err := e.window(&wins[i]); err != nil {
+			f.Fatal(err)
+		}
+		raw = append(raw, bytes.Clone(e.out))
+	}
+	f.Add(raw[0], raw[1])
 	f.Fuzz(func(t *testing.T, w0, w1 []byte) {
 		var file bytes.Buffer
 		file.WriteString(magic)
@@ -123,7 +137,7 @@ func FuzzReadV2(f *testing.F) {
 		if err := rec.CheckValid(); err != nil {
 			t.Fatalf("accepted recording fails CheckValid: %v", err)
 		}
-		Summarize(rec)
+		summarize(rec)
 	})
 }
 

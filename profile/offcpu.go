@@ -205,7 +205,9 @@ func (r *Recording) OffCPUStacks() []OffCPUStackStat {
 	return out
 }
 
-func (r *Recording) offCPUSummary(top int) *OffCPUSummary {
+// OffCPUSummary sums the off-CPU time of the windows that have it, by
+// reason, with the top stacks; nil when no window has off-CPU stacks.
+func (r *Recording) OffCPUSummary(top int) *OffCPUSummary {
 	var s *OffCPUSummary
 	for _, w := range r.Windows {
 		if w.OffCPU == nil {

@@ -1,6 +1,8 @@
 package profile
 
 import (
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -9,7 +11,7 @@ import (
 // Version 1 (JSON records) is still read; writers write version 2.
 const (
 	FormatMajor = 2
-	FormatMinor = 0
+	FormatMinor = 1
 )
 
 // formatMinor is the minor version written for each major version.
@@ -401,4 +403,25 @@ type Trailer struct {
 	// own final values.
 	AppMetricsPartial bool     `json:"app_metrics_partial,omitempty"`
 	Warnings          []string `json:"warnings,omitempty"`
+}
+
+// String describes the target in one line, the same in every output:
+// "command: ARGS", "cgroup: PATH", "pid: 1,2", "all: every task on the
+// host", else the kind.
+func (t Target) String() string {
+	switch {
+	case len(t.Command) > 0:
+		return t.Kind + ": " + strings.Join(t.Command, " ")
+	case t.Cgroup != "":
+		return t.Kind + ": " + t.Cgroup
+	case len(t.PIDs) > 0:
+		parts := make([]string, len(t.PIDs))
+		for i, p := range t.PIDs {
+			parts[i] = strconv.Itoa(p)
+		}
+		return t.Kind + ": " + strings.Join(parts, ",")
+	case t.Kind == TargetAll:
+		return t.Kind + ": every task on the host"
+	}
+	return t.Kind
 }

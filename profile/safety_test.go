@@ -52,7 +52,7 @@ func TestStretched(t *testing.T) {
 	if got := s.String(); !strings.HasPrefix(got, "2 of 6 windows were stretched") || !strings.Contains(got, "longest 2.9 s") {
 		t.Errorf("String() = %q", got)
 	}
-	sum := Summarize(rec)
+	sum := summarize(rec)
 	if sum.StretchedWindows != 2 || sum.LongestWindowS != 2.9 {
 		t.Errorf("summary: %d stretched, longest %g s", sum.StretchedWindows, sum.LongestWindowS)
 	}

@@ -9,6 +9,7 @@ import (
 
 // Summary is the stable `inspect --json` document. Fields may
 // be added; none may be renamed or removed without a new format_version.
+// model.Model.Summary derives it.
 type Summary struct {
 	FormatVersion string         `json:"format_version"`
 	Host          SummaryHost    `json:"host"`
@@ -62,21 +63,6 @@ type EventSummary struct {
 	EnabledNS uint64  `json:"enabled_ns,omitempty"`
 	RunningNS uint64  `json:"running_ns,omitempty"`
 	Scaling   float64 `json:"scaling,omitempty"`
-}
-
-// EventScaling sums each counted event's enabled and running times over
-// the windows.
-func (r *Recording) EventScaling() map[string][2]uint64 {
-	out := map[string][2]uint64{}
-	for _, w := range r.Windows {
-		for _, c := range w.Counters {
-			t := out[c.Event]
-			t[0] += c.Enabled
-			t[1] += c.Running
-			out[c.Event] = t
-		}
-	}
-	return out
 }
 
 // ScalingFactor is enabled / running, 0 when the counter never ran.
@@ -153,118 +139,6 @@ type SamplesSummary struct {
 type FunctionStat struct {
 	Name    string `json:"name"`
 	Samples uint64 `json:"samples"`
-}
-
-// Summarize builds the inspect summary of a recording.
-func Summarize(r *Recording) Summary {
-	h := r.Header
-	s := Summary{
-		FormatVersion: h.major(),
-		Host: SummaryHost{
-			Hostname: h.Host.Hostname, Kernel: h.Host.Kernel, CPUModel: h.Host.CPUModel,
-			Vendor: h.Host.Vendor, CPUs: len(h.Host.Topology.CPUs), NUMANodes: len(h.Host.Topology.Nodes),
-		},
-		Target:     h.Target,
-		IntervalS:  float64(h.Settings.IntervalNS) / 1e9,
-		Windows:    len(r.Windows),
-		Mode:       h.Host.Mode,
-		Truncated:  r.Truncated,
-		Warning:    r.Warning,
-		Events:     []EventSummary{},
-		PMU:        h.PMU,
-		Synthetic:  h.Synthetic,
-		Totals:     map[string]Total{},
-		HostTotals: map[string]Total{},
-		Processes:  []ProcessSummary{},
-		Histograms: []HistogramSummary{},
-		AppMetrics: map[string]float64{},
-	}
-	if s.Target.PIDs == nil {
-		s.Target.PIDs = []int{}
-	}
-	scaling := r.EventScaling()
-	for _, e := range h.Events {
-		es := EventSummary{EventStatus: e}
-		if t, ok := scaling[e.Name]; ok && e.Status == StatusMeasured {
-			es.EnabledNS, es.RunningNS = t[0], t[1]
-			es.Scaling = math.Round(ScalingFactor(t[0], t[1])*1000) / 1000
-		}
-		s.Events = append(s.Events, es)
-	}
-	if n := len(r.Windows); n > 0 {
-		s.DurationS = float64(r.Windows[n-1].EndNS-r.Windows[0].StartNS) / 1e9
-	}
-	st := Stretched(r)
-	s.StretchedWindows, s.LongestWindowS = st.Stretched, float64(st.LongestNS)/1e9
-	if r.Trailer != nil {
-		s.EndReason = r.Trailer.EndReason
-		s.ExitStatus = r.Trailer.ExitStatus
-		s.ExitSignal = r.Trailer.ExitSignal
-		s.Warnings = r.Trailer.Warnings
-		for k, v := range r.Trailer.AppMetrics {
-			s.AppMetrics[k] = v
-		}
-		s.AppMetricsPartial = r.Trailer.AppMetricsPartial
-	}
-	s.OffCPU = r.offCPUSummary(10)
-	nodeOf := h.Host.Topology.NodeOf()
-	for name, per := range r.CounterTotals(false) {
-		s.Totals[name] = makeTotal(per, nodeOf)
-	}
-	for name, per := range r.CounterTotals(true) {
-		s.HostTotals[name] = makeTotal(per, nodeOf)
-	}
-	s.Processes = r.ProcessTotals()
-	primary := r.PrimarySampleEvent()
-	samplesByPID := map[int]uint64{}
-	for _, w := range r.Windows {
-		for _, smp := range w.Samples {
-			if smp.Event == primary {
-				samplesByPID[smp.PID] += smp.Count
-			}
-		}
-	}
-	for i := range s.Processes {
-		s.Processes[i].Samples = samplesByPID[s.Processes[i].PID]
-	}
-	for _, name := range r.HistogramNames() {
-		b := r.HistogramTotal(name)
-		hs := HistogramSummary{Name: name, Unit: "ns", P50: Percentile(b, 0.5), P90: Percentile(b, 0.9), P99: Percentile(b, 0.99)}
-		for i, c := range b {
-			hs.Count += c
-			if c > 0 {
-				hs.Max = BucketUpper(i)
-			}
-		}
-		s.Histograms = append(s.Histograms, hs)
-	}
-	s.Samples = r.samplesSummary(20)
-	for _, w := range r.Windows {
-		s.Drops.Add(w.Drops)
-		if r.Trailer == nil {
-			for k, v := range w.AppMetrics {
-				s.AppMetrics[k] = v
-			}
-		}
-	}
-	s.Samples.Dropped = s.Drops.StackErrors + s.Drops.SampleMapFull
-	s.Functions = []FunctionSummary{}
-	for _, a := range r.FunctionTotals(0, len(r.Windows)) {
-		s.Functions = append(s.Functions, a.Summarize())
-	}
-	return s
-}
-
-func makeTotal(per []uint64, nodeOf []int) Total {
-	t := Total{PerCPU: map[string]uint64{}, PerNode: map[string]uint64{}}
-	for cpu, v := range per {
-		t.Total += v
-		if cpu < len(nodeOf) && nodeOf[cpu] >= 0 {
-			t.PerCPU[strconv.Itoa(cpu)] += v
-			t.PerNode[strconv.Itoa(nodeOf[cpu])] += v
-		}
-	}
-	return t
 }
 
 // CounterTotals sums each event's per-CPU deltas over all windows: the
@@ -446,37 +320,6 @@ func (r *Recording) PrimarySampleEvent() string {
 	return ""
 }
 
-// FunctionCounts returns, for one sample event, self counts (innermost
-// frame) and total counts (function anywhere on the stack, once per
-// sample) per function name. User frames come before kernel frames: the
-// innermost frame is the kernel's when the sample hit in the kernel.
-func (r *Recording) FunctionCounts(event string) (self, total map[string]uint64) {
-	self, total = map[string]uint64{}, map[string]uint64{}
-	for _, w := range r.Windows {
-		for _, s := range w.Samples {
-			if s.Event != event {
-				continue
-			}
-			frames := r.SampleFrames(s)
-			if len(frames) == 0 {
-				self["[unknown]"] += s.Count
-				total["[unknown]"] += s.Count
-				continue
-			}
-			self[frames[0].String()] += s.Count
-			seen := map[string]bool{}
-			for _, f := range frames {
-				name := f.String()
-				if !seen[name] {
-					seen[name] = true
-					total[name] += s.Count
-				}
-			}
-		}
-	}
-	return self, total
-}
-
 // SampleFrames returns a sample's frames innermost first: kernel frames,
 // then user frames.
 func (r *Recording) SampleFrames(s Sample) []Frame {
@@ -488,32 +331,6 @@ func (r *Recording) SampleFrames(s Sample) []Frame {
 		out = append(out, r.Stacks[s.UserStack].Frames...)
 	}
 	return out
-}
-
-func (r *Recording) samplesSummary(top int) SamplesSummary {
-	ev := r.PrimarySampleEvent()
-	ss := SamplesSummary{Event: ev, TopFunctions: []FunctionStat{}, RequestedHz: float64(r.Header.Settings.SampleHz)}
-	var achieved float64
-	var n int
-	for _, w := range r.Windows {
-		for _, s := range w.Samples {
-			if s.Event == ev {
-				ss.Total += s.Count
-			}
-		}
-		for _, sr := range w.SampleRate {
-			if sr.Event == ev {
-				achieved += sr.Achieved
-				n++
-			}
-		}
-	}
-	if n > 0 {
-		ss.AchievedHz = achieved / float64(n)
-	}
-	self, _ := r.FunctionCounts(ev)
-	ss.TopFunctions = TopN(self, top)
-	return ss
 }
 
 // TopN returns the n largest entries of counts, largest first, ties by

@@ -16,88 +16,108 @@ const (
 // every window's function is one the header lists, its buckets are
 // histogram buckets and its sums no more than the function's counters.
 func (r *Recording) CheckValid() error {
+	funcs, err := r.Header.checkValid()
+	if err != nil {
+		return err
+	}
+	ncpu := r.Header.Host.Topology.MaxCPU() + 1
+	var prevEnd int64
+	for i := range r.Windows {
+		if err := checkWindow(i, &r.Windows[i], prevEnd, ncpu, funcs, r.Stacks); err != nil {
+			return err
+		}
+		prevEnd = r.Windows[i].EndNS
+	}
+	return nil
+}
+
+// checkValid checks the header's invariants (CheckValid) and returns the
+// number of counters of each --func function by id.
+func (h *Header) checkValid() (map[int]int, error) {
 	funcs := map[int]int{} // id -> counters
-	for _, f := range r.Header.Functions {
+	for _, f := range h.Functions {
 		if _, dup := funcs[f.ID]; dup {
-			return fmt.Errorf("function id %d listed twice", f.ID)
+			return nil, fmt.Errorf("function id %d listed twice", f.ID)
 		}
 		funcs[f.ID] = len(f.Counters)
 	}
-	t := &r.Header.Host.Topology
+	t := &h.Host.Topology
 	seen := map[int]bool{}
 	nodes := map[int]bool{}
 	for _, n := range t.Nodes {
 		if n.ID < 0 || n.ID >= maxNodes {
-			return fmt.Errorf("node id %d out of range", n.ID)
+			return nil, fmt.Errorf("node id %d out of range", n.ID)
 		}
 		nodes[n.ID] = true
 	}
 	for _, c := range t.CPUs {
 		if c.ID < 0 || c.ID >= maxCPUID {
-			return fmt.Errorf("cpu id %d out of range", c.ID)
+			return nil, fmt.Errorf("cpu id %d out of range", c.ID)
 		}
 		if seen[c.ID] {
-			return fmt.Errorf("cpu %d listed twice", c.ID)
+			return nil, fmt.Errorf("cpu %d listed twice", c.ID)
 		}
 		seen[c.ID] = true
 		if !nodes[c.Node] {
-			return fmt.Errorf("cpu %d is on node %d, which the topology does not list", c.ID, c.Node)
+			return nil, fmt.Errorf("cpu %d is on node %d, which the topology does not list", c.ID, c.Node)
 		}
 	}
-	ncpu := r.Header.Host.Topology.MaxCPU() + 1
-	var prevEnd int64
-	for i, w := range r.Windows {
-		if w.EndNS < w.StartNS || w.StartNS < prevEnd {
-			return fmt.Errorf("window %d: time range [%d, %d] out of order", i, w.StartNS, w.EndNS)
+	return funcs, nil
+}
+
+// checkWindow checks window i's invariants (CheckValid) against the window
+// before it (prevEnd), the topology's CPU count, the header's functions
+// and the stacks defined so far.
+func checkWindow(i int, w *Window, prevEnd int64, ncpu int, funcs map[int]int, stacks map[uint64]Stack) error {
+	if w.EndNS < w.StartNS || w.StartNS < prevEnd {
+		return fmt.Errorf("window %d: time range [%d, %d] out of order", i, w.StartNS, w.EndNS)
+	}
+	for _, c := range w.Counters {
+		if len(c.PerCPU) > ncpu || len(c.HostPerCPU) > ncpu {
+			return fmt.Errorf("window %d: event %q has counts for more CPUs than the topology's %d", i, c.Event, ncpu)
 		}
-		prevEnd = w.EndNS
-		for _, c := range w.Counters {
-			if len(c.PerCPU) > ncpu || len(c.HostPerCPU) > ncpu {
-				return fmt.Errorf("window %d: event %q has counts for more CPUs than the topology's %d", i, c.Event, ncpu)
+	}
+	for _, h := range w.Histograms {
+		if len(h.PerCPU) > ncpu {
+			return fmt.Errorf("window %d: histogram %q has more CPUs than the topology's %d", i, h.Name, ncpu)
+		}
+		for _, b := range h.PerCPU {
+			if len(b) > HistBuckets {
+				return fmt.Errorf("window %d: histogram %q has %d buckets, at most %d allowed", i, h.Name, len(b), HistBuckets)
 			}
 		}
-		for _, h := range w.Histograms {
-			if len(h.PerCPU) > ncpu {
-				return fmt.Errorf("window %d: histogram %q has more CPUs than the topology's %d", i, h.Name, ncpu)
+	}
+	for _, f := range w.Functions {
+		nc, ok := funcs[f.ID]
+		if !ok {
+			return fmt.Errorf("window %d: function id %d is not in the header", i, f.ID)
+		}
+		for _, b := range f.Buckets {
+			if b.Bucket < 0 || b.Bucket >= HistBuckets || len(b.Sums) > nc {
+				return fmt.Errorf("window %d: function %d has bucket %d with %d sums (at most %d buckets, %d counters)", i, f.ID, b.Bucket, len(b.Sums), HistBuckets, nc)
 			}
-			for _, b := range h.PerCPU {
-				if len(b) > HistBuckets {
-					return fmt.Errorf("window %d: histogram %q has %d buckets, at most %d allowed", i, h.Name, len(b), HistBuckets)
+		}
+	}
+	for _, s := range w.Samples {
+		if s.CPU < 0 || s.CPU >= ncpu {
+			return fmt.Errorf("window %d: sample on cpu %d outside the topology", i, s.CPU)
+		}
+		for _, id := range []uint64{s.UserStack, s.KernelStack} {
+			if id != 0 {
+				if _, ok := stacks[id]; !ok {
+					return fmt.Errorf("window %d: sample references undefined stack %d", i, id)
 				}
 			}
 		}
-		for _, f := range w.Functions {
-			nc, ok := funcs[f.ID]
-			if !ok {
-				return fmt.Errorf("window %d: function id %d is not in the header", i, f.ID)
-			}
-			for _, b := range f.Buckets {
-				if b.Bucket < 0 || b.Bucket >= HistBuckets || len(b.Sums) > nc {
-					return fmt.Errorf("window %d: function %d has bucket %d with %d sums (at most %d buckets, %d counters)", i, f.ID, b.Bucket, len(b.Sums), HistBuckets, nc)
-				}
-			}
-		}
-		for _, s := range w.Samples {
-			if s.CPU < 0 || s.CPU >= ncpu {
-				return fmt.Errorf("window %d: sample on cpu %d outside the topology", i, s.CPU)
-			}
+	}
+	if len(w.IdleNS) > ncpu {
+		return fmt.Errorf("window %d: idle time of more CPUs than the topology's %d", i, ncpu)
+	}
+	if o := w.OffCPU; o != nil {
+		for _, s := range o.Stacks {
 			for _, id := range []uint64{s.UserStack, s.KernelStack} {
-				if id != 0 {
-					if _, ok := r.Stacks[id]; !ok {
-						return fmt.Errorf("window %d: sample references undefined stack %d", i, id)
-					}
-				}
-			}
-		}
-		if len(w.IdleNS) > ncpu {
-			return fmt.Errorf("window %d: idle time of more CPUs than the topology's %d", i, ncpu)
-		}
-		if o := w.OffCPU; o != nil {
-			for _, s := range o.Stacks {
-				for _, id := range []uint64{s.UserStack, s.KernelStack} {
-					if _, ok := r.Stacks[id]; id != 0 && !ok {
-						return fmt.Errorf("window %d: off-cpu stack references undefined stack %d", i, id)
-					}
+				if _, ok := stacks[id]; id != 0 && !ok {
+					return fmt.Errorf("window %d: off-cpu stack references undefined stack %d", i, id)
 				}
 			}
 		}

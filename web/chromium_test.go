@@ -21,6 +21,7 @@ import (
 	"github.com/cacheheat/cacheheat/compare"
 	"github.com/cacheheat/cacheheat/heatmap"
 	"github.com/cacheheat/cacheheat/heatmap/synth"
+	"github.com/cacheheat/cacheheat/model"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -272,7 +273,7 @@ func checkCheckers(t *testing.T, p *cdpPage) {
 // search that matches nothing says 0.0%; a click zooms, Reset undoes it.
 func checkFlame(t *testing.T, p *cdpPage, rec *profile.Recording) {
 	t.Helper()
-	views := heatmap.SampleViews(rec)
+	views := heatmap.SampleViews(model.FromRecording(rec))
 	if len(views) == 0 {
 		t.Fatal("the recording has no samples to draw a flame graph of")
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cacheheat/cacheheat/heatmap"
+	"github.com/cacheheat/cacheheat/model"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -225,6 +226,10 @@ func (l *Live) build() {
 	defer close(l.stopped)
 	stacks := map[uint64]profile.Stack{}
 	seen := 0
+	// The model grows window by window once the header is known; each
+	// update renders it as it stands.
+	var mb *model.Builder
+	added := 0
 	var findings []Finding
 	analyzed := 0
 	lastN, lastHeader := -1, false
@@ -267,11 +272,18 @@ func (l *Live) build() {
 			u.StartNS, u.EndNS = wins[0].StartNS, wins[len(wins)-1].EndNS
 		}
 		if hasHeader {
-			rec := &profile.Recording{Header: h, Windows: wins, Stacks: stacks}
-			c := heatmap.BuildCharts(rec, l.opts.MaxCells)
+			if mb == nil {
+				mb = model.NewBuilder(h, stacks)
+			}
+			for i := added; i < len(wins); i++ {
+				mb.Add(&wins[i])
+			}
+			added = len(wins)
+			c := heatmap.BuildCharts(mb.Model(nil, false, ""), l.opts.MaxCells)
 			u.Charts = &c
-			u.Banner = heatmap.Banner(rec)
+			u.Banner = heatmap.Banner(&h)
 			if l.opts.Renderers.Findings != nil && len(wins) > 0 && (analyzed == 0 || len(wins)-analyzed >= l.opts.AnalyzeEvery) {
+				rec := &profile.Recording{Header: h, Windows: wins, Stacks: stacks}
 				findings = l.opts.Renderers.Findings(rec)
 				analyzed = len(wins)
 			}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/cacheheat/cacheheat/heatmap"
+	"github.com/cacheheat/cacheheat/model"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -133,7 +134,7 @@ func TestLiveStream(t *testing.T) {
 			w.Index = j
 			so.Windows = append(so.Windows, w)
 		}
-		want, _ := json.Marshal(heatmap.BuildCharts(so, 0))
+		want, _ := json.Marshal(heatmap.BuildCharts(model.FromRecording(so), 0))
 		got, _ := json.Marshal(u.Charts)
 		if u.Charts == nil || string(got) != string(want) {
 			t.Fatalf("update %d charts differ from the report's:\n got %.300s\nwant %.300s", i, got, want)

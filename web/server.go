@@ -358,7 +358,7 @@ func (s *Server) row(name string) (IndexRow, bool) {
 
 func fillRow(row *IndexRow, rec *profile.Recording) {
 	h := rec.Header
-	row.Target = TargetString(h.Target)
+	row.Target = h.Target.String()
 	row.Host = h.Host.Hostname
 	row.Start = h.StartTime
 	row.Mode = h.Host.Mode
@@ -374,19 +374,6 @@ func fillRow(row *IndexRow, rec *profile.Recording) {
 	default:
 		row.State = "truncated"
 	}
-}
-
-// TargetString describes a recording's target in one line.
-func TargetString(t profile.Target) string {
-	switch {
-	case len(t.Command) > 0:
-		return t.Kind + ": " + strings.Join(t.Command, " ")
-	case t.Cgroup != "":
-		return t.Kind + ": " + t.Cgroup
-	case len(t.PIDs) > 0:
-		return fmt.Sprintf("%s: %v", t.Kind, t.PIDs)
-	}
-	return t.Kind
 }
 
 func (s *Server) serveIndex(w http.ResponseWriter, r *http.Request) {

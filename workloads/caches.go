@@ -4,7 +4,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/cacheheat/cacheheat/collector"
+	"github.com/cacheheat/cacheheat/host"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -31,13 +31,13 @@ var (
 	hostCaches Caches
 )
 
-// HostCaches returns the caches the collector finds on this host (sysfs,
+// HostCaches returns the caches package host finds on this host (sysfs,
 // else CPUID on VMs that hide sysfs' cache directories, the same numbers
 // `cacheheat caps` shows), with fallbacks for levels it cannot find.
 func HostCaches() Caches {
 	cachesOnce.Do(func() {
-		host, err := collector.DetectHost("/")
-		hostCaches = fromTopology(host.Topology.CPUs, host.Topology.Caches)
+		topo, err := host.DetectTopology("/")
+		hostCaches = fromTopology(topo.CPUs, topo.Caches)
 		if err != nil {
 			hostCaches.Source = "fallback (" + err.Error() + ")"
 		}

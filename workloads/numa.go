@@ -9,7 +9,7 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/cacheheat/cacheheat/collector"
+	"github.com/cacheheat/cacheheat/host"
 	"golang.org/x/sys/unix"
 )
 
@@ -61,7 +61,7 @@ func numaNodes() (map[int][]int, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reading cpus of node %d: %w", id, err)
 		}
-		cpus, err := collector.ParseCPUList(strings.TrimSpace(string(b)))
+		cpus, err := host.ParseCPUList(strings.TrimSpace(string(b)))
 		if err != nil {
 			return nil, fmt.Errorf("parsing cpus of node %d: %w", id, err)
 		}

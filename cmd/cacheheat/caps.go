@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/cacheheat/cacheheat/collector"
+	"github.com/cacheheat/cacheheat/host"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -64,7 +65,23 @@ func writeCaps(w io.Writer, c collector.Caps) {
 	row := func(k, format string, args ...any) {
 		fmt.Fprintf(w, "  %-20s %s\n", k, fmt.Sprintf(format, args...))
 	}
+	writeCapsKernel(w, row, c)
+	writeCapsCPU(w, row, c)
+	fmt.Fprintln(w, "\nTopology")
+	writeTopology(row, c.Topology)
+	writeCapsEvents(w, c)
+	if len(c.Warnings) > 0 {
+		fmt.Fprintln(w, "\nWarnings")
+		for _, warn := range c.Warnings {
+			fmt.Fprintf(w, "  %s\n", warn)
+		}
+	}
+	fmt.Fprintln(w, "\nVerdict")
+	fmt.Fprintf(w, "  %s\n", c.Verdict)
+}
 
+// writeCapsKernel prints the kernel, privileges and BPF sections.
+func writeCapsKernel(w io.Writer, row rowFunc, c collector.Caps) {
 	fmt.Fprintln(w, "Kernel & privileges")
 	row("host", "%s", c.Hostname)
 	row("kernel", "%s", c.Kernel)
@@ -86,7 +103,10 @@ func writeCaps(w io.Writer, c collector.Caps) {
 	} else {
 		row("program load", "FAILED: %s", c.BPFLoad.Error)
 	}
+}
 
+// writeCapsCPU prints the CPU model and the PMUs.
+func writeCapsCPU(w io.Writer, row rowFunc, c collector.Caps) {
 	fmt.Fprintln(w, "\nCPU")
 	row("model", "%s", c.CPU.ModelName)
 	row("vendor", "%s, family %d (%#x), model %d (%#x), stepping %d", c.CPU.Vendor, c.CPU.Family, c.CPU.Family, c.CPU.Model, c.CPU.Model, c.CPU.Stepping)
@@ -99,10 +119,11 @@ func writeCaps(w io.Writer, c collector.Caps) {
 		row("PMU", "%s: %s, %d general counters, fixed %s; every hardware event opens a software stand-in (docs/EVENTS.md)",
 			profile.SimulatedWarning, c.PMU.Simulated, c.PMU.Counters, orNone(strings.Join(c.PMU.Fixed, ", ")))
 	}
+}
 
-	fmt.Fprintln(w, "\nTopology")
-	writeTopology(row, c.Topology)
-
+// writeCapsEvents prints each event's status and why, then the raw
+// encodings the catalogue uses on this CPU.
+func writeCapsEvents(w io.Writer, c collector.Caps) {
 	fmt.Fprintln(w, "\nEvents")
 	var tb bytes.Buffer
 	tw := tabwriter.NewWriter(&tb, 0, 0, 2, ' ', 0)
@@ -135,16 +156,6 @@ func writeCaps(w io.Writer, c collector.Caps) {
 			fmt.Fprintf(w, "  %s\n", r)
 		}
 	}
-
-	if len(c.Warnings) > 0 {
-		fmt.Fprintln(w, "\nWarnings")
-		for _, warn := range c.Warnings {
-			fmt.Fprintf(w, "  %s\n", warn)
-		}
-	}
-
-	fmt.Fprintln(w, "\nVerdict")
-	fmt.Fprintf(w, "  %s\n", c.Verdict)
 }
 
 func paranoidText(c collector.Caps) string {
@@ -198,9 +209,9 @@ func writeTopology(row rowFunc, t profile.Topology) {
 	for i, c := range t.CPUs {
 		ids[i] = c.ID
 	}
-	row("online CPUs", "%s (%d)", collector.FormatCPUList(ids), len(ids))
+	row("online CPUs", "%s (%d)", host.FormatCPUList(ids), len(ids))
 	if len(t.OfflineCPUs) > 0 {
-		row("offline CPUs", "%s (present but offline: never counted)", collector.FormatCPUList(t.OfflineCPUs))
+		row("offline CPUs", "%s (present but offline: never counted)", host.FormatCPUList(t.OfflineCPUs))
 	}
 	row("packages", "%s", groupText(t, func(c profile.CPU) int { return c.Package }, "package"))
 	writeCores(row, t)
@@ -227,7 +238,7 @@ func writeCores(row rowFunc, t profile.Topology) {
 	example := ""
 	for _, c := range t.CPUs {
 		if len(c.Siblings) > 1 {
-			example = collector.FormatCPUList(c.Siblings)
+			example = host.FormatCPUList(c.Siblings)
 			break
 		}
 	}
@@ -255,10 +266,10 @@ func writeNodes(row rowFunc, t profile.Topology) {
 		}
 		desc := "CPUs " + cpuListOrNone(n.CPUs)
 		if len(n.CPUs) > 0 {
-			desc += "; package " + collector.FormatCPUList(keys(pkgs))
+			desc += "; package " + host.FormatCPUList(keys(pkgs))
 		}
 		if len(l3s) > 0 {
-			desc += "; L3 domains " + collector.FormatCPUList(keys(l3s))
+			desc += "; L3 domains " + host.FormatCPUList(keys(l3s))
 		}
 		row(fmt.Sprintf("  node %d", n.ID), "%s", desc)
 	}
@@ -293,7 +304,7 @@ func writeL3Domains(row rowFunc, t profile.Topology) {
 			row("", "... and %d more L3 domains (see caps --json)", len(l3)-maxListed)
 			break
 		}
-		row(fmt.Sprintf("  L3 %d", id), "CPUs %s", collector.FormatCPUList(l3[id]))
+		row(fmt.Sprintf("  L3 %d", id), "CPUs %s", host.FormatCPUList(l3[id]))
 	}
 }
 
@@ -362,7 +373,7 @@ func groupText(t profile.Topology, key func(profile.CPU) int, name string) strin
 	sort.Ints(keys)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s %d: %s", name, k, collector.FormatCPUList(groups[k]))
+		parts[i] = fmt.Sprintf("%s %d: %s", name, k, host.FormatCPUList(groups[k]))
 	}
 	return fmt.Sprintf("%d: %s", len(keys), strings.Join(parts, "; "))
 }
@@ -379,7 +390,7 @@ func cpuListOrNone(cpus []int) string {
 	if len(cpus) == 0 {
 		return "no CPUs"
 	}
-	return collector.FormatCPUList(cpus)
+	return host.FormatCPUList(cpus)
 }
 
 func sizeText(b int64) string {

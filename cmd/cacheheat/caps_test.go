@@ -10,22 +10,23 @@ import (
 	"testing"
 
 	"github.com/cacheheat/cacheheat/collector"
+	"github.com/cacheheat/cacheheat/host"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
-// fixtureCaps builds the caps of a fixture host from collector's fixture
-// trees, with event statuses given by status: the text layout is tested
-// without depending on the machine the test runs on.
-func fixtureCaps(t *testing.T, host string, status func(collector.Event) profile.EventStatus) collector.Caps {
+// fixtureCaps builds the caps of a fixture host from package host's
+// fixture trees, with event statuses given by status: the text layout is
+// tested without depending on the machine the test runs on.
+func fixtureCaps(t *testing.T, name string, status func(collector.Event) profile.EventStatus) collector.Caps {
 	t.Helper()
-	root := filepath.Join("..", "..", "collector", "testdata", "hosts", host)
-	h, err := collector.DetectHost(root)
+	root := filepath.Join("..", "..", "host", "testdata", "hosts", name)
+	h, err := host.Detect(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cpu, err := collector.ReadCPUInfo(root)
+	cpu, err := host.ReadCPUInfo(root)
 	if err != nil {
 		t.Fatal(err)
 	}

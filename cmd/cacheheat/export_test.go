@@ -29,8 +29,8 @@ func TestExportFFN(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Header.FormatVersion != "2.0" {
-		t.Errorf("recorder wrote format %s, want 2.0", r.Header.FormatVersion)
+	if r.Header.FormatVersion != profile.FormatVersion() {
+		t.Errorf("recorder wrote format %s, want %s", r.Header.FormatVersion, profile.FormatVersion())
 	}
 	pb := filepath.Join(dir, "ffn.pb.gz")
 	if out, err := exec.Command(bin, "export", rec, "--pprof", "-o", pb).CombinedOutput(); err != nil {

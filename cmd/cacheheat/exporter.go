@@ -12,8 +12,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/cacheheat/cacheheat/collector"
 	"github.com/cacheheat/cacheheat/exporter"
+	"github.com/cacheheat/cacheheat/host"
 	"github.com/cacheheat/cacheheat/profile"
 	"github.com/cacheheat/cacheheat/web"
 )
@@ -28,70 +31,99 @@ func init() {
 const exporterSampleHz = 19
 
 func runExporter(name string, args []string, stdout io.Writer) error {
-	fs := newFlagSet(name, "[--listen HOST:PORT] [--allow-remote] [--max-cgroups N] [-e EVENTS] [-i INTERVAL] [-F HZ]", `  sudo cacheheat exporter                            metrics at http://127.0.0.1:9632/metrics
-  sudo cacheheat exporter --listen 0.0.0.0:9632 --allow-remote
-  sudo cacheheat exporter -e cpu-clock,page-faults,context-switches --max-cgroups 100
-`, stdout)
-	listenAddr := fs.String("listen", "127.0.0.1:9632", "address to serve /metrics on")
-	allowRemote := fs.Bool("allow-remote", false, "allow a --listen address that is not loopback (the metrics name every cgroup and container on the host)")
-	maxCgroups := fs.Int("max-cgroups", exporter.DefaultMaxCgroups, "most cgroups with their own series; the rest are summed into cgroup=\"other\"")
-	events := fs.StringP("event", "e", "", "events to count, comma-separated (default: as record)")
-	interval := fs.StringP("interval", "i", "1s", "how often the counts are brought up to date, at least 10ms")
-	hz := fs.IntP("freq", "F", exporterSampleHz, "cpu-clock samples per second per CPU (no stacks; they attribute long-running tasks' counts between switches)")
+	fs, f := exporterFlagSet(name, stdout)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() != 0 {
-		return usageErrorf("exporter: unexpected arguments %q; run 'cacheheat exporter --help'", fs.Args())
+	opts, err := f.options(fs)
+	if err != nil {
+		return err
 	}
-	if !web.IsLoopback(*listenAddr) && !*allowRemote {
-		return usageErrorf("exporter: --listen %s is not a loopback address: add --allow-remote to serve the metrics to other hosts", *listenAddr)
-	}
-	if *maxCgroups <= 0 {
-		return usageErrorf("exporter: --max-cgroups %d: want a positive number", *maxCgroups)
-	}
-	if *hz <= 0 {
-		return usageErrorf("exporter: -F %d: want a positive frequency", *hz)
-	}
-	opts := collector.Options{
-		Target:   collector.Target{Kind: profile.TargetAll},
-		SampleHz: *hz, ByCgroup: true, BPFStats: true,
-		Warn: func(msg string) { fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", msg) },
-	}
-	var err error
-	// The minimum interval is NewRecorder's to check; 0 would mean its default.
-	if opts.Interval, err = time.ParseDuration(*interval); err != nil || opts.Interval == 0 {
-		return usageErrorf("exporter: -i %q: want a duration of at least %v, such as 1s", *interval, collector.MinInterval)
-	}
-	if *events != "" {
-		cpu, err := collector.ReadCPUInfo("/")
-		if err != nil {
-			return &hostError{err}
-		}
-		for _, n := range strings.Split(*events, ",") {
-			ev, err := collector.LookupEvent(strings.TrimSpace(n), cpu)
-			if err != nil {
-				return usageErrorf("exporter: %v", err)
-			}
-			opts.Events = append(opts.Events, ev)
-		}
-	}
-	exp := exporter.New(exporter.Options{MaxCgroups: *maxCgroups, Version: Version})
+	exp := exporter.New(exporter.Options{MaxCgroups: *f.maxCgroups, Version: Version})
 	opts.Sinks = []collector.WindowSink{exp}
 	rec, err := collector.NewRecorder(opts)
 	if err != nil {
 		return usageErrorf("exporter: %v", err)
 	}
+	return serveMetrics(rec, exp.Handler(), *f.listen, stdout)
+}
 
-	if !web.IsLoopback(*listenAddr) {
-		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s is not a loopback address: anyone who can reach this host can read its cgroup and container names and counts\n", *listenAddr)
+// exporterFlags are the exporter's flags, as parsed.
+type exporterFlags struct {
+	listen, events, interval *string
+	allowRemote              *bool
+	maxCgroups, hz           *int
+}
+
+func exporterFlagSet(name string, stdout io.Writer) (*pflag.FlagSet, *exporterFlags) {
+	fs := newFlagSet(name, "[--listen HOST:PORT] [--allow-remote] [--max-cgroups N] [-e EVENTS] [-i INTERVAL] [-F HZ]", `  sudo cacheheat exporter                            metrics at http://127.0.0.1:9632/metrics
+  sudo cacheheat exporter --listen 0.0.0.0:9632 --allow-remote
+  sudo cacheheat exporter -e cpu-clock,page-faults,context-switches --max-cgroups 100
+`, stdout)
+	var f exporterFlags
+	f.listen = fs.String("listen", "127.0.0.1:9632", "address to serve /metrics on")
+	f.allowRemote = fs.Bool("allow-remote", false, "allow a --listen address that is not loopback (the metrics name every cgroup and container on the host)")
+	f.maxCgroups = fs.Int("max-cgroups", exporter.DefaultMaxCgroups, "most cgroups with their own series; the rest are summed into cgroup=\"other\"")
+	f.events = fs.StringP("event", "e", "", "events to count, comma-separated (default: as record)")
+	f.interval = fs.StringP("interval", "i", "1s", "how often the counts are brought up to date, at least 10ms")
+	f.hz = fs.IntP("freq", "F", exporterSampleHz, "cpu-clock samples per second per CPU (no stacks; they attribute long-running tasks' counts between switches)")
+	return fs, &f
+}
+
+// options checks the flags (exit 2 for a bad one) and turns them into
+// the options of a whole-host, by-cgroup recorder without a file.
+func (f *exporterFlags) options(fs *pflag.FlagSet) (collector.Options, error) {
+	var opts collector.Options
+	if fs.NArg() != 0 {
+		return opts, usageErrorf("exporter: unexpected arguments %q; run 'cacheheat exporter --help'", fs.Args())
 	}
-	ln, err := net.Listen("tcp", *listenAddr)
+	if !web.IsLoopback(*f.listen) && !*f.allowRemote {
+		return opts, usageErrorf("exporter: --listen %s is not a loopback address: add --allow-remote to serve the metrics to other hosts", *f.listen)
+	}
+	if *f.maxCgroups <= 0 {
+		return opts, usageErrorf("exporter: --max-cgroups %d: want a positive number", *f.maxCgroups)
+	}
+	if *f.hz <= 0 {
+		return opts, usageErrorf("exporter: -F %d: want a positive frequency", *f.hz)
+	}
+	opts = collector.Options{
+		Target:   collector.Target{Kind: profile.TargetAll},
+		SampleHz: *f.hz, ByCgroup: true, BPFStats: true,
+		Warn: func(msg string) { fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", msg) },
+	}
+	var err error
+	// The minimum interval is NewRecorder's to check; 0 would mean its default.
+	if opts.Interval, err = time.ParseDuration(*f.interval); err != nil || opts.Interval == 0 {
+		return opts, usageErrorf("exporter: -i %q: want a duration of at least %v, such as 1s", *f.interval, collector.MinInterval)
+	}
+	if *f.events != "" {
+		cpu, err := host.ReadCPUInfo("/")
+		if err != nil {
+			return opts, &hostError{err}
+		}
+		for _, n := range strings.Split(*f.events, ",") {
+			ev, err := collector.LookupEvent(strings.TrimSpace(n), cpu)
+			if err != nil {
+				return opts, usageErrorf("exporter: %v", err)
+			}
+			opts.Events = append(opts.Events, ev)
+		}
+	}
+	return opts, nil
+}
+
+// serveMetrics serves the metrics at addr while rec records, until a
+// signal (SIGINT, SIGTERM, SIGHUP) or the server fails.
+func serveMetrics(rec *collector.Recorder, metrics http.Handler, addr string, stdout io.Writer) error {
+	if !web.IsLoopback(addr) {
+		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s is not a loopback address: anyone who can reach this host can read its cgroup and container names and counts\n", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return usageErrorf("exporter: listening on %s: %v (pick another address with a free port)", *listenAddr, err)
+		return usageErrorf("exporter: listening on %s: %v (pick another address with a free port)", addr, err)
 	}
 	srv := &http.Server{
-		Handler:           web.CheckHost(exp.Handler(), *listenAddr, ln.Addr()),
+		Handler:           web.CheckHost(metrics, addr, ln.Addr()),
 		ReadHeaderTimeout: 10 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       time.Minute,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cacheheat/cacheheat/attribution"
 	"github.com/cacheheat/cacheheat/heatmap"
+	"github.com/cacheheat/cacheheat/model"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -80,7 +81,7 @@ func TestGradeO3(t *testing.T) {
 			text, _ := exec.Command(bin, "analyze", rec).Output()
 			t.Logf("analyze %s:\n%s", key, text)
 			// What the blocking rules read, for a failure to be explained.
-			sum := profile.Summarize(r)
+			sum := model.FromRecording(r).Summary()
 			if sum.OffCPU != nil {
 				t.Logf("%s: on-CPU %.2fs, off-CPU by reason %v", key, float64(sum.Totals["cpu-clock"].Total)/1e9, sum.OffCPU.ByReason)
 			}
@@ -115,7 +116,7 @@ func TestGradeO3(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			v := heatmap.OffCPU(r)
+			v := heatmap.OffCPU(model.FromRecording(r))
 			switch {
 			case v == nil || len(v.Flame.Children) == 0:
 				t.Errorf("rcu bad: no off-CPU flame graph")

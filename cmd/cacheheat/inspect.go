@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cacheheat/cacheheat/model"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -28,14 +29,16 @@ func runInspect(name string, args []string, stdout io.Writer) error {
 	if fs.NArg() != 1 {
 		return usageErrorf("inspect: want one recording file, got %d arguments; run 'cacheheat inspect --help'", fs.NArg())
 	}
-	rec, err := readRecording(fs.Arg(0))
+	// The summary needs no window twice: stream the recording into its
+	// model rather than reading it whole.
+	m, err := readModel(fs.Arg(0))
 	if err != nil {
 		return err
 	}
-	if rec.Warning != "" {
-		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", termSafe(rec.Warning))
+	if m.Warning != "" {
+		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", termSafe(m.Warning))
 	}
-	s := profile.Summarize(rec)
+	s := m.Summary()
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -48,25 +51,79 @@ func runInspect(name string, args []string, stdout io.Writer) error {
 // readRecording reads a recording, turning a missing file into a usage
 // error (exit 2) and anything unreadable into a format error (exit 4).
 func readRecording(path string) (*profile.Recording, error) {
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return nil, usageErrorf("%s is a directory, not a recording file (cacheheat serve --dir %s browses the recordings in it)", path, path)
+	if err := checkRecordingPath(path); err != nil {
+		return nil, err
 	}
 	rec, err := profile.ReadFile(path)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, usageErrorf("%v", err)
-		}
-		if errors.Is(err, profile.ErrFormat) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("reading %s: %w", path, err)
+		return nil, recordingError(path, err)
 	}
 	return rec, nil
+}
+
+// readModel streams a recording into its model, with readRecording's
+// errors.
+func readModel(path string) (*model.Model, error) {
+	if err := checkRecordingPath(path); err != nil {
+		return nil, err
+	}
+	m, err := model.ReadFile(path)
+	if err != nil {
+		return nil, recordingError(path, err)
+	}
+	return m, nil
+}
+
+func checkRecordingPath(path string) error {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return usageErrorf("%s is a directory, not a recording file (cacheheat serve --dir %s browses the recordings in it)", path, path)
+	}
+	return nil
+}
+
+// recordingError turns a missing file into a usage error (exit 2) and
+// anything unreadable into a format error (exit 4).
+func recordingError(path string, err error) error {
+	if errors.Is(err, os.ErrNotExist) {
+		return usageErrorf("%v", err)
+	}
+	if errors.Is(err, profile.ErrFormat) {
+		return err
+	}
+	return fmt.Errorf("reading %s: %w", path, err)
 }
 
 // printSummary writes the summary for people: plain words and numbers,
 // the processes that cost the most first.
 func printSummary(w io.Writer, s profile.Summary, top int) {
+	printRecording(w, s)
+	printEvents(w, s)
+	if len(s.Processes) > 0 {
+		printProcesses(w, s, top)
+	}
+	printLatency(w, s)
+	fmt.Fprintf(w, "\nsamples   %s: %s (requested %.0f Hz/CPU, achieved %.1f Hz/CPU), %s dropped\n",
+		s.Samples.Event, count(s.Samples.Total), s.Samples.RequestedHz, s.Samples.AchievedHz, count(s.Samples.Dropped))
+	for _, f := range s.Samples.TopFunctions {
+		fmt.Fprintf(w, "  %8d  %s\n", f.Samples, termSafe(f.Name))
+	}
+	fmt.Fprintf(w, "\ndrops     %s\n", dropsText(s.Drops))
+	if len(s.AppMetrics) > 0 {
+		keys := make([]string, 0, len(s.AppMetrics))
+		for k := range s.AppMetrics {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%s %.4g", termSafe(k), s.AppMetrics[k]))
+		}
+		fmt.Fprintf(w, "app       %s\n", strings.Join(parts, ", "))
+	}
+}
+
+// printRecording writes what was recorded, where, and how it ended.
+func printRecording(w io.Writer, s profile.Summary) {
 	if s.PMU != nil && s.PMU.Simulated != "" {
 		fmt.Fprintf(w, "%s (simulated %s)\n\n", profile.SimulatedWarning, s.PMU.Simulated)
 	}
@@ -76,16 +133,7 @@ func printSummary(w io.Writer, s profile.Summary, top int) {
 	fmt.Fprintf(w, "host      %s, %s, %s (%s, %s)\n", termSafe(s.Host.Hostname), termSafe(s.Host.Kernel), termSafe(s.Host.CPUModel),
 		plural(s.Host.CPUs, "CPU"), plural(s.Host.NUMANodes, "NUMA node"))
 	fmt.Fprintf(w, "mode      %s\n", s.Mode)
-	target := s.Target.Kind
-	switch {
-	case len(s.Target.Command) > 0:
-		target += ": " + strings.Join(s.Target.Command, " ")
-	case s.Target.Cgroup != "":
-		target += ": " + s.Target.Cgroup
-	case len(s.Target.PIDs) > 0:
-		target += ": " + joinInts(s.Target.PIDs, ",")
-	}
-	fmt.Fprintf(w, "target    %s\n", termSafe(target))
+	fmt.Fprintf(w, "target    %s\n", termSafe(s.Target.String()))
 	end := s.EndReason
 	if s.Truncated {
 		end = "truncated (" + s.Warning + ")"
@@ -104,30 +152,18 @@ func printSummary(w io.Writer, s profile.Summary, top int) {
 	for _, msg := range s.Warnings {
 		fmt.Fprintf(w, "warning   %s\n", termSafe(msg))
 	}
+}
+
+// printEvents writes each measured event's total; events that were not
+// measured are grouped by reason: on a host without a PMU that is one
+// line instead of sixteen.
+func printEvents(w io.Writer, s profile.Summary) {
 	fmt.Fprintln(w, "\nevents")
-	// Events that were not measured are grouped by reason: on a host
-	// without a PMU that is one line instead of sixteen.
 	var notMeasured []string
 	byReason := map[string][]string{}
 	for _, e := range s.Events {
 		if e.Status == profile.StatusMeasured {
-			t := s.Totals[e.Name].Total
-			var notes []string
-			if e.Scaling > 1.005 {
-				notes = append(notes, fmt.Sprintf("scaled x%.3g (multiplexed)", e.Scaling))
-			}
-			if e.Simulated {
-				notes = append(notes, "SIMULATED by "+e.StandIn)
-			}
-			note := ""
-			if len(notes) > 0 {
-				note = "  (" + strings.Join(notes, "; ") + ")"
-			}
-			if e.Name == "cpu-clock" {
-				fmt.Fprintf(w, "  %-24s %s of CPU time%s\n", e.Name, profile.FormatNS(float64(t)), note)
-			} else {
-				fmt.Fprintf(w, "  %-24s %s%s\n", e.Name, count(t), note)
-			}
+			printEvent(w, e, s.Totals[e.Name].Total)
 			continue
 		}
 		key := e.Status + ": " + e.Reason
@@ -140,9 +176,32 @@ func printSummary(w io.Writer, s profile.Summary, top int) {
 		names := byReason[key]
 		fmt.Fprintf(w, "  %s %s\n    %s\n", plural(len(names), "event"), key, strings.Join(names, ", "))
 	}
-	if len(s.Processes) > 0 {
-		printProcesses(w, s, top)
+}
+
+// printEvent writes one measured event's total t, with its scaling and
+// simulation notes.
+func printEvent(w io.Writer, e profile.EventSummary, t uint64) {
+	var notes []string
+	if e.Scaling > 1.005 {
+		notes = append(notes, fmt.Sprintf("scaled x%.3g (multiplexed)", e.Scaling))
 	}
+	if e.Simulated {
+		notes = append(notes, "SIMULATED by "+e.StandIn)
+	}
+	note := ""
+	if len(notes) > 0 {
+		note = "  (" + strings.Join(notes, "; ") + ")"
+	}
+	if e.Name == "cpu-clock" {
+		fmt.Fprintf(w, "  %-24s %s of CPU time%s\n", e.Name, profile.FormatNS(float64(t)), note)
+	} else {
+		fmt.Fprintf(w, "  %-24s %s%s\n", e.Name, count(t), note)
+	}
+}
+
+// printLatency writes the latency histograms' and --func functions'
+// percentiles.
+func printLatency(w io.Writer, s profile.Summary) {
 	if len(s.Histograms) > 0 {
 		fmt.Fprintln(w, "\nlatency")
 		for _, h := range s.Histograms {
@@ -156,24 +215,6 @@ func printSummary(w io.Writer, s profile.Summary, top int) {
 				termSafe(f.Name), f.Lang, plural(int(f.Calls), "call"), profile.FormatNS(f.P50), profile.FormatNS(f.P90), profile.FormatNS(f.P99),
 				count(f.Unmatched), count(f.Abandoned), count(f.Moved))
 		}
-	}
-	fmt.Fprintf(w, "\nsamples   %s: %s (requested %.0f Hz/CPU, achieved %.1f Hz/CPU), %s dropped\n",
-		s.Samples.Event, count(s.Samples.Total), s.Samples.RequestedHz, s.Samples.AchievedHz, count(s.Samples.Dropped))
-	for _, f := range s.Samples.TopFunctions {
-		fmt.Fprintf(w, "  %8d  %s\n", f.Samples, termSafe(f.Name))
-	}
-	fmt.Fprintf(w, "\ndrops     %s\n", dropsText(s.Drops))
-	if len(s.AppMetrics) > 0 {
-		keys := make([]string, 0, len(s.AppMetrics))
-		for k := range s.AppMetrics {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		var parts []string
-		for _, k := range keys {
-			parts = append(parts, fmt.Sprintf("%s %.4g", termSafe(k), s.AppMetrics[k]))
-		}
-		fmt.Fprintf(w, "app       %s\n", strings.Join(parts, ", "))
 	}
 }
 

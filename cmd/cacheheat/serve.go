@@ -167,7 +167,7 @@ type liveStatus struct {
 // waits for a viewer.
 // Both run on the recorder's goroutine, so target needs no lock.
 func (lv *liveView) Header(h profile.Header) {
-	lv.target = web.TargetString(h.Target)
+	lv.target = h.Target.String()
 	lv.live.SetHeader(h)
 }
 

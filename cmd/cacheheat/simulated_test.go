@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cacheheat/cacheheat/collector"
+	"github.com/cacheheat/cacheheat/host"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -207,7 +208,7 @@ func TestNotSimulatedByDefault(t *testing.T) {
 func TestSimulatedCaps(t *testing.T) {
 	needRoot(t)
 	var caps struct {
-		CPU      collector.CPUInfo     `json:"cpu"`
+		CPU      host.CPUInfo          `json:"cpu"`
 		PMU      *profile.PMU          `json:"pmu"`
 		Events   []profile.EventStatus `json:"events"`
 		Verdict  string                `json:"verdict"`
@@ -227,7 +228,7 @@ func TestSimulatedCaps(t *testing.T) {
 	if !caps.BPFLoad.OK {
 		t.Errorf("cacheheat's BPF object did not load: %s", caps.BPFLoad.Error)
 	}
-	real, err := collector.ReadTopology("/")
+	real, err := host.ReadTopology("/")
 	if err != nil {
 		t.Fatal(err)
 	}

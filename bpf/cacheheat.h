@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
+// The contract between bpf/cacheheat.c and package collector: every size,
+// mode and slot number both sides use, defined once, here. They are enums,
+// not #defines, because enums are types in the object's BTF: bpf2go exports
+// each one listed with -type in gen.go as Go constants (CacheheatMode,
+// CacheheatSizes, ...), so collector uses the generated values and never a
+// copy. bpf/contract_test.go checks the generated Go against the object.
+// An enum only reaches BTF when something uses it; the unused_* pointers at
+// the end of cacheheat.c are there for that.
+#ifndef CACHEHEAT_H
+#define CACHEHEAT_H
+
+enum sizes {
+	// MAX_EVENTS is the number of counter slots: one PERF_EVENT_ARRAY per
+	// slot (counters0..counters39) and one count per slot in every task
+	// record. It is sized so that the whole catalogue of any CPU model
+	// cacheheat knows fits at once (checked by collector's tests), so the
+	// slots never decide which events a recording may ask for; a PMU with
+	// fewer counters multiplexes them instead.
+	MAX_EVENTS = 40,
+	// Log2 latency buckets: bucket 0 holds [0, 2) ns, bucket i
+	// [2^i, 2^(i+1)) ns, the last one also everything larger (the layout
+	// of profile.Histogram).
+	HIST_BUCKETS = 40,
+	// Frames of a stack map entry: the kernel's PERF_MAX_STACK_DEPTH.
+	MAX_STACK_DEPTH = 127,
+	// Frames of a goroutine stack walked by frame pointers.
+	GO_STACK_DEPTH = 32,
+};
+
+// Who is a target (the target_mode setting).
+enum mode {
+	MODE_ALL = 0,    // every task (record -a, the exporter)
+	MODE_PIDS = 1,   // the processes in the targets map and their children
+	MODE_CGROUP = 2, // the tasks of target_cgroup and its descendants
+};
+
+// Values of the targets map in MODE_PIDS.
+enum target_state {
+	TARGET_YES = 1,
+	// A command that becomes a target when it execs, as perf's
+	// enable_on_exec: the launcher before it is not the command.
+	TARGET_AT_EXEC = 2,
+};
+
+// Where each counter slot's counts come from (the slot_src setting);
+// cacheheat.c says why the software events are not read from their perf
+// counters at every switch.
+enum slot_source {
+	SRC_COUNTER = 0,   // the slot's per-CPU perf counter
+	SRC_CLOCK = 1,     // cpu-clock: switch timestamps
+	SRC_SWITCH = 2,    // context-switches: one per switch-out
+	SRC_MIGRATION = 3, // cpu-migrations: the task's se.nr_migrations
+	SRC_FAULT = 4,     // page-faults: the perf counter, read only after the task faulted
+	SRC_MAJFAULT = 5,  // major-faults: likewise
+};
+
+// The slot field of a sample key: which sampling program took it.
+enum sample_slot {
+	SLOT_CLOCK = 0,   // the cpu-clock sampler
+	SLOT_MISS = 1,    // the primary miss event's (page faults in software mode)
+	SAMPLE_SLOTS = 2, // sampling slots: fires[] and samples[] of stats_val
+	// Off-CPU time at a voluntary switch-out: the value is nanoseconds
+	// blocked, not a count, and the stacks are in offcpu_stacks.
+	SLOT_OFFCPU = 2,
+};
+
+// Why a task left the CPU, from its state at the switch: the index of the
+// per-cgroup off-CPU histograms.
+enum offcpu_reason {
+	OFFCPU_PREEMPTED = 0, // still runnable: preempted or yielded
+	OFFCPU_SLEEP = 1,     // TASK_INTERRUPTIBLE: futex, poll, sleep, pipe
+	OFFCPU_BLOCKED = 2,   // TASK_UNINTERRUPTIBLE: mostly disk I/O
+	OFFCPU_IDLE = 3,      // TASK_IDLE (NOLOAD): idle kernel worker threads
+	OFFCPU_OTHER = 4,     // stopped, traced, dead
+	OFFCPU_REASONS = 5,
+};
+
+#endif

@@ -20,6 +20,8 @@ tracepoint:sched:sched_switch {
 }
 END { clear(@qtime); }
 BT
+# bpftrace's tracepoints need tracefs, which this host does not mount.
+mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
 stress-ng --cpu 4 --timeout 14s -q &
 load=$!
 sleep 1
@@ -53,6 +55,8 @@ def pct(hist, q):
 print("| tool | events | p50 | p90 | p99 |")
 print("|---|---|---|---|---|")
 n = sum(bt.values())
+if not n:
+    sys.exit("bpftrace printed no histogram: cannot compare")
 print(f"| runqlat.bt (bpftrace, 9 s) | {n} | {pct(bt,.5)/1e3:.1f} us | {pct(bt,.9)/1e3:.1f} us | {pct(bt,.99)/1e3:.1f} us |")
 print(f"| cacheheat record -a (5 s) | {h['count']} | {h['p50']/1e3:.1f} us | {h['p90']/1e3:.1f} us | {h['p99']/1e3:.1f} us |")
 PY

@@ -282,19 +282,11 @@ func CompareSeries(base, new []Series, opts Options) Result {
 		Counts: map[string]int{},
 	}
 	selected := compilePatterns(opts.Metrics)
-	higher := compilePatterns(opts.HigherIsBetter)
-	lower := compilePatterns(opts.LowerIsBetter)
-	newByName, baseByName := map[string]Series{}, map[string]Series{}
-	for _, s := range new {
-		newByName[s.Name] = s
-	}
-	for _, s := range base {
-		baseByName[s.Name] = s
-	}
-	baseNames := map[string]bool{}
+	dirs := directionOverrides{higher: compilePatterns(opts.HigherIsBetter), lower: compilePatterns(opts.LowerIsBetter)}
+	baseByName, newByName := byName(base), byName(new)
+	all := sides{baseByName, newByName, mostValues(base), mostValues(new), opts.MinWindows}
 	var tested []int
 	for _, b := range base {
-		baseNames[b.Name] = true
 		if len(selected) > 0 && !matchName(selected, b.Name) {
 			continue
 		}
@@ -303,50 +295,123 @@ func CompareSeries(base, new []Series, opts Options) Result {
 			res.Skipped = append(res.Skipped, Skipped{b.Name, "only in BASE"})
 			continue
 		}
-		// Metrics that cannot carry information are left out of the
-		// family, so they do not weaken Holm's correction for the rest.
-		// Both filters look at the pooled data only, never at the
-		// difference between the sides.
-		if Median(b.Values) == 0 && Median(n.Values) == 0 {
-			res.Skipped = append(res.Skipped, Skipped{b.Name, "zero in most windows of both"})
+		if why := all.uninformative(b, n); why != "" {
+			res.Skipped = append(res.Skipped, Skipped{b.Name, why})
 			continue
 		}
-		if total, ok := scopeTotal(b.Name); ok && sameValues(b.Values, baseByName[total].Values) && sameValues(n.Values, newByName[total].Values) {
-			res.Skipped = append(res.Skipped, Skipped{b.Name, "same as " + total + " in both"})
-			continue
-		}
-		dir := b.Direction
-		switch {
-		case matchName(higher, b.Name):
-			dir = HigherIsBetter
-		case matchName(lower, b.Name):
-			dir = LowerIsBetter
-		}
-		m := MetricResult{
-			Name: b.Name, Group: b.Group, Unit: b.Unit, Direction: dir,
-			BaseN: len(b.Values), NewN: len(n.Values),
-			BaseMedian: Median(b.Values), NewMedian: Median(n.Values),
-			Base: b.Values, New: n.Values, P: 1, PAdj: 1,
-		}
-		m.Ratio = Ratio(m.NewMedian, m.BaseMedian)
-		m.CILow, m.CIHigh = BootstrapRatioCI(b.Values, n.Values, opts.BootstrapIters, opts.Confidence, seedOf(b.Name))
-		if m.BaseN < opts.MinWindows || m.NewN < opts.MinWindows {
-			m.Verdict = VerdictTooFew
-		} else {
-			mw := MannWhitney(n.Values, b.Values)
-			m.U, m.P, m.Exact = mw.U, mw.P, mw.Exact
+		m := testMetric(b, n, dirs.of(b), opts)
+		if m.Verdict != VerdictTooFew {
 			tested = append(tested, len(res.Metrics))
 		}
 		res.Metrics = append(res.Metrics, m)
 	}
 	for _, n := range new {
-		if !baseNames[n.Name] && (len(selected) == 0 || matchName(selected, n.Name)) {
+		if _, inBase := baseByName[n.Name]; !inBase && (len(selected) == 0 || matchName(selected, n.Name)) {
 			res.Skipped = append(res.Skipped, Skipped{n.Name, "only in NEW"})
 		}
 	}
 	if len(opts.Metrics) > 0 && len(res.Metrics) == 0 {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("no metric both recordings have matches %s", strings.Join(opts.Metrics, ", ")))
 	}
+	correct(&res, tested, opts)
+	markUndecided(&res, opts)
+	explainByCPUShare(&res)
+	explainByWork(&res)
+	for _, m := range res.Metrics {
+		res.Counts[m.Verdict]++
+	}
+	sortByVerdict(res.Metrics)
+	return res
+}
+
+// mostValues is the largest number of values a series has: the usable
+// windows of its recording, since every event's rate has a value in each.
+func mostValues(series []Series) int {
+	n := 0
+	for _, s := range series {
+		n = max(n, len(s.Values))
+	}
+	return n
+}
+
+func byName(series []Series) map[string]Series {
+	out := make(map[string]Series, len(series))
+	for _, s := range series {
+		out[s.Name] = s
+	}
+	return out
+}
+
+// sides is what the filters of CompareSeries look at besides the metric:
+// both sides' series by name and their usable windows (mostValues).
+type sides struct {
+	base, new               map[string]Series
+	baseWindows, newWindows int
+	minWindows              int
+}
+
+// uninformative says why a metric both sides have cannot carry
+// information, or "" when it can. Such metrics are left out of the
+// family, so they do not weaken Holm's correction for the rest. The
+// filters look at the pooled data only, never at the difference between
+// the sides.
+func (s sides) uninformative(b, n Series) string {
+	if Median(b.Values) == 0 && Median(n.Values) == 0 {
+		return "zero in most windows of both"
+	}
+	if total, ok := scopeTotal(b.Name); ok && sameValues(b.Values, s.base[total].Values) && sameValues(n.Values, s.new[total].Values) {
+		return "same as " + total + " in both"
+	}
+	// Not a side short of windows but a metric reported in few of them
+	// (a summary the command wrote at its end, a latency with events in
+	// two windows): more windows would not decide it, so it is no reason
+	// to call the whole comparison undecided.
+	if (len(b.Values) < s.minWindows && s.baseWindows >= s.minWindows) || (len(n.Values) < s.minWindows && s.newWindows >= s.minWindows) {
+		return fmt.Sprintf("in fewer than %d windows of a side that has more", s.minWindows)
+	}
+	return ""
+}
+
+// directionOverrides are the directions declared by name pattern
+// (Options.HigherIsBetter, LowerIsBetter).
+type directionOverrides struct{ higher, lower []*regexp.Regexp }
+
+// of returns a series' direction, a declared one first.
+func (d directionOverrides) of(s Series) Direction {
+	switch {
+	case matchName(d.higher, s.Name):
+		return HigherIsBetter
+	case matchName(d.lower, s.Name):
+		return LowerIsBetter
+	}
+	return s.Direction
+}
+
+// testMetric compares one metric's windows: medians, their ratio with its
+// bootstrap interval and, when both sides have opts.MinWindows values, the
+// Mann-Whitney test (verdict set later, after Holm's correction);
+// otherwise the verdict is VerdictTooFew.
+func testMetric(b, n Series, dir Direction, opts Options) MetricResult {
+	m := MetricResult{
+		Name: b.Name, Group: b.Group, Unit: b.Unit, Direction: dir,
+		BaseN: len(b.Values), NewN: len(n.Values),
+		BaseMedian: Median(b.Values), NewMedian: Median(n.Values),
+		Base: b.Values, New: n.Values, P: 1, PAdj: 1,
+	}
+	m.Ratio = Ratio(m.NewMedian, m.BaseMedian)
+	m.CILow, m.CIHigh = BootstrapRatioCI(b.Values, n.Values, opts.BootstrapIters, opts.Confidence, seedOf(b.Name))
+	if m.BaseN < opts.MinWindows || m.NewN < opts.MinWindows {
+		m.Verdict = VerdictTooFew
+		return m
+	}
+	mw := MannWhitney(n.Values, b.Values)
+	m.U, m.P, m.Exact = mw.U, mw.P, mw.Exact
+	return m
+}
+
+// correct applies Holm's correction to the tested metrics (positions in
+// res.Metrics) and gives each its verdict.
+func correct(res *Result, tested []int, opts Options) {
 	ps := make([]float64, len(tested))
 	for i, idx := range tested {
 		ps[i] = res.Metrics[idx].P
@@ -358,14 +423,13 @@ func CompareSeries(base, new []Series, opts Options) Result {
 		m.Verdict = verdict(m.Significant, m.Ratio, m.Direction, opts.Threshold)
 	}
 	res.Tested = len(tested)
-	markUndecided(&res, opts)
-	explainByCPUShare(&res)
-	explainByWork(&res)
-	for _, m := range res.Metrics {
-		res.Counts[m.Verdict]++
-	}
-	sort.SliceStable(res.Metrics, func(i, j int) bool {
-		a, b := res.Metrics[i], res.Metrics[j]
+}
+
+// sortByVerdict orders metrics regressions first, then by adjusted
+// p-value and name.
+func sortByVerdict(ms []MetricResult) {
+	sort.SliceStable(ms, func(i, j int) bool {
+		a, b := ms[i], ms[j]
 		if verdictRank[a.Verdict] != verdictRank[b.Verdict] {
 			return verdictRank[a.Verdict] < verdictRank[b.Verdict]
 		}
@@ -374,7 +438,6 @@ func CompareSeries(base, new []Series, opts Options) Result {
 		}
 		return a.Name < b.Name
 	})
-	return res
 }
 
 var verdictRank = map[string]int{VerdictRegression: 0, VerdictImprovement: 1, VerdictChanged: 2, VerdictUndecided: 3, VerdictNoChange: 4, VerdictTooFew: 5}
@@ -575,12 +638,21 @@ func markUndecided(res *Result, opts Options) {
 		smallest = math.Min(smallest, p)
 		undecided = append(undecided, m.Name)
 	}
-	if len(undecided) == 0 {
+	if res.Tested == 0 && len(undecided) == 0 {
+		// Nothing was tested at all: no metric had values on both sides
+		// (a side without usable windows has none). "No regression"
+		// would be a claim without evidence.
+		for _, s := range res.Skipped {
+			undecided = append(undecided, s.Name)
+		}
+		family = max(len(undecided), 1)
+	}
+	if len(undecided) == 0 && res.Tested > 0 {
 		return
 	}
 	// The windows that would let every metric of this comparison reach
 	// alpha, the whole list being the family.
-	all := max(len(res.Metrics), 1)
+	all := max(len(res.Metrics), family)
 	n := max(opts.MinWindows, 2)
 	for float64(all)*minP(n, n) >= opts.Alpha && n < 1000 {
 		n++

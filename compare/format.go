@@ -60,7 +60,7 @@ func WriteText(w io.Writer, r *Result) error {
 		return err
 	}
 	if len(r.Skipped) > 0 {
-		fmt.Fprintf(w, "%d metrics not compared (only in one recording, or zero in both); --json lists them\n", len(r.Skipped))
+		fmt.Fprintf(w, "%d metrics not compared (only in one recording, zero in both, or in too few of the windows); --json lists them\n", len(r.Skipped))
 	}
 	if r.Need != nil {
 		fmt.Fprintln(w, r.Need.Explain())
@@ -77,8 +77,12 @@ func (n *WindowsNeeded) Explain() string {
 		more = fmt.Sprintf(" and %d more", len(names)-8)
 		names = names[:8]
 	}
-	s := fmt.Sprintf("cannot decide %d metrics (%s%s): with these windows the smallest p-value the test can give is %.3g, over the %d-metric family that cannot reach alpha, so no result would be evidence either way. "+
-		"Record at least %d windows a side (%d used after the warm-up)", len(n.Metrics), strings.Join(names, ", "), more, n.SmallestP, n.Family, n.Record, n.MinWindows)
+	what := fmt.Sprintf("%d metrics (%s%s)", len(n.Metrics), strings.Join(names, ", "), more)
+	if len(n.Metrics) == 0 {
+		what = "anything (no usable window)"
+	}
+	s := fmt.Sprintf("cannot decide %s: with these windows the smallest p-value the test can give is %.3g, over the %d-metric family that cannot reach alpha, so no result would be evidence either way. "+
+		"Record at least %d windows a side (%d used after the warm-up)", what, n.SmallestP, n.Family, n.Record, n.MinWindows)
 	if n.MaxIntervalS > 0 {
 		s += fmt.Sprintf(": a longer -d, or -i %s or shorter for recordings this long", formatInterval(n.MaxIntervalS))
 	}

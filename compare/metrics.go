@@ -180,24 +180,24 @@ func AppDirection(name string) Direction {
 	return Neutral
 }
 
-// usableWindows returns the windows that cover at least half an interval
-// and were not stretched, less the first warmup of them: the first and last
-// windows of a recording can be cut short (the target started late or
-// exited), a rate over a few milliseconds is noise, and a starting program
-// (page faults, cold caches, threads not yet running) is not its steady
-// state. A stretched window (profile.IsStretched: the recorder was starved
-// and drained late) averages its counts over seconds while the command's
-// app metric is its last rate, so its per-operation values are not
-// comparable with the others'.
-func usableWindows(r *profile.Recording, warmup int) []profile.Window {
+// usableWindows returns the positions in r.Windows of the windows that
+// cover at least half an interval and were not stretched, less the first
+// warmup of them: the first and last windows of a recording can be cut
+// short (the target started late or exited), a rate over a few
+// milliseconds is noise, and a starting program (page faults, cold caches,
+// threads not yet running) is not its steady state. A stretched window
+// (profile.IsStretched: the recorder was starved and drained late) averages
+// its counts over seconds while a gauge the command reports is its last
+// rate, so its per-operation values are not comparable with the others'.
+func usableWindows(r *profile.Recording, warmup int) []int {
 	interval := r.Header.Settings.IntervalNS
-	var out []profile.Window
-	for _, w := range r.Windows {
+	var out []int
+	for i, w := range r.Windows {
 		d := w.EndNS - w.StartNS
 		if d <= 0 || (interval > 0 && 2*d < interval) || profile.IsStretched(d, interval) {
 			continue
 		}
-		out = append(out, w)
+		out = append(out, i)
 	}
 	if warmup >= len(out) {
 		return nil
@@ -205,41 +205,57 @@ func usableWindows(r *profile.Recording, warmup int) []profile.Window {
 	return out[max(0, warmup):]
 }
 
-// Extract derives every metric of a recording, one value per usable window
-// (windows shorter than half the interval and the first warmup windows are
-// left out), sorted by name.
-func Extract(r *profile.Recording, warmup int) []Series {
-	wins := usableWindows(r, warmup)
-	topo := r.Header.Host.Topology
-	nodeOf := topo.NodeOf()
-	multiNode := len(topo.Nodes) > 1
-	byName := map[string]*Series{}
-	add := func(name, group, unit string, dir Direction, v float64) {
-		// An app metric can carry anything the command wrote; a value
-		// that is not a number cannot be ranked.
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return
-		}
-		s, ok := byName[name]
-		if !ok {
-			s = &Series{Name: name, Group: group, Unit: unit, Direction: dir}
-			byName[name] = s
-		}
-		s.Values = append(s.Values, v)
-	}
+// extractor derives the metrics of one recording, window by window, into
+// series by name. What it needs across windows (which events, CPUs, comms
+// and functions the recording has) is found before the first window.
+type extractor struct {
+	byName     map[string]*Series
+	events     map[string]bool // events of the per-CPU counters
+	commEvents map[string]bool // events of the per-process counts
+	cpus       map[int]bool    // CPUs that counted anything
+	comms      []string        // the comms given their own metrics
+	nodeOf     []int
+	nodes      []int // NUMA node ids, when the host has more than one
+	funcNames  map[int]string
+	// work is each window's app counters (NAME_total) as work done in the
+	// window, by position in the recording (appWork).
+	work []map[string]float64
+}
 
+// Extract derives every metric of a recording, one value per usable window
+// (windows shorter than half the interval, stretched windows and the first
+// warmup windows are left out), sorted by name.
+func Extract(r *profile.Recording, warmup int) []Series {
+	idx := usableWindows(r, warmup)
+	x := newExtractor(r, idx)
+	for _, i := range idx {
+		x.window(&r.Windows[i], x.work[i])
+	}
+	out := make([]Series, 0, len(x.byName))
+	for _, s := range x.byName {
+		out = append(out, *s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func newExtractor(r *profile.Recording, idx []int) *extractor {
+	topo := r.Header.Host.Topology
+	x := &extractor{
+		byName: map[string]*Series{}, events: map[string]bool{}, cpus: map[int]bool{},
+		nodeOf: topo.NodeOf(), funcNames: map[int]string{}, work: appWork(r.Windows),
+	}
 	// Events and comms present anywhere: a window without an entry for
 	// them counted zero.
-	events := map[string]bool{}
 	commTotal := map[string]uint64{}
 	commWindows := map[string]int{}
-	cpus := map[int]bool{}
-	for _, w := range wins {
+	for _, i := range idx {
+		w := &r.Windows[i]
 		for _, c := range w.Counters {
-			events[c.Event] = true
+			x.events[c.Event] = true
 			for cpu, v := range c.PerCPU {
 				if v > 0 {
-					cpus[cpu] = true
+					x.cpus[cpu] = true
 				}
 			}
 		}
@@ -258,161 +274,252 @@ func Extract(r *profile.Recording, warmup int) []Series {
 	// or a name the process had only briefly (it renamed itself): its
 	// per-window rate is mostly zeros, which compares nothing.
 	for c := range commTotal {
-		if 2*commWindows[c] < len(wins) {
+		if 2*commWindows[c] < len(idx) {
 			delete(commTotal, c)
 		}
 	}
-	comms := topComms(commTotal, MaxComms)
-	commEvents := perCommEvents(wins)
-	funcNames := map[int]string{}
+	x.comms = topComms(commTotal, MaxComms)
+	x.commEvents = perCommEvents(r.Windows, idx)
 	for _, f := range r.Header.Functions {
-		funcNames[f.ID] = f.Name
+		x.funcNames[f.ID] = f.Name
 	}
-	var nodes []int
-	for _, n := range topo.Nodes {
-		nodes = append(nodes, n.ID)
+	if len(topo.Nodes) > 1 {
+		for _, n := range topo.Nodes {
+			x.nodes = append(x.nodes, n.ID)
+		}
 	}
+	return x
+}
 
-	for _, w := range wins {
-		sec := float64(w.EndNS-w.StartNS) / 1e9
-		total := map[string]float64{}
-		perCPU := map[string]map[int]float64{}
-		for _, c := range w.Counters {
-			if perCPU[c.Event] == nil {
-				perCPU[c.Event] = map[int]float64{}
-			}
-			for cpu, v := range c.PerCPU {
-				total[c.Event] += float64(v)
-				perCPU[c.Event][cpu] += float64(v)
-			}
+func (x *extractor) add(name, group, unit string, dir Direction, v float64) {
+	// An app metric can carry anything the command wrote; a value that is
+	// not a number cannot be ranked.
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return
+	}
+	s, ok := x.byName[name]
+	if !ok {
+		s = &Series{Name: name, Group: group, Unit: unit, Direction: dir}
+		x.byName[name] = s
+	}
+	s.Values = append(s.Values, v)
+}
+
+// window adds one window's value of every metric it has; work is its app
+// counters' work (appWork).
+func (x *extractor) window(w *profile.Window, work map[string]float64) {
+	sec := float64(w.EndNS-w.StartNS) / 1e9
+	total := map[string]float64{}
+	perCPU := map[string]map[int]float64{}
+	for _, c := range w.Counters {
+		if perCPU[c.Event] == nil {
+			perCPU[c.Event] = map[int]float64{}
 		}
-		perComm := map[string]map[string]float64{}
-		for _, p := range w.Processes {
-			for ev, v := range p.Counts {
-				if perComm[ev] == nil {
-					perComm[ev] = map[string]float64{}
-				}
-				perComm[ev][p.Comm] += float64(v)
-			}
+		for cpu, v := range c.PerCPU {
+			total[c.Event] += float64(v)
+			perCPU[c.Event][cpu] += float64(v)
 		}
-		for ev := range events {
-			dir := EventDirection(ev)
-			add(ev+"/s", GroupRate, "/s", dir, total[ev]/sec)
-			// Per-CPU and per-node rates are neutral: which CPU a thread
-			// runs on differs from run to run, and so does the other
-			// load on each CPU, so a shift between CPUs is where, not
-			// whether. The target's totals carry the verdict.
-			for cpu := range cpus {
-				add(fmt.Sprintf("%s/s{cpu=%d}", ev, cpu), GroupRate, "/s", Neutral, perCPU[ev][cpu]/sec)
-			}
-			if multiNode {
-				for _, n := range nodes {
-					var sum float64
-					for cpu, v := range perCPU[ev] {
-						if cpu < len(nodeOf) && nodeOf[cpu] == n {
-							sum += v
-						}
-					}
-					add(fmt.Sprintf("%s/s{node=%d}", ev, n), GroupRate, "/s", Neutral, sum/sec)
-				}
-			}
+	}
+	x.eventRates(total, perCPU, sec)
+	x.commRates(w, sec)
+	x.ratios(total)
+	x.histograms(w)
+	x.functions(w, sec)
+	x.app(w, work, total, sec)
+}
+
+// eventRates adds each event's rate: the target's total, per CPU and per
+// NUMA node.
+func (x *extractor) eventRates(total map[string]float64, perCPU map[string]map[int]float64, sec float64) {
+	for ev := range x.events {
+		x.add(ev+"/s", GroupRate, "/s", EventDirection(ev), total[ev]/sec)
+		// Per-CPU and per-node rates are neutral: which CPU a thread runs
+		// on differs from run to run, and so does the other load on each
+		// CPU, so a shift between CPUs is where, not whether. The
+		// target's totals carry the verdict.
+		for cpu := range x.cpus {
+			x.add(fmt.Sprintf("%s/s{cpu=%d}", ev, cpu), GroupRate, "/s", Neutral, perCPU[ev][cpu]/sec)
 		}
-		// Per-process counts may name events the per-CPU counters do not
-		// (the recorder counts some per task only), so they have their
-		// own event set.
-		for ev := range commEvents {
-			dir := EventDirection(ev)
-			for _, comm := range comms {
-				add(fmt.Sprintf("%s/s{comm=%s}", ev, strconv.Quote(comm)), GroupRate, "/s", dir, perComm[ev][comm]/sec)
-			}
-		}
-		for _, rt := range ratioTable {
-			if !events[rt.num] || !events[rt.den] || total[rt.den] == 0 {
-				continue
-			}
-			add(rt.num+"/"+rt.den, GroupRatio, "ratio", rt.dir, total[rt.num]/total[rt.den])
-		}
-		if events["instructions"] && total["instructions"] > 0 {
-			for ev := range events {
-				if strings.Contains(ev, "misses") {
-					add(ev+"/kinstr", GroupRatio, "MPKI", LowerIsBetter, 1000*total[ev]/total["instructions"])
+		for _, n := range x.nodes {
+			var sum float64
+			for cpu, v := range perCPU[ev] {
+				if cpu < len(x.nodeOf) && x.nodeOf[cpu] == n {
+					sum += v
 				}
 			}
+			x.add(fmt.Sprintf("%s/s{node=%d}", ev, n), GroupRate, "/s", Neutral, sum/sec)
 		}
-		hist := map[string][]uint64{}
-		var histOrder []string
-		for i := range w.Histograms {
-			h := &w.Histograms[i]
-			b, ok := hist[h.Name]
-			if !ok {
-				b = make([]uint64, profile.HistBuckets)
-				hist[h.Name] = b
-				histOrder = append(histOrder, h.Name)
+	}
+}
+
+// commRates adds the busiest comms' event rates. Per-process counts may
+// name events the per-CPU counters do not (the recorder counts some per
+// task only), so they have their own event set.
+func (x *extractor) commRates(w *profile.Window, sec float64) {
+	perComm := map[string]map[string]float64{}
+	for _, p := range w.Processes {
+		for ev, v := range p.Counts {
+			if perComm[ev] == nil {
+				perComm[ev] = map[string]float64{}
 			}
-			h.AddTo(b)
+			perComm[ev][p.Comm] += float64(v)
 		}
-		for _, name := range histOrder {
-			b := hist[name]
-			var n uint64
-			for _, c := range b {
-				n += c
-			}
-			if n == 0 {
-				continue
-			}
-			dir := HistogramDirection(name)
-			add(name+".p50", GroupLatency, "ns", dir, profile.Percentile(b, 0.5))
-			add(name+".p99", GroupLatency, "ns", dir, profile.Percentile(b, 0.99))
+	}
+	for ev := range x.commEvents {
+		dir := EventDirection(ev)
+		for _, comm := range x.comms {
+			x.add(fmt.Sprintf("%s/s{comm=%s}", ev, strconv.Quote(comm)), GroupRate, "/s", dir, perComm[ev][comm]/sec)
 		}
-		// --func functions, matched across recordings by name: latency
-		// percentiles of the calls that returned in the window, and the
-		// call rate (neutral: more calls is more work done, or more
-		// work asked for).
-		for _, fw := range w.Functions {
-			name, ok := funcNames[fw.ID]
-			if !ok {
-				continue
-			}
-			b := make([]uint64, profile.HistBuckets)
-			var n uint64
-			for _, fb := range fw.Buckets {
-				if fb.Bucket >= 0 && fb.Bucket < len(b) {
-					b[fb.Bucket] += fb.Calls
-					n += fb.Calls
-				}
-			}
-			label := "{func=" + strconv.Quote(name) + "}"
-			add("function.calls/s"+label, GroupRate, "/s", Neutral, float64(n)/sec)
-			if n > 0 {
-				add("function.p50"+label, GroupLatency, "ns", LowerIsBetter, profile.Percentile(b, 0.5))
-				add("function.p99"+label, GroupLatency, "ns", LowerIsBetter, profile.Percentile(b, 0.99))
+	}
+}
+
+// ratios adds the ratioTable's ratios and the misses per 1000
+// instructions, where their inputs were measured.
+func (x *extractor) ratios(total map[string]float64) {
+	for _, rt := range ratioTable {
+		if !x.events[rt.num] || !x.events[rt.den] || total[rt.den] == 0 {
+			continue
+		}
+		x.add(rt.num+"/"+rt.den, GroupRatio, "ratio", rt.dir, total[rt.num]/total[rt.den])
+	}
+	if !x.events["instructions"] || total["instructions"] == 0 {
+		return
+	}
+	for ev := range x.events {
+		if strings.Contains(ev, "misses") {
+			x.add(ev+"/kinstr", GroupRatio, "MPKI", LowerIsBetter, 1000*total[ev]/total["instructions"])
+		}
+	}
+}
+
+// histograms adds the p50 and p99 of each latency histogram with events in
+// the window.
+func (x *extractor) histograms(w *profile.Window) {
+	hist := map[string][]uint64{}
+	var order []string
+	for i := range w.Histograms {
+		h := &w.Histograms[i]
+		b, ok := hist[h.Name]
+		if !ok {
+			b = make([]uint64, profile.HistBuckets)
+			hist[h.Name] = b
+			order = append(order, h.Name)
+		}
+		h.AddTo(b)
+	}
+	for _, name := range order {
+		b := hist[name]
+		var n uint64
+		for _, c := range b {
+			n += c
+		}
+		if n == 0 {
+			continue
+		}
+		dir := HistogramDirection(name)
+		x.add(name+".p50", GroupLatency, "ns", dir, profile.Percentile(b, 0.5))
+		x.add(name+".p99", GroupLatency, "ns", dir, profile.Percentile(b, 0.99))
+	}
+}
+
+// functions adds the --func functions' metrics, matched across recordings
+// by name: latency percentiles of the calls that returned in the window,
+// and the call rate (neutral: more calls is more work done, or more work
+// asked for).
+func (x *extractor) functions(w *profile.Window, sec float64) {
+	for _, fw := range w.Functions {
+		name, ok := x.funcNames[fw.ID]
+		if !ok {
+			continue
+		}
+		b := make([]uint64, profile.HistBuckets)
+		var n uint64
+		for _, fb := range fw.Buckets {
+			if fb.Bucket >= 0 && fb.Bucket < len(b) {
+				b[fb.Bucket] += fb.Calls
+				n += fb.Calls
 			}
 		}
-		for name, v := range w.AppMetrics {
-			add("app."+name, GroupApp, "", AppDirection(name), v)
-			// Events per unit of work: a change that makes the program
-			// slower also changes its event rates, and rates against a
-			// busy host's background hide it; per operation they do not.
-			if unit, ok := workUnit(name); ok && v > 0 {
-				for ev := range events {
-					add(ev+"/"+unit, GroupPerOp, "/"+unit, EventDirection(ev), total[ev]/sec/v)
-				}
+		label := "{func=" + strconv.Quote(name) + "}"
+		x.add("function.calls/s"+label, GroupRate, "/s", Neutral, float64(n)/sec)
+		if n > 0 {
+			x.add("function.p50"+label, GroupLatency, "ns", LowerIsBetter, profile.Percentile(b, 0.5))
+			x.add("function.p99"+label, GroupLatency, "ns", LowerIsBetter, profile.Percentile(b, 0.99))
+		}
+	}
+}
+
+// app adds the command's metrics of the window. A counter NAME_total
+// becomes its rate over the window, app.NAME_per_sec, in place of a
+// gauge of that name the command may also write (the counter's rate is the
+// window's own; a gauge's is whatever span the command measured). A
+// counter's running total is not compared: it grows with time whatever
+// the program does.
+func (x *extractor) app(w *profile.Window, work map[string]float64, total map[string]float64, sec float64) {
+	values := map[string]float64{}
+	for name, v := range w.AppMetrics {
+		if _, isCounter := counterRate(name); !isCounter {
+			values[name] = v
+		}
+	}
+	for name, done := range work {
+		rate, _ := counterRate(name)
+		values[rate] = done / sec
+	}
+	for name, v := range values {
+		x.add("app."+name, GroupApp, "", AppDirection(name), v)
+		// Events per unit of work: a change that makes the program slower
+		// also changes its event rates, and rates against a busy host's
+		// background hide it; per operation they do not.
+		if unit, ok := workUnit(name); ok && v > 0 {
+			for ev := range x.events {
+				x.add(ev+"/"+unit, GroupPerOp, "/"+unit, EventDirection(ev), total[ev]/sec/v)
 			}
 		}
 	}
-	out := make([]Series, 0, len(byName))
-	for _, s := range byName {
-		out = append(out, *s)
+}
+
+// counterRate returns the name of the rate of an app counter, NAME_per_sec
+// for NAME_total (Prometheus's naming of counters), and whether name is a
+// counter.
+func counterRate(name string) (string, bool) {
+	base, ok := strings.CutSuffix(name, "_total")
+	if !ok || base == "" {
+		return "", false
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return base + "_per_sec", true
+}
+
+// appWork returns, for each window, the work each app counter (NAME_total)
+// counted in it: its last value in the window less its last value in the
+// window before. A window without a value of its own, or whose previous
+// window has none, gets nothing (its share of the work is unknown), and
+// neither does a counter that went down (the command restarted it). The
+// first window has no previous one: what the counter held when it started
+// is not known to be zero.
+func appWork(wins []profile.Window) []map[string]float64 {
+	out := make([]map[string]float64, len(wins))
+	for i := 1; i < len(wins); i++ {
+		for name, v := range wins[i].AppMetrics {
+			prev, ok := wins[i-1].AppMetrics[name]
+			if _, isCounter := counterRate(name); !isCounter || !ok || v < prev {
+				continue
+			}
+			if out[i] == nil {
+				out[i] = map[string]float64{}
+			}
+			out[i][name] = v - prev
+		}
+	}
 	return out
 }
 
-// perCommEvents lists the events per-process counts name.
-func perCommEvents(wins []profile.Window) map[string]bool {
+// perCommEvents lists the events the per-process counts of the windows at
+// positions idx name.
+func perCommEvents(wins []profile.Window, idx []int) map[string]bool {
 	out := map[string]bool{}
-	for _, w := range wins {
-		for _, p := range w.Processes {
+	for _, i := range idx {
+		for _, p := range wins[i].Processes {
 			for ev := range p.Counts {
 				out[ev] = true
 			}

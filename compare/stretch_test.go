@@ -23,9 +23,9 @@ func TestStretchedWindowsLeftOut(t *testing.T) {
 	if len(wins) != 4 {
 		t.Fatalf("%d usable windows, want 4 (the 3-interval one left out)", len(wins))
 	}
-	for _, w := range wins {
-		if w.EndNS-w.StartNS != iv {
-			t.Errorf("kept a window of %d ns", w.EndNS-w.StartNS)
+	for _, i := range wins {
+		if w := rec.Windows[i]; w.EndNS-w.StartNS != iv {
+			t.Errorf("kept a window of %d ns", rec.Windows[i].EndNS-rec.Windows[i].StartNS)
 		}
 	}
 	w := recordingWarnings(rec, rec, Side{}, Side{})

@@ -11,14 +11,19 @@ import (
 // makes a running workload append its rate there for the recorder.
 const MetricsEnv = "CACHEHEAT_METRICS"
 
-// MetricsInterval is how often a rate line is appended.
-const MetricsInterval = 250 * time.Millisecond
+// MetricsInterval is how often the running total of ops is appended. A
+// reader that takes the last total of each of its windows (the recorder,
+// every 250 ms by default) then counts a window's ops with an error of at
+// most one interval's work at each end: the rate over a window is its
+// counts' own, not the rate of some other 250 ms that the window overlaps.
+const MetricsInterval = 25 * time.Millisecond
 
-// startMetrics appends "ops_per_sec V" (the rate over the last interval)
-// to path every MetricsInterval. The returned stop function ends that and
-// appends, when final, the whole run's "ops_per_sec V" and "ns_per_op V". Each line is
-// one write to an O_APPEND file, so a reader tailing it never sees half a
-// line from us. An empty path does nothing.
+// startMetrics appends "ops_total N" (the ops done so far, a counter) to
+// path every MetricsInterval. The returned stop function ends that and
+// appends, when final, the last "ops_total" and the whole run's
+// "ops_per_sec V" and "ns_per_op V". Each line is one write to an O_APPEND
+// file, so a reader tailing it never sees half a line from us. An empty
+// path does nothing.
 func startMetrics(path string, p *progress) (stop func(final bool, opsPerSec, nsPerOp float64) error, err error) {
 	if path == "" {
 		return func(bool, float64, float64) error { return nil }, nil
@@ -43,17 +48,12 @@ func startMetrics(path string, p *progress) (stop func(final bool, opsPerSec, ns
 		defer wg.Done()
 		t := time.NewTicker(MetricsInterval)
 		defer t.Stop()
-		last, lastT := p.total(), time.Now()
 		for {
 			select {
 			case <-quit:
 				return
-			case now := <-t.C:
-				n := p.total()
-				if dt := now.Sub(lastT).Seconds(); dt > 0 {
-					write(fmt.Sprintf("ops_per_sec %g\n", float64(n-last)/dt))
-				}
-				last, lastT = n, now
+			case <-t.C:
+				write(fmt.Sprintf("ops_total %d\n", p.total()))
 			}
 		}
 	}()
@@ -61,6 +61,7 @@ func startMetrics(path string, p *progress) (stop func(final bool, opsPerSec, ns
 		close(quit)
 		wg.Wait()
 		if final {
+			write(fmt.Sprintf("ops_total %d\n", p.total()))
 			write(fmt.Sprintf("ops_per_sec %g\n", opsPerSec))
 			write(fmt.Sprintf("ns_per_op %g\n", nsPerOp))
 		}

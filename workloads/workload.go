@@ -77,7 +77,7 @@ type Config struct {
 	Threads  int
 	Duration time.Duration
 	Size     int64
-	// Metrics, when set, receives "ops_per_sec V" lines every 250 ms and
+	// Metrics, when set, receives "ops_total N" lines every 25 ms and
 	// the totals at the end (see metrics.go).
 	MetricsPath string
 }

@@ -234,20 +234,28 @@ func TestMetricsFile(t *testing.T) {
 	}
 	t.Cleanup(func() { f.Close() })
 	var names []string
-	var last map[string]float64 = map[string]float64{}
+	last := map[string]float64{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		name, val, ok := strings.Cut(sc.Text(), " ")
 		v, err := strconv.ParseFloat(val, 64)
-		if !ok || err != nil || (name != "ops_per_sec" && name != "ns_per_op") {
+		if !ok || err != nil || (name != "ops_total" && name != "ops_per_sec" && name != "ns_per_op") {
 			t.Fatalf("bad line %q", sc.Text())
+		}
+		// ops_total is a counter: it never goes down.
+		if name == "ops_total" && v < last[name] {
+			t.Errorf("ops_total went down from %g to %g", last[name], v)
 		}
 		names = append(names, name)
 		last[name] = v
 	}
-	// At least one interval line, then the run's totals.
-	if len(names) < 3 || names[len(names)-1] != "ns_per_op" || names[len(names)-2] != "ops_per_sec" {
+	// Running totals (700 ms at 25 ms: many), then the run's own.
+	n := len(names)
+	if n < 10 || names[n-3] != "ops_total" || names[n-2] != "ops_per_sec" || names[n-1] != "ns_per_op" {
 		t.Fatalf("lines %v", names)
+	}
+	if last["ops_total"] != float64(res.Ops) {
+		t.Errorf("final ops_total %g, result %d ops", last["ops_total"], res.Ops)
 	}
 	if last["ops_per_sec"] != res.OpsPerSec && math.Abs(last["ops_per_sec"]-res.OpsPerSec) > 1e-6*res.OpsPerSec {
 		t.Errorf("final ops_per_sec %g, result %g", last["ops_per_sec"], res.OpsPerSec)

@@ -17,88 +17,37 @@ func init() {
 	register(command{name: "diff", summary: "compare two recordings; exit 1 on a significant regression", run: runDiff})
 }
 
+// diffArgs are diff's parsed arguments.
+type diffArgs struct {
+	base, new      string
+	html, markdown string
+	asJSON         bool
+	opts           compare.Options
+}
+
 func runDiff(name string, args []string, stdout io.Writer) error {
-	fs := newFlagSet(name, "BASE NEW [-o diff.html] [--markdown FILE] [--json] [--threshold 5%] [--alpha 0.01] [--metric PATTERN]...", `  cacheheat diff base.rec new.rec
-  cacheheat diff base.rec new.rec -o diff.html --markdown comment.md
-  cacheheat diff --json --metric 'app.*' --metric 'context-switches*' base.rec new.rec
-  cacheheat diff --higher-is-better hits base.rec new.rec
-
-Each metric both recordings share is tested per window with a Mann-Whitney
-U test, Holm-corrected; it regressed when significant at --alpha and its
-median moved beyond --threshold in its worse direction. Exit 0: no
-regression; 1: a regression; 2: usage, or too few windows to decide (the
-output says how many are needed); 4: unreadable recording.
-`, stdout)
-	html := fs.StringP("output", "o", "", "write the HTML diff report to this file")
-	markdown := fs.String("markdown", "", "write a short markdown summary (for a pull-request comment) to this file")
-	asJSON := fs.Bool("json", false, "print the result as JSON instead of the table")
-	threshold := fs.String("threshold", "5%", "smallest change of the median that counts (\"5%\" or 0.05)")
-	alpha := fs.Float64("alpha", 0.01, "family-wise significance level after Holm's correction")
-	metrics := fs.StringSlice("metric", nil, "compare only metrics matching this pattern ('*' wildcard; repeatable)")
-	higher := fs.StringSlice("higher-is-better", nil, "declare metrics matching this pattern higher-is-better (repeatable)")
-	lower := fs.StringSlice("lower-is-better", nil, "declare metrics matching this pattern lower-is-better (repeatable)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() != 2 {
-		return usageErrorf("diff: want two recordings, BASE and NEW, got %d arguments; run 'cacheheat diff --help'", fs.NArg())
-	}
-	opts := compare.DefaultOptions()
-	thr, err := parseThreshold(*threshold)
-	if err != nil {
-		return usageErrorf("diff: --threshold %q: %v; give a percentage such as 5%% or a fraction such as 0.05", *threshold, err)
-	}
-	if !(*alpha > 0 && *alpha < 1) {
-		return usageErrorf("diff: --alpha %g: want a probability between 0 and 1, such as 0.01", *alpha)
-	}
-	opts.Threshold, opts.Alpha = thr, *alpha
-	opts.Metrics, opts.HigherIsBetter, opts.LowerIsBetter = *metrics, *higher, *lower
-
-	for _, out := range []string{*html, *markdown} {
-		if out == "" {
-			continue
-		}
-		if err := outfile.Check(out); err != nil {
-			return err
-		}
-	}
-	base, err := readRecording(fs.Arg(0))
+	a, err := parseDiffArgs(name, args, stdout)
 	if err != nil {
 		return err
 	}
-	newRec, err := readRecording(fs.Arg(1))
+	base, err := readRecording(a.base)
 	if err != nil {
 		return err
 	}
-	if unmatched, names := compare.UnmatchedPatterns(base, newRec, opts); len(unmatched) > 0 {
+	newRec, err := readRecording(a.new)
+	if err != nil {
+		return err
+	}
+	if unmatched, names := compare.UnmatchedPatterns(base, newRec, a.opts); len(unmatched) > 0 {
 		return usageErrorf("diff: --metric %s matches no metric of these recordings; valid names: %s", strings.Join(unmatched, ", "), termSafe(strings.Join(names, ", ")))
 	}
-	res := compare.Compare(base, newRec, opts)
+	res := compare.Compare(base, newRec, a.opts)
 	for _, w := range res.Warnings {
 		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", termSafe(w))
 	}
-
 	// Every requested output is written before the verdict decides the
 	// exit code, so a failing CI job still has its report to upload.
-	if *html != "" {
-		if err := outfile.Write(*html, func(w io.Writer) error { return writeDiffHTML(w, base, newRec, &res) }); err != nil {
-			return fmt.Errorf("writing diff report: %w", err)
-		}
-	}
-	if *markdown != "" {
-		if err := outfile.Write(*markdown, func(w io.Writer) error { return compare.WriteMarkdown(w, &res) }); err != nil {
-			return fmt.Errorf("writing markdown summary: %w", err)
-		}
-	}
-	if *asJSON {
-		err = compare.WriteJSON(stdout, &res)
-	} else {
-		// Warnings went to stderr already; the table goes to stdout.
-		res2 := res
-		res2.Warnings = nil
-		err = compare.WriteText(newTermWriter(stdout), &res2)
-	}
-	if err != nil {
+	if err := writeDiffOutputs(a, base, newRec, &res, stdout); err != nil {
 		return err
 	}
 	if res.Regressed() {
@@ -110,9 +59,86 @@ output says how many are needed); 4: unreadable recording.
 	}
 	if res.Undecided() {
 		// Not "OK": too few windows is no evidence of no regression.
-		return usageErrorf("diff: cannot decide %d metrics with %d and %d usable windows: record at least %d windows a side", len(res.Need.Metrics), res.Base.Used, res.New.Used, res.Need.Record)
+		what := fmt.Sprintf("%d metrics", len(res.Need.Metrics))
+		if len(res.Need.Metrics) == 0 {
+			what = "anything" // neither recording had a usable window
+		}
+		return usageErrorf("diff: cannot decide %s with %d and %d usable windows: record at least %d windows a side", what, res.Base.Used, res.New.Used, res.Need.Record)
 	}
 	return nil
+}
+
+// parseDiffArgs parses diff's flags and checks them, and that the output
+// files can be created, before any recording is read.
+func parseDiffArgs(name string, args []string, stdout io.Writer) (diffArgs, error) {
+	fs := newFlagSet(name, "BASE NEW [-o diff.html] [--markdown FILE] [--json] [--threshold 5%] [--alpha 0.01] [--metric PATTERN]...", `  cacheheat diff base.rec new.rec
+  cacheheat diff base.rec new.rec -o diff.html --markdown comment.md
+  cacheheat diff --json --metric 'app.*' --metric 'context-switches*' base.rec new.rec
+  cacheheat diff --higher-is-better hits base.rec new.rec
+
+Each metric both recordings share is tested per window with a Mann-Whitney
+U test, Holm-corrected; it regressed when significant at --alpha and its
+median moved beyond --threshold in its worse direction. Exit 0: no
+regression; 1: a regression; 2: usage, or too few windows to decide (the
+output says how many are needed); 4: unreadable recording.
+`, stdout)
+	var a diffArgs
+	fs.StringVarP(&a.html, "output", "o", "", "write the HTML diff report to this file")
+	fs.StringVar(&a.markdown, "markdown", "", "write a short markdown summary (for a pull-request comment) to this file")
+	fs.BoolVar(&a.asJSON, "json", false, "print the result as JSON instead of the table")
+	threshold := fs.String("threshold", "5%", "smallest change of the median that counts (\"5%\" or 0.05)")
+	alpha := fs.Float64("alpha", 0.01, "family-wise significance level after Holm's correction")
+	metrics := fs.StringSlice("metric", nil, "compare only metrics matching this pattern ('*' wildcard; repeatable)")
+	higher := fs.StringSlice("higher-is-better", nil, "declare metrics matching this pattern higher-is-better (repeatable)")
+	lower := fs.StringSlice("lower-is-better", nil, "declare metrics matching this pattern lower-is-better (repeatable)")
+	if err := parseFlags(fs, args); err != nil {
+		return a, err
+	}
+	if fs.NArg() != 2 {
+		return a, usageErrorf("diff: want two recordings, BASE and NEW, got %d arguments; run 'cacheheat diff --help'", fs.NArg())
+	}
+	a.base, a.new = fs.Arg(0), fs.Arg(1)
+	a.opts = compare.DefaultOptions()
+	thr, err := parseThreshold(*threshold)
+	if err != nil {
+		return a, usageErrorf("diff: --threshold %q: %v; give a percentage such as 5%% or a fraction such as 0.05", *threshold, err)
+	}
+	if !(*alpha > 0 && *alpha < 1) {
+		return a, usageErrorf("diff: --alpha %g: want a probability between 0 and 1, such as 0.01", *alpha)
+	}
+	a.opts.Threshold, a.opts.Alpha = thr, *alpha
+	a.opts.Metrics, a.opts.HigherIsBetter, a.opts.LowerIsBetter = *metrics, *higher, *lower
+	for _, out := range []string{a.html, a.markdown} {
+		if out == "" {
+			continue
+		}
+		if err := outfile.Check(out); err != nil {
+			return a, err
+		}
+	}
+	return a, nil
+}
+
+// writeDiffOutputs writes the HTML report and markdown summary when asked
+// for, then the JSON or the table to stdout.
+func writeDiffOutputs(a diffArgs, base, newRec *profile.Recording, res *compare.Result, stdout io.Writer) error {
+	if a.html != "" {
+		if err := outfile.Write(a.html, func(w io.Writer) error { return writeDiffHTML(w, base, newRec, res) }); err != nil {
+			return fmt.Errorf("writing diff report: %w", err)
+		}
+	}
+	if a.markdown != "" {
+		if err := outfile.Write(a.markdown, func(w io.Writer) error { return compare.WriteMarkdown(w, res) }); err != nil {
+			return fmt.Errorf("writing markdown summary: %w", err)
+		}
+	}
+	if a.asJSON {
+		return compare.WriteJSON(stdout, res)
+	}
+	// Warnings went to stderr already; the table goes to stdout.
+	res2 := *res
+	res2.Warnings = nil
+	return compare.WriteText(newTermWriter(stdout), &res2)
 }
 
 // parseThreshold accepts "5%", "5 %" or a fraction "0.05".

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -145,4 +146,148 @@ func TestDiffEndToEnd(t *testing.T) {
 		out, _ := exec.Command(bin, "inspect", good2).Output()
 		t.Logf("inspect good2:\n%s", out)
 	}
+}
+
+// TestDiffFalseshare records the falseshare workload's variants the way
+// docs/CI.md advises for short runs (-i 250ms, 4 s, two threads on the
+// 2-CPU host) and checks diff's exit codes: good -> bad is a regression
+// (exit 1), bad -> good is not (exit 0), and two runs of the good variant
+// are never a regression (0, or 2 when undecided). It takes about 40 s.
+//
+// In software mode false sharing shows in throughput only: the packed
+// counters make each add wait for the cache line whenever both threads run
+// at once. The workload reports a running total of ops (ops_total), so each
+// window has its own ops/s and CPU time per op. A busy neighbour lowers
+// both variants' CPU share; diff's rule for that (a throughput drop while
+// the host gave less CPU counts only when the CPU time per op rose too)
+// is what keeps good -> good quiet and good -> bad caught.
+//
+// Two things can leave nothing to assert, and then all three are recorded
+// again, at most twice more, before the test fails saying so. An undecided
+// diff (exit 2) is no verdict: the recorder was starved and its stretched
+// windows left too few to test. And the effect needs both threads on a CPU
+// at once: the workload pins its two threads to CPUs 0 and 1, and a host
+// so busy that either thread ran less than 40% of the time (the median
+// of cpu-clock/s{cpu=N} under 0.4e9 in a recording; 'stress-ng --cpu 1'
+// alone takes about half of one CPU) runs them mostly one at a time, when
+// packed counters cost nothing. Seen with five other test suites beside
+// it: one thread got no CPU at all for whole recordings, bad's CPU time
+// per op was only x1.08-x1.19 good's, and bad -> good exited 1 once
+// because good got a third of bad's CPU. That check looks at the CPU each
+// recording was given, never at the verdicts.
+func TestDiffFalseshare(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: cacheheat record loads BPF programs")
+	}
+	if testing.Short() {
+		t.Skip("records for ~20 s; skipped with -short")
+	}
+	bin := cacheheatBinary(t)
+	for attempt := 1; attempt <= 3; attempt++ {
+		dir := t.TempDir()
+		record := func(name, variant string) string {
+			rec := filepath.Join(dir, name+".rec")
+			args := []string{"record", "-q", "-i", "250ms", "-d", "4s", "-o", rec, "--",
+				bin, "workload", "run", "falseshare", "--variant", variant, "-t", "2"}
+			if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+				t.Fatalf("cacheheat %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+			return rec
+		}
+		good, bad, good2 := record("good", "good"), record("bad", "bad"), record("good2", "good")
+		fwd, rev, same := diffRun(t, bin, good, bad), diffRun(t, bin, bad, good), diffRun(t, bin, good, good2)
+		for _, d := range []diffOutcome{fwd, rev, same} {
+			t.Logf("attempt %d: diff %s: exit %d\n%s", attempt, d.pair, d.code, d.table)
+		}
+		if fwd.code == exitUsage || rev.code == exitUsage || same.code == exitUsage {
+			t.Logf("attempt %d: undecided (the tables say why)", attempt)
+			continue
+		}
+		if starved := starvedThreads(fwd, same); starved != "" {
+			t.Logf("attempt %d: %s: too busy a host for the threads to run at once", attempt, starved)
+			continue
+		}
+		const ops = "app.ops_per_sec"
+		if fwd.code != exitRegression || fwd.metrics[ops].Verdict != "regression" {
+			t.Errorf("good -> bad: exit %d, %s %+v; want exit 1 with %s a regression", fwd.code, ops, fwd.metrics[ops], ops)
+		}
+		if rev.code != exitOK {
+			t.Errorf("bad -> good: exit %d; want 0", rev.code)
+		}
+		if same.code == exitRegression {
+			t.Errorf("good -> good: exit 1; two runs of one variant must not regress")
+		}
+		return
+	}
+	t.Fatal("three sets of recordings were undecided or had a thread under 40% of its CPU: this host is too busy to show false sharing (see the log)")
+}
+
+// starvedThreads names the recordings of good, bad and good2 in which the
+// thread on CPU 0 or 1 ran less than 40% of the time, or returns "".
+func starvedThreads(fwd, same diffOutcome) string {
+	var out []string
+	for _, cpu := range []string{"0", "1"} {
+		name := "cpu-clock/s{cpu=" + cpu + "}"
+		got := map[string]float64{"good": fwd.metrics[name].BaseMedian, "bad": fwd.metrics[name].NewMedian, "good2": same.metrics[name].NewMedian}
+		for _, rec := range []string{"good", "bad", "good2"} {
+			if got[rec] < 0.4e9 {
+				out = append(out, fmt.Sprintf("%s: CPU %s %.2g s/s", rec, cpu, got[rec]/1e9))
+			}
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// diffOutcome is what one diff run said.
+type diffOutcome struct {
+	pair    string
+	code    int
+	table   string
+	metrics map[string]diffMetric
+}
+
+type diffMetric struct {
+	Verdict    string
+	Ratio      float64
+	PAdj       float64 `json:"p_adj"`
+	BaseMedian float64 `json:"base_median"`
+	NewMedian  float64 `json:"new_median"`
+}
+
+// diffRun runs diff BASE NEW with --json, then for the table; the exit
+// code must be the same both times.
+func diffRun(t *testing.T, bin, base, new string) diffOutcome {
+	t.Helper()
+	d := diffOutcome{pair: filepath.Base(base) + " " + filepath.Base(new), metrics: map[string]diffMetric{}}
+	exit := func(err error) int {
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+			return 0
+		case errors.As(err, &ee):
+			return ee.ExitCode()
+		}
+		t.Fatalf("diff %s: %v", d.pair, err)
+		return -1
+	}
+	out, err := exec.Command(bin, "diff", "--json", base, new).Output()
+	d.code = exit(err)
+	var doc struct {
+		Metrics []struct {
+			Name string
+			diffMetric
+		} `json:"metrics"`
+	}
+	if err := json.Unmarshal(out, &doc); err != nil {
+		t.Fatalf("diff --json %s: %v\n%s", d.pair, err, out)
+	}
+	for _, m := range doc.Metrics {
+		d.metrics[m.Name] = m.diffMetric
+	}
+	table, err := exec.Command(bin, "diff", base, new).CombinedOutput()
+	if code := exit(err); code != d.code {
+		t.Errorf("diff %s: exit %d with --json, %d without", d.pair, d.code, code)
+	}
+	d.table = string(table)
+	return d
 }

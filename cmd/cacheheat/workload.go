@@ -47,8 +47,9 @@ func runWorkload(name string, args []string, stdout io.Writer) error {
 Runs one bundled O3 workload and prints one result line: workload, variant,
 threads, duration_s, ops, ops_per_sec, ns_per_op (per thread), bytes_touched
 and check (the computed result validated). Worker threads are named
-o3-NAME. With CACHEHEAT_METRICS=FILE set, the rate is appended to FILE
-every 250 ms.
+o3-NAME. With CACHEHEAT_METRICS=FILE set, the running total of ops is
+appended to FILE every 25 ms ("ops_total N"), and the run's ops_per_sec
+and ns_per_op at its end.
 
 Examples:
   cacheheat workload list

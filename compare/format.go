@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/cacheheat/cacheheat/metric"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -170,7 +171,7 @@ func FormatValue(v float64, unit string) string {
 		return profile.FormatNS(v)
 	case unit == "/s":
 		return si(v) + "/s"
-	case unit == "MPKI":
+	case unit == metric.UnitPerKiloInstr:
 		return fmt.Sprintf("%.3g MPKI", v)
 	}
 	return si(v)

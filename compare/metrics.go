@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cacheheat/cacheheat/metric"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -63,7 +64,7 @@ func workUnit(app string) (string, bool) {
 type Series struct {
 	// Name identifies the metric across recordings, for example
 	// "context-switches/s", "context-switches/s{cpu=1}",
-	// `cpu-clock/s{comm="o3-rcu"}`, "LLC-load-misses/LLC-loads",
+	// `cpu-clock/s{comm="o3-rcu"}`, "LLC-load-miss-ratio" (package metric),
 	// "offcpu.p99", "app.ops_per_sec" or "context-switches/op" (per unit
 	// of the work an app metric NAME_per_sec counts).
 	Name      string    `json:"name"`
@@ -126,21 +127,6 @@ func HistogramDirection(name string) Direction {
 		return d
 	}
 	return LowerIsBetter
-}
-
-// ratioTable lists the derived ratios computed when both inputs were
-// measured: miss ratios (lower is better) and IPC (higher is better).
-var ratioTable = []struct {
-	num, den string
-	dir      Direction
-}{
-	{"cache-misses", "cache-references", LowerIsBetter},
-	{"L1-dcache-load-misses", "L1-dcache-loads", LowerIsBetter},
-	{"LLC-load-misses", "LLC-loads", LowerIsBetter},
-	{"LLC-store-misses", "LLC-stores", LowerIsBetter},
-	{"node-load-misses", "node-loads", LowerIsBetter},
-	{"l2-misses", "l2-references", LowerIsBetter},
-	{"instructions", "cycles", HigherIsBetter},
 }
 
 // appDirection is the naming convention for app metrics (docs/CI.md):
@@ -373,22 +359,18 @@ func (x *extractor) commRates(w *profile.Window, sec float64) {
 	}
 }
 
-// ratios adds the ratioTable's ratios and the misses per 1000
-// instructions, where their inputs were measured.
+// ratios adds the catalogue's derived metrics (miss ratios, MPKI, IPC)
+// whose two events were measured, by their one name (package metric).
 func (x *extractor) ratios(total map[string]float64) {
-	for _, rt := range ratioTable {
-		if !x.events[rt.num] || !x.events[rt.den] || total[rt.den] == 0 {
+	for _, d := range metric.Ratios() {
+		if !x.events[d.Num] || !x.events[d.Den] || total[d.Den] == 0 {
 			continue
 		}
-		x.add(rt.num+"/"+rt.den, GroupRatio, "ratio", rt.dir, total[rt.num]/total[rt.den])
-	}
-	if !x.events["instructions"] || total["instructions"] == 0 {
-		return
-	}
-	for ev := range x.events {
-		if strings.Contains(ev, "misses") {
-			x.add(ev+"/kinstr", GroupRatio, "MPKI", LowerIsBetter, 1000*total[ev]/total["instructions"])
+		dir := LowerIsBetter
+		if d.HigherIsBetter {
+			dir = HigherIsBetter
 		}
+		x.add(string(d.ID), GroupRatio, d.Unit, dir, d.Scale*total[d.Num]/total[d.Den])
 	}
 }
 

@@ -36,21 +36,6 @@ var cacheheatCommon = (function () {
     if (ns >= 1e3) { return trim((ns / 1e3).toPrecision(3)) + 'µs'; }
     return Math.round(ns) + 'ns';
   }
-  // measure writes a finding's evidence value with its unit, as the
-  // report does (attribution.FormatValue): ratios as %, ns with a time
-  // unit, multiples with x.
-  function measure(v, unit) {
-    if (unit === 'ratio') { return (100 * v).toFixed(1) + '%'; }
-    if (unit === 'ns') { return fmtNS(v); }
-    if (unit === 'x') { return v.toFixed(2) + 'x'; }
-    return unit ? fmt(v) + ' ' + unit : fmt(v);
-  }
-  // evidence writes one evidence line as the CLI does
-  // (attribution.Evidence.String).
-  function evidence(e) {
-    var name = e.metric + (e.events && e.events.length ? ' (' + e.events.join(' + ') + ')' : '');
-    return name + ' = ' + measure(e.value, e.unit) + ' (threshold ' + e.op + ' ' + measure(e.threshold, e.unit) + ')';
-  }
   // fmtTime writes a time since the start: 12.5s, 1:05, 1:02:03.
   function fmtTime(s) {
     if (s < 60) { return (Math.round(s * 100) / 100) + 's'; }
@@ -222,7 +207,6 @@ var cacheheatCommon = (function () {
   }
   return {
     esc: esc, clone: clone, fmt: fmt, exact: exact, fmtNS: fmtNS, fmtTime: fmtTime, chartHeight: chartHeight,
-    measure: measure, evidence: evidence,
     timeAxis: timeAxis, colourScale: colourScale, colourBar: colourBar, heatColours: heatColours,
     inspect: inspect, selftest: selftest, texts: texts
   };

@@ -20,7 +20,9 @@ workload's run reads:
 
 Shares are of all CPU time (wall time x CPUs) for the BPF programs and the
 recorder; the last column is the recorder's share of one CPU.
-Needs root, python3 and the built binary; no bpftool, no perf.
+Needs root, python3 and the built binary; no bpftool, no perf. The
+workloads run from the binary measured, or from $WORKLOAD_BIN when set (to
+compare BPF variants with the very same workload).
 
 Usage: bench/cost.py [--bin bin/cacheheat] [--rounds 3] [--seconds 10]
                      [--scenarios default|all|NAME,..] [--raw FILE.json]
@@ -190,7 +192,7 @@ def run_one(binary, name, seconds, tmp):
         if work is None:
             time.sleep(seconds)
         else:
-            subprocess.run([binary] + work + ["-d", f"{seconds}s"], stdout=subprocess.DEVNULL, check=True)
+            subprocess.run([os.environ.get("WORKLOAD_BIN", binary)] + work + ["-d", f"{seconds}s"], stdout=subprocess.DEVNULL, check=True)
         s1 = snapshot(rec.pid)
     finally:
         rec.send_signal(signal.SIGINT)

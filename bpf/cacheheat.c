@@ -294,7 +294,9 @@ struct offcpu_start {
 // so one sample's time is bounded by about OFFCPU_SIZE_NS. A thread takes
 // at most 1 / OFFCPU_SIZE_NS of them a second by size. The chance is known
 // when the stacks are taken, and the time counts 1/chance times, so the
-// stack times stay unbiased (Horvitz-Thompson).
+// stack times stay unbiased (Horvitz-Thompson). Chances by size are given
+// at most offcpu_stacks_per_sec times a second per CPU; past that budget a
+// switch-out's chance is 1/k again, still known when it is decided.
 #define OFFCPU_SIZE_NS 100000000ULL
 #define OFFCPU_W1 1024
 #define OFFCPU_P1 (1u << 20) // chances in 1/OFFCPU_P1 units
@@ -430,6 +432,7 @@ struct offcpu_stat {
 	u64 period_start; // this CPU's sampling period
 	u64 period_outs;  // voluntary switch-outs in it
 	u64 k;            // one in k switch-outs gets stacks (0: not set yet)
+	u64 period_sized; // stacks taken for their size in this period
 };
 
 struct {
@@ -853,13 +856,14 @@ static __noinline void offcpu_out(void *ctx, struct offcpu_start *e, u64 now)
 
 	if (!st)
 		return;
+	u64 want = offcpu_stacks_per_sec * OFFCPU_PERIOD_NS / 1000000000ULL;
 	if (now - st->period_start >= OFFCPU_PERIOD_NS) {
 		// k for the next period from this one's rate.
-		u64 want = offcpu_stacks_per_sec * OFFCPU_PERIOD_NS / 1000000000ULL;
 		u64 k = want ? st->period_outs / want + 1 : 0;
 		st->k = k && k < offcpu_min_k ? offcpu_min_k : k;
 		st->period_start = now;
 		st->period_outs = 0;
+		st->period_sized = 0;
 	}
 	st->period_outs++;
 	// k 0: no stacks wanted (offcpu_stacks_per_sec 0), or the first
@@ -869,11 +873,17 @@ static __noinline void offcpu_out(void *ctx, struct offcpu_start *e, u64 now)
 		u64 last = e->last_ns;
 		u64 p = OFFCPU_P1 / k;
 		u64 by_size = last / (OFFCPU_SIZE_NS / OFFCPU_P1);
-		if (by_size > p)
+		// By size only while this period's budget lasts: a host has
+		// hundreds of threads that wake a few times a second after long
+		// blocks, and taking all their stacks cost ~600 ns per switch.
+		bool sized = by_size > p && st->period_sized < want;
+		if (sized)
 			p = by_size;
 		if (p > OFFCPU_P1)
 			p = OFFCPU_P1;
 		if (p && (bpf_get_prandom_u32() & (OFFCPU_P1 - 1)) < p) {
+			if (sized)
+				st->period_sized++;
 			v.weight = (u64)OFFCPU_W1 * OFFCPU_P1 / p;
 			v.ustack = bpf_get_stackid(ctx, &offcpu_stacks, BPF_F_USER_STACK);
 			v.kstack = bpf_get_stackid(ctx, &offcpu_stacks, 0);

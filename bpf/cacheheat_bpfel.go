@@ -87,6 +87,7 @@ type CacheheatOffcpuStat struct {
 	PeriodStart uint64
 	PeriodOuts  uint64
 	K           uint64
+	PeriodSized uint64
 }
 
 type CacheheatOtherKey struct {

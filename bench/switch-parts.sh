@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Where on_switch's time goes: builds variants of the current BPF source
+# beside the real one and measures them side by side with bench/cost.py
+# (BENCHMARKS.md, "Recording cost"). A diagnostic: the variants are never
+# committed, and none is a working recorder.
+#   full      the real program
+#   nostacks  no off-CPU stacks taken (the rest of the off-CPU work stays)
+#   noaccount neither stacks nor the switching-out target's accounting
+#   noswitchin neither of those nor the switch-in's work (thread state,
+#             run-queue and off-CPU histograms)
+#   empty     returns at once: the attach and dispatch floor
+# The workloads always run from the real binary (WORKLOAD_BIN), so the
+# variants differ only in their BPF program.
+# Needs root, clang and go (make generate), python3.
+# Usage: bench/switch-parts.sh [ROUNDS] [SCENARIOS] (default 2 rcu-bad-99)
+#        KEEP=DIR bench/switch-parts.sh 0   only builds the binaries into DIR
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${1:-2}
+SCEN=${2:-rcu-bad-99}
+out=$(mktemp -d)
+cp bpf/cacheheat.c "$out/orig.c"
+restore() { cp "$out/orig.c" bpf/cacheheat.c; go generate ./bpf/... >/dev/null; rm -rf "$out"; }
+trap restore EXIT
+edit() { # edit VARIANT: the source edits of one variant, cumulative
+  python3 - "$1" <<'PY'
+import sys
+v = sys.argv[1]
+p = "bpf/cacheheat.c"
+s = open(p).read()
+def sub(old, new):
+    global s
+    assert s.count(old) == 1, old
+    s = s.replace(old, new)
+order = ["nostacks", "noaccount", "noswitchin"]
+if v == "empty":
+    sub("\tstruct last_val *l = get_last();\n\tif (!l)\n\t\treturn 0;\n\tbool prev_target",
+        "\treturn 0;\n\tstruct last_val *l = get_last();\n\tif (!l)\n\t\treturn 0;\n\tbool prev_target")
+elif v in order:
+    n = order.index(v)
+    sub("\tif (k) {\n", "\tif (k && 0) {\n")
+    if n >= 1:
+        sub("\t\t\taccount(l, prev, now, 1);\n", "\t\t\t;\n")
+    if n >= 2:
+        sub("\tstruct thread_state *s = thread_of(next);\n", "\treturn 0;\n\tstruct thread_state *s = thread_of(next);\n")
+open(p, "w").write(s)
+PY
+}
+bins=()
+for v in full nostacks noaccount noswitchin empty; do
+  cp "$out/orig.c" bpf/cacheheat.c
+  [ "$v" = full ] || edit "$v"
+  go generate ./bpf/... >/dev/null
+  go build -o "$out/$v" ./cmd/cacheheat
+  bins+=("$v=$out/$v")
+done
+if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp "$out"/{full,nostacks,noaccount,noswitchin,empty} "$KEEP"/; fi
+[ "$ROUNDS" -gt 0 ] || exit 0
+WORKLOAD_BIN="$out/full" python3 bench/cost.py --rounds "$ROUNDS" --seconds 6 --scenarios "$SCEN" \
+  --bin "$(IFS=,; echo "${bins[*]}")" | grep -E '^\| (scenario|---|.*on_switch)'

@@ -2,7 +2,6 @@ package model
 
 import (
 	"fmt"
-	"sort"
 
 	"github.com/cacheheat/cacheheat/profile"
 )
@@ -174,8 +173,7 @@ type Builder struct {
 	ncpu    int
 	seenEv  map[string]bool
 	seenSmp map[string]bool
-	procs   map[int]*profile.ProcessSummary
-	threads map[int]map[int]*profile.ThreadSummary
+	procs   profile.ProcessTotaler
 	tids    map[int]bool // threads seen; -PID for a process without thread detail
 	rates   map[string]*rateSum
 }
@@ -201,7 +199,7 @@ func NewBuilder(h profile.Header, stacks map[uint64]profile.Stack) *Builder {
 		AppMetrics: map[string]float64{},
 	}
 	b := &Builder{m: m, ncpu: h.Host.Topology.MaxCPU() + 1, seenEv: map[string]bool{}, seenSmp: map[string]bool{},
-		procs: map[int]*profile.ProcessSummary{}, threads: map[int]map[int]*profile.ThreadSummary{}, tids: map[int]bool{}, rates: map[string]*rateSum{}}
+		tids: map[int]bool{}, rates: map[string]*rateSum{}}
 	for _, e := range h.Events {
 		if e.Status == profile.StatusMeasured && !b.seenEv[e.Name] {
 			b.seenEv[e.Name] = true
@@ -300,40 +298,11 @@ func (b *Builder) processes(ps []profile.Process, seconds float64) {
 			b.m.ThreadSeconds += seconds
 			b.tids[-p.PID] = true
 		}
-		s, ok := b.procs[p.PID]
-		if !ok {
-			s = &profile.ProcessSummary{PID: p.PID, Totals: map[string]uint64{}}
-			b.procs[p.PID] = s
-			b.threads[p.PID] = map[int]*profile.ThreadSummary{}
-		}
-		// The latest name wins: a process that exec()s changes comm.
-		if p.Comm != "" {
-			s.Comm = p.Comm
-		}
-		if len(p.Cmdline) > 0 {
-			s.Cmdline = p.Cmdline
-		}
-		if p.Container != "" {
-			s.Container = p.Container
-		}
-		for k, v := range p.Counts {
-			s.Totals[k] += v
-		}
 		for _, t := range p.Threads {
 			b.m.ThreadSeconds += seconds
 			b.tids[t.TID] = true
-			ts, ok := b.threads[p.PID][t.TID]
-			if !ok {
-				ts = &profile.ThreadSummary{TID: t.TID, Totals: map[string]uint64{}}
-				b.threads[p.PID][t.TID] = ts
-			}
-			if t.Comm != "" {
-				ts.Comm = t.Comm
-			}
-			for k, v := range t.Counts {
-				ts.Totals[k] += v
-			}
 		}
+		b.procs.Add(p)
 	}
 }
 
@@ -410,19 +379,12 @@ func (b *Builder) Model(t *profile.Trailer, truncated bool, warning string) *Mod
 	}
 	m.PrimarySample = primarySample(m)
 	m.Threads = len(b.tids)
-	m.Processes = make([]profile.ProcessSummary, 0, len(b.procs))
-	for pid, p := range b.procs {
-		ps := *p
-		for _, ts := range b.threads[pid] {
-			ps.Threads = append(ps.Threads, *ts)
+	m.Processes = b.procs.Totals()
+	if s := m.Samples[m.PrimarySample]; s != nil {
+		for i := range m.Processes {
+			m.Processes[i].Samples = s.ByPID[m.Processes[i].PID]
 		}
-		sort.Slice(ps.Threads, func(i, j int) bool { return ps.Threads[i].TID < ps.Threads[j].TID })
-		if s := m.Samples[m.PrimarySample]; s != nil {
-			ps.Samples = s.ByPID[pid]
-		}
-		m.Processes = append(m.Processes, ps)
 	}
-	sort.Slice(m.Processes, func(i, j int) bool { return m.Processes[i].PID < m.Processes[j].PID })
 	m.Stretch = profile.Stretched(m.Light)
 	return m
 }

@@ -173,51 +173,74 @@ func (r *Recording) CounterTotals(host bool) map[string][]uint64 {
 // ProcessTotals sums per-process and per-thread counts over all windows,
 // sorted by PID.
 func (r *Recording) ProcessTotals() []ProcessSummary {
-	byPID := map[int]*ProcessSummary{}
-	threads := map[int]map[int]*ThreadSummary{}
+	var t ProcessTotaler
 	for _, w := range r.Windows {
 		for _, p := range w.Processes {
-			ps, ok := byPID[p.PID]
-			if !ok {
-				ps = &ProcessSummary{PID: p.PID, Totals: map[string]uint64{}}
-				byPID[p.PID] = ps
-				threads[p.PID] = map[int]*ThreadSummary{}
-			}
-			// The latest name wins: a process that exec()s changes comm.
-			if p.Comm != "" {
-				ps.Comm = p.Comm
-			}
-			if len(p.Cmdline) > 0 {
-				ps.Cmdline = p.Cmdline
-			}
-			if p.Container != "" {
-				ps.Container = p.Container
-			}
-			for k, v := range p.Counts {
-				ps.Totals[k] += v
-			}
-			for _, t := range p.Threads {
-				ts, ok := threads[p.PID][t.TID]
-				if !ok {
-					ts = &ThreadSummary{TID: t.TID, Totals: map[string]uint64{}}
-					threads[p.PID][t.TID] = ts
-				}
-				if t.Comm != "" {
-					ts.Comm = t.Comm
-				}
-				for k, v := range t.Counts {
-					ts.Totals[k] += v
-				}
-			}
+			t.Add(p)
 		}
 	}
-	out := make([]ProcessSummary, 0, len(byPID))
-	for pid, ps := range byPID {
-		for _, ts := range threads[pid] {
-			ps.Threads = append(ps.Threads, *ts)
+	return t.Totals()
+}
+
+// ProcessTotaler sums processes and their threads window by window: the
+// one place that says how a process's totals and names are kept, for a
+// recording in memory (ProcessTotals) and for a stream (the model).
+type ProcessTotaler struct {
+	byPID   map[int]*ProcessSummary
+	threads map[int]map[int]*ThreadSummary
+}
+
+// Add adds one window's row of a process.
+func (a *ProcessTotaler) Add(p Process) {
+	if a.byPID == nil {
+		a.byPID = map[int]*ProcessSummary{}
+		a.threads = map[int]map[int]*ThreadSummary{}
+	}
+	ps, ok := a.byPID[p.PID]
+	if !ok {
+		ps = &ProcessSummary{PID: p.PID, Totals: map[string]uint64{}}
+		a.byPID[p.PID] = ps
+		a.threads[p.PID] = map[int]*ThreadSummary{}
+	}
+	// The latest name wins: a process that exec()s changes comm.
+	if p.Comm != "" {
+		ps.Comm = p.Comm
+	}
+	if len(p.Cmdline) > 0 {
+		ps.Cmdline = p.Cmdline
+	}
+	if p.Container != "" {
+		ps.Container = p.Container
+	}
+	for k, v := range p.Counts {
+		ps.Totals[k] += v
+	}
+	for _, t := range p.Threads {
+		ts, ok := a.threads[p.PID][t.TID]
+		if !ok {
+			ts = &ThreadSummary{TID: t.TID, Totals: map[string]uint64{}}
+			a.threads[p.PID][t.TID] = ts
 		}
-		sort.Slice(ps.Threads, func(i, j int) bool { return ps.Threads[i].TID < ps.Threads[j].TID })
-		out = append(out, *ps)
+		if t.Comm != "" {
+			ts.Comm = t.Comm
+		}
+		for k, v := range t.Counts {
+			ts.Totals[k] += v
+		}
+	}
+}
+
+// Totals returns the processes by PID, each with its threads by TID.
+func (a *ProcessTotaler) Totals() []ProcessSummary {
+	out := make([]ProcessSummary, 0, len(a.byPID))
+	for pid, ps := range a.byPID {
+		p := *ps
+		p.Threads = nil
+		for _, ts := range a.threads[pid] {
+			p.Threads = append(p.Threads, *ts)
+		}
+		sort.Slice(p.Threads, func(i, j int) bool { return p.Threads[i].TID < p.Threads[j].TID })
+		out = append(out, p)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].PID < out[j].PID })
 	return out

@@ -193,6 +193,10 @@ struct stats_val {
 	u64 sample_map_full;
 	u64 proc_map_full;
 	u64 map_errors;
+	// Sample keys created in each buffer of the samples map: user space
+	// walks a buffer's keys only when some were created since it last
+	// cleared it (the walk visits every bucket of the map, empty or not).
+	u64 new_keys[2];
 };
 
 // Cumulative per-CPU sampling and drop counters.
@@ -929,7 +933,11 @@ static __noinline void offcpu_in(struct task_struct *next, struct offcpu_start *
 		u64 *ns = bpf_map_lookup_elem(&samples, &k);
 		if (ns) {
 			__sync_fetch_and_add(ns, dt);
-		} else if (bpf_map_update_elem(&samples, &k, &dt, BPF_NOEXIST)) {
+		} else if (!bpf_map_update_elem(&samples, &k, &dt, BPF_NOEXIST)) {
+			struct stats_val *s = get_stats();
+			if (s)
+				s->new_keys[k.buf & 1]++;
+		} else {
 			ns = bpf_map_lookup_elem(&samples, &k);
 			if (ns)
 				__sync_fetch_and_add(ns, dt);
@@ -1197,7 +1205,9 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 	}
 	u64 one = 1;
 	long err = bpf_map_update_elem(&samples, &k, &one, BPF_NOEXIST);
-	if (err == -E2BIG) // the map is full
+	if (!err)
+		s->new_keys[k.buf & 1]++;
+	else if (err == -E2BIG) // the map is full
 		s->sample_map_full++;
 	else if (err)
 		s->map_errors++;

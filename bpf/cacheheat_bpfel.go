@@ -145,6 +145,7 @@ type CacheheatStatsVal struct {
 	SampleMapFull uint64
 	ProcMapFull   uint64
 	MapErrors     uint64
+	NewKeys       [2]uint64
 }
 
 type CacheheatTargetState uint32

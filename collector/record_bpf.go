@@ -93,6 +93,9 @@ type kernel struct {
 	// Buffers of the batch reads, kept from window to window.
 	taskBuf   batchBuf[bpf.CacheheatTaskKey, bpf.CacheheatTaskVal]
 	sampleBuf batchBuf[bpf.CacheheatSampleKey, uint64]
+	// keysTaken is, per buffer, the sample keys the BPF side had created
+	// in it (stats new_keys, summed over CPUs) when it was last drained.
+	keysTaken [2]uint64
 	mux       *rotator
 	// exited holds the task records the BPF side marked exited at the
 	// previous snapshot: deleted after the next one, which has their last
@@ -735,6 +738,17 @@ func (k *kernel) drainSamples() ([]rawSample, uint64, error) {
 // takeSamples reads the sample counts of stack buffer buf and deletes
 // them from the samples map.
 func (k *kernel) takeSamples(buf uint32) ([]bpf.CacheheatSampleKey, []uint64, error) {
+	// Walking the map visits every bucket, which costs milliseconds even
+	// when it is empty: a recorder of idle targets skips a buffer in
+	// which no key was created since it was last drained (it holds none).
+	created, err := k.newKeys(buf)
+	if err != nil {
+		return nil, nil, err
+	}
+	if created == k.keysTaken[buf] {
+		return nil, nil, nil
+	}
+	k.keysTaken[buf] = created
 	all, counts, err := k.sampleBuf.readAll(k.objs.Samples)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading samples: %w", err)
@@ -755,6 +769,20 @@ func (k *kernel) takeSamples(buf uint32) ([]bpf.CacheheatSampleKey, []uint64, er
 		}
 	}
 	return keys, cnts, nil
+}
+
+// newKeys sums over CPUs the sample keys created in buffer buf so far.
+func (k *kernel) newKeys(buf uint32) (uint64, error) {
+	var zero uint32
+	var st []bpf.CacheheatStatsVal
+	if err := k.objs.Stats.Lookup(&zero, &st); err != nil {
+		return 0, fmt.Errorf("reading sample stats: %w", err)
+	}
+	var n uint64
+	for _, s := range st {
+		n += s.NewKeys[buf&1]
+	}
+	return n, nil
 }
 
 // withGoroutine appends a goroutine's frames to the user stack of the

@@ -91,18 +91,15 @@ type encoder2 struct {
 	frames  map[Frame]uint64
 	nodes   map[[2]uint64]uint64 // {parent node + 1 (0: root), frame} to node
 	stacks  map[uint64]uint64    // Stack.ID to table index
-	procs   map[procDef]uint64
-	samples map[sampleKey]uint64
-	offcpu  map[offKey]uint64
+	procs   rowTable[procDef]
+	samples rowTable[sampleKey]
+	offcpu  rowTable[offKey]
 	// Definitions added by the window being encoded.
 	newStrings []string
 	newLists   [][]uint64
 	newFrames  []Frame
 	newNodes   [][2]uint64
 	newStacks  []stackDef
-	newProcs   []procDef
-	newSamples []sampleKey
-	newOffCPU  []offKey
 	body, out  []byte
 	keys       []string
 	sum        map[string]uint64
@@ -144,7 +141,7 @@ type procDef struct {
 func newEncoder2() *encoder2 {
 	return &encoder2{strings: map[string]uint64{}, lists: map[string]uint64{},
 		frames: map[Frame]uint64{}, nodes: map[[2]uint64]uint64{}, stacks: map[uint64]uint64{},
-		procs: map[procDef]uint64{}, samples: map[sampleKey]uint64{}, offcpu: map[offKey]uint64{}}
+		procs: newRowTable[procDef](), samples: newRowTable[sampleKey](), offcpu: newRowTable[offKey]()}
 }
 
 func (e *encoder2) str(s string) uint64 {
@@ -186,16 +183,42 @@ func (e *encoder2) list(l []string) uint64 {
 // entry in full once the table is full.
 func (e *encoder2) procRef(b []byte, id int, comm string, cmdline []string) []byte {
 	k := procDef{pid: id, comm: e.str(comm), cmdline: e.list(cmdline)}
-	i, ok := e.procs[k]
+	return e.procs.ref(b, k, appendProcDef)
+}
+
+// rowTable interns the rows of one table (processes, sample rows,
+// off-CPU rows): a row is defined once, by the window that first has it,
+// and referred to by id after. A full table (maxRowKeys rows) stops
+// growing: a new row is then written in full where it is used.
+type rowTable[K comparable] struct {
+	ids   map[K]uint64
+	fresh []K // defined by the window being encoded
+}
+
+func newRowTable[K comparable]() rowTable[K] { return rowTable[K]{ids: map[K]uint64{}} }
+
+// ref appends k's reference: id+1, or 0 and the row in full (appendRow)
+// once the table is full.
+func (t *rowTable[K]) ref(b []byte, k K, appendRow func([]byte, K) []byte) []byte {
+	id, ok := t.ids[k]
 	if !ok {
-		if len(e.procs) >= maxRowKeys {
-			return appendProcDef(append(b, 0), k)
+		if len(t.ids) >= maxRowKeys {
+			return appendRow(append(b, 0), k)
 		}
-		i = uint64(len(e.procs))
-		e.procs[k] = i
-		e.newProcs = append(e.newProcs, k)
+		id = uint64(len(t.ids))
+		t.ids[k] = id
+		t.fresh = append(t.fresh, k)
 	}
-	return binary.AppendUvarint(b, i+1)
+	return binary.AppendUvarint(b, id+1)
+}
+
+// appendFresh appends the count and the rows the window defined.
+func (t *rowTable[K]) appendFresh(b []byte, appendRow func([]byte, K) []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(t.fresh)))
+	for _, k := range t.fresh {
+		b = appendRow(b, k)
+	}
+	return b
 }
 
 func appendProcDef(b []byte, k procDef) []byte {
@@ -208,16 +231,7 @@ func appendProcDef(b []byte, k procDef) []byte {
 // k+1 for entry k, or 0 and the row in full once the table is full.
 func (e *encoder2) sampleRow(b []byte, s *Sample) []byte {
 	k := sampleKey{event: e.str(s.Event), pid: s.PID, tid: s.TID, cpu: s.CPU, user: s.UserStack, kernel: s.KernelStack}
-	id, ok := e.samples[k]
-	if !ok {
-		if len(e.samples) >= maxRowKeys {
-			return e.appendSampleKey(append(b, 0), k)
-		}
-		id = uint64(len(e.samples))
-		e.samples[k] = id
-		e.newSamples = append(e.newSamples, k)
-	}
-	return binary.AppendUvarint(b, id+1)
+	return e.samples.ref(b, k, e.appendSampleKey)
 }
 
 func (e *encoder2) appendSampleKey(b []byte, k sampleKey) []byte {
@@ -232,16 +246,7 @@ func (e *encoder2) appendSampleKey(b []byte, k sampleKey) []byte {
 // offRow is sampleRow for an off-CPU row.
 func (e *encoder2) offRow(b []byte, s *OffCPUStack) []byte {
 	k := offKey{pid: s.PID, tid: s.TID, user: s.UserStack, kernel: s.KernelStack, reason: e.str(s.Reason)}
-	id, ok := e.offcpu[k]
-	if !ok {
-		if len(e.offcpu) >= maxRowKeys {
-			return e.appendOffKey(append(b, 0), k)
-		}
-		id = uint64(len(e.offcpu))
-		e.offcpu[k] = id
-		e.newOffCPU = append(e.newOffCPU, k)
-	}
-	return binary.AppendUvarint(b, id+1)
+	return e.offcpu.ref(b, k, e.appendOffKey)
 }
 
 func (e *encoder2) appendOffKey(b []byte, k offKey) []byte {
@@ -320,7 +325,7 @@ func (e *encoder2) window(win *Window) ([]byte, error) {
 		return nil, err
 	}
 	e.newStrings, e.newLists, e.newFrames, e.newNodes, e.newStacks = e.newStrings[:0], e.newLists[:0], e.newFrames[:0], e.newNodes[:0], e.newStacks[:0]
-	e.newProcs, e.newSamples, e.newOffCPU = e.newProcs[:0], e.newSamples[:0], e.newOffCPU[:0]
+	e.procs.fresh, e.samples.fresh, e.offcpu.fresh = e.procs.fresh[:0], e.samples.fresh[:0], e.offcpu.fresh[:0]
 	for _, s := range win.NewStacks {
 		if _, ok := e.stacks[s.ID]; ok {
 			continue
@@ -532,19 +537,9 @@ func (e *encoder2) appendDefs(o []byte) []byte {
 			o = binary.AppendUvarint(o, s.id)
 		}
 	}
-	o = binary.AppendUvarint(o, uint64(len(e.newProcs)))
-	for _, p := range e.newProcs {
-		o = appendProcDef(o, p)
-	}
-	o = binary.AppendUvarint(o, uint64(len(e.newSamples)))
-	for _, k := range e.newSamples {
-		o = e.appendSampleKey(o, k)
-	}
-	o = binary.AppendUvarint(o, uint64(len(e.newOffCPU)))
-	for _, k := range e.newOffCPU {
-		o = e.appendOffKey(o, k)
-	}
-	return o
+	o = e.procs.appendFresh(o, appendProcDef)
+	o = e.samples.appendFresh(o, e.appendSampleKey)
+	return e.offcpu.appendFresh(o, e.appendOffKey)
 }
 
 func appendSection(b []byte, tag uint64, sec []byte) []byte {

@@ -2,13 +2,13 @@ package main
 
 import (
 	"fmt"
-	"github.com/cacheheat/cacheheat/internal/outfile"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/cacheheat/cacheheat/export"
+	"github.com/cacheheat/cacheheat/internal/outfile"
 )
 
 func init() {

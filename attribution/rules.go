@@ -498,7 +498,7 @@ var table = []Rule{
 		ID:      RuleLockContention,
 		Title:   "threads wait for locks",
 		Needs:   []Need{offCPUStacks, event(metric.CPUClock)},
-		Formula: "lock wait = off-CPU time of the target's working threads (with at least 1% of the target's on-CPU time) whose stacks show a lock or futex wait (futex, pthread mutexes and rwlocks, semaphores, Go's sync.Mutex/RWMutex and the runtime's semacquire), stacks sampled at most once per CPU per millisecond and scaled to all blocked time; share = lock wait / (lock wait + target on-CPU time)",
+		Formula: "lock wait = off-CPU time of the target's working threads (with at least 1% of the target's on-CPU time) whose stacks show a lock or futex wait (futex, pthread mutexes and rwlocks, semaphores, Go's sync.Mutex/RWMutex and the runtime's semacquire), stacks of sampled switch-outs (about 50 a second per CPU, a long previous block raising the chance; see \"Off-CPU stacks\") weighted by 1/chance and scaled to all blocked time; share = lock wait / (lock wait + target on-CPU time)",
 		Thresholds: []Threshold{
 			{Metric: mLockWaitShare, Op: ">", Value: 0.02, Unit: metric.UnitRatio, Why: "the working threads lose more than 2% of their time waiting for locks: more than run-to-run noise of a throughput benchmark on a quiet host"},
 			{Metric: mLockWaitRate, Op: ">=", Value: 10e6, Unit: metric.UnitNS, Why: "floor: 10 ms of waiting per second of recording; a process that starts and stops its threads waits a few ms in total"},

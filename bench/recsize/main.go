@@ -57,16 +57,9 @@ func marginalSize(short, long string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	var recs [2]*profile.Recording
-	for i, p := range []string{short, long} {
-		if recs[i], err = profile.ReadFile(p); err != nil {
-			return err
-		}
-	}
-	cpus := len(recs[1].Header.Host.Topology.CPUs)
-	dw := len(recs[1].Windows) - len(recs[0].Windows)
-	if dw <= 0 {
-		return fmt.Errorf("%s has no more windows than %s", long, short)
+	recs, cpus, dw, err := readPair(short, long)
+	if err != nil {
+		return err
 	}
 	fmt.Printf("windows %d and %d, %d CPUs\n", len(recs[0].Windows), len(recs[1].Windows), cpus)
 	for _, major := range []int{1, 2} {
@@ -164,16 +157,9 @@ func breakdownSize(short, long string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	var recs [2]*profile.Recording
-	for i, p := range []string{short, long} {
-		if recs[i], err = profile.ReadFile(p); err != nil {
-			return err
-		}
-	}
-	cpus := len(recs[1].Header.Host.Topology.CPUs)
-	dw := len(recs[1].Windows) - len(recs[0].Windows)
-	if dw <= 0 {
-		return fmt.Errorf("%s has no more windows than %s", long, short)
+	recs, cpus, dw, err := readPair(short, long)
+	if err != nil {
+		return err
 	}
 	// marginal rewrites both recordings with clear applied to each window.
 	marginal := func(clear func(w *profile.Window)) (float64, error) {
@@ -221,4 +207,20 @@ func breakdownSize(short, long string) error {
 		fmt.Printf("  %-12s %8.1f\n", name, all-without)
 	}
 	return nil
+}
+
+// readPair reads a short and a long recording of the same run and returns
+// them with the long one's CPU count and how many more windows it has.
+func readPair(short, long string) (recs [2]*profile.Recording, cpus, dw int, err error) {
+	for i, p := range []string{short, long} {
+		if recs[i], err = profile.ReadFile(p); err != nil {
+			return recs, 0, 0, err
+		}
+	}
+	cpus = len(recs[1].Header.Host.Topology.CPUs)
+	dw = len(recs[1].Windows) - len(recs[0].Windows)
+	if dw <= 0 {
+		return recs, 0, 0, fmt.Errorf("%s has no more windows than %s", long, short)
+	}
+	return recs, cpus, dw, nil
 }

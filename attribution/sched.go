@@ -221,11 +221,11 @@ func (m *Metrics) offCPUOf(reason string) (ns float64, by map[string]float64) {
 	}
 	floor := blockingShare * all
 	by = map[string]float64{}
+	scale := m.rec.OffCPUScale()
 	for _, w := range m.rec.Windows {
 		if w.OffCPU == nil {
 			continue
 		}
-		scale := w.OffCPU.Scale()
 		for _, s := range w.OffCPU.Stacks {
 			if s.Reason != reason || cpu[s.TID] < floor {
 				continue

@@ -169,16 +169,16 @@ type OffCPUStackStat struct {
 }
 
 // OffCPUStacks aggregates the recording's off-CPU time by stack pair
-// (any thread), scaled per window, largest first.
+// (any thread), scaled by OffCPUScale, largest first.
 func (r *Recording) OffCPUStacks() []OffCPUStackStat {
 	type key struct{ user, kernel uint64 }
 	by := map[key]*OffCPUStackStat{}
 	var keys []key
+	scale := r.OffCPUScale()
 	for _, w := range r.Windows {
 		if w.OffCPU == nil {
 			continue
 		}
-		scale := w.OffCPU.Scale()
 		for _, s := range w.OffCPU.Stacks {
 			k := key{s.UserStack, s.KernelStack}
 			st := by[k]

@@ -43,3 +43,39 @@ func TestClassifyOffCPU(t *testing.T) {
 		}
 	}
 }
+
+// TestOffCPUScaleOverTheRecording: a window whose few sampled switch-outs
+// are short while unsampled ones blocked long must not blow its stacks up
+// by its own ratio (1e6 here); the recording's ratio scales every stack,
+// and the scaled stacks add up to all the blocked time.
+func TestOffCPUScaleOverTheRecording(t *testing.T) {
+	r := &Recording{
+		Stacks: map[uint64]Stack{
+			1: {ID: 1, Frames: frames("sync.runtime_SemacquireRWMutexR", "main.read")},
+			2: {ID: 2, Frames: frames("runtime.futex", "runtime.notesleep", "runtime.stopm")},
+		},
+		Windows: []Window{
+			{OffCPU: &OffCPU{BlockedNS: 1e9, SampledNS: 1e9, Stacks: []OffCPUStack{{PID: 1, TID: 1, UserStack: 1, NS: 1e9, Reason: OffCPULock}}}},
+			{OffCPU: &OffCPU{BlockedNS: 1e9, SampledNS: 1e3, Stacks: []OffCPUStack{{PID: 1, TID: 2, UserStack: 2, NS: 1e3, Reason: OffCPUIdle}}}},
+		},
+	}
+	scale := r.OffCPUScale()
+	if want := 2e9 / (1e9 + 1e3); scale != want {
+		t.Fatalf("scale %v, want %v (blocked over sampled, summed over windows)", scale, want)
+	}
+	var lock, idle float64
+	for _, s := range r.OffCPUStacks() {
+		switch s.Reason {
+		case OffCPULock:
+			lock += s.NS
+		case OffCPUIdle:
+			idle += s.NS
+		}
+	}
+	if lock < 1.9e9 || idle > 1e4 {
+		t.Errorf("lock %.3g ns, idle %.3g ns: want the lock wait to carry the time (per-window scaling would make idle 1e9)", lock, idle)
+	}
+	if total := lock + idle; total < 1.999e9 || total > 2.001e9 {
+		t.Errorf("scaled stacks add up to %.4g ns, want all blocked time, 2e9", total)
+	}
+}

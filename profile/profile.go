@@ -234,11 +234,11 @@ type Window struct {
 
 // OffCPU is where the target's threads were blocked in a window: every
 // voluntary switch-out's blocked time (switch-out to switch-in) in
-// BlockedNS, and stacks for a random sample of the switch-outs (one in k
-// per CPU, k adapted to take about 250 a second per CPU), each counted k
-// times: SampledNS is their weighted time, an estimate of BlockedNS. A
-// stack's share of the blocked time is its NS times Scale(), which
-// corrects the estimate to the exact total.
+// BlockedNS, and stacks for a random sample of the switch-outs, each
+// counted 1/chance times: SampledNS is their weighted time, an estimate of
+// BlockedNS. A stack's share of the blocked time is its NS times the
+// recording's OffCPUScale, which corrects the estimate to the exact
+// total.
 type OffCPU struct {
 	BlockedNS uint64        `json:"blocked_ns"`
 	SampledNS uint64        `json:"sampled_ns"`
@@ -259,13 +259,24 @@ type OffCPUStack struct {
 	Reason string `json:"reason"`
 }
 
-// Scale is the factor from sampled to all blocked time: 1 when every
-// switch-out had stacks.
-func (o *OffCPU) Scale() float64 {
-	if o == nil || o.SampledNS == 0 {
+// OffCPUScale is the factor from sampled to all blocked time over the
+// recording: 1 when every switch-out had stacks, or none did. It is taken
+// over the whole recording, not window by window: each stack's time is
+// already an unbiased estimate, and a window with few sampled switch-outs
+// has a ratio far from 1 by chance (one was seen at thousands, which made
+// an idle 4 s recording block for hours and invented a lock wait).
+func (r *Recording) OffCPUScale() float64 {
+	var blocked, sampled uint64
+	for _, w := range r.Windows {
+		if w.OffCPU != nil {
+			blocked += w.OffCPU.BlockedNS
+			sampled += w.OffCPU.SampledNS
+		}
+	}
+	if sampled == 0 {
 		return 1
 	}
-	return float64(o.BlockedNS) / float64(o.SampledNS)
+	return float64(blocked) / float64(sampled)
 }
 
 // OtherProcess is a process that is not a target, by its cpu-clock

@@ -88,6 +88,7 @@ type CacheheatOffcpuStat struct {
 	PeriodOuts  uint64
 	K           uint64
 	PeriodSized uint64
+	SizedMax    uint64
 }
 
 type CacheheatOtherKey struct {
@@ -146,6 +147,7 @@ type CacheheatStatsVal struct {
 	ProcMapFull   uint64
 	MapErrors     uint64
 	NewKeys       [2]uint64
+	NewTasks      uint64
 }
 
 type CacheheatTargetState uint32

@@ -23,10 +23,23 @@ type counterValue struct {
 // read_format carries enabled/running times so that multiplexed hardware
 // counters can be scaled.
 func openCounter(ev Event, cpu int) (*perfCounter, error) {
+	return openCounterIn(ev, cpu, nil)
+}
+
+// openCounterIn opens ev on cpu as openCounter does, as a member of
+// leader's group (nil: a group of its own). A group is read in one
+// system call (readGroup): reading a counter of another CPU costs an
+// interrupt of that CPU, so one read per CPU instead of one per event
+// is most of what a recorder of idle targets does in a window.
+func openCounterIn(ev Event, cpu int, leader *perfCounter) (*perfCounter, error) {
 	attr := ev.Attr()
 	attr.Bits |= unix.PerfBitDisabled
-	attr.Read_format = unix.PERF_FORMAT_TOTAL_TIME_ENABLED | unix.PERF_FORMAT_TOTAL_TIME_RUNNING
-	fd, err := unix.PerfEventOpen(&attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	attr.Read_format = unix.PERF_FORMAT_TOTAL_TIME_ENABLED | unix.PERF_FORMAT_TOTAL_TIME_RUNNING | unix.PERF_FORMAT_GROUP
+	group := -1
+	if leader != nil {
+		group = leader.fd
+	}
+	fd, err := unix.PerfEventOpen(&attr, -1, cpu, group, unix.PERF_FLAG_FD_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("opening %s on cpu %d: %w", ev.Name, cpu, err)
 	}
@@ -66,20 +79,34 @@ func (p *perfCounter) disable() error {
 	return nil
 }
 
+// read reads a counter that leads a group of its own.
 func (p *perfCounter) read() (counterValue, error) {
-	var b [24]byte
-	n, err := unix.Read(p.fd, b[:])
+	var v [1]counterValue
+	if err := p.readGroup(v[:]); err != nil {
+		return counterValue{}, err
+	}
+	return v[0], nil
+}
+
+// readGroup reads the counters of p's group, p first, then its members in
+// the order they were opened: one value each of out, which must have
+// room for them all. The group's enabled and running times are the
+// leader's, and so every member's: members are software events, which
+// are never multiplexed, or p alone.
+func (p *perfCounter) readGroup(out []counterValue) error {
+	b := make([]byte, 8*(3+len(out)))
+	n, err := unix.Read(p.fd, b)
 	if err != nil {
-		return counterValue{}, fmt.Errorf("reading perf event on cpu %d: %w", p.cpu, err)
+		return fmt.Errorf("reading perf event on cpu %d: %w", p.cpu, err)
 	}
-	if n != len(b) {
-		return counterValue{}, fmt.Errorf("reading perf event on cpu %d: short read of %d bytes", p.cpu, n)
+	if n < 24 || binary.NativeEndian.Uint64(b) != uint64(len(out)) || n != 8*(3+len(out)) {
+		return fmt.Errorf("reading perf event on cpu %d: %d bytes, want %d counters", p.cpu, n, len(out))
 	}
-	return counterValue{
-		Value:   binary.NativeEndian.Uint64(b[0:]),
-		Enabled: binary.NativeEndian.Uint64(b[8:]),
-		Running: binary.NativeEndian.Uint64(b[16:]),
-	}, nil
+	enabled, running := binary.NativeEndian.Uint64(b[8:]), binary.NativeEndian.Uint64(b[16:])
+	for i := range out {
+		out[i] = counterValue{Value: binary.NativeEndian.Uint64(b[24+8*i:]), Enabled: enabled, Running: running}
+	}
+	return nil
 }
 
 func (p *perfCounter) close() error {

@@ -3,6 +3,7 @@ package collector
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"reflect"
 	"slices"
@@ -31,13 +32,15 @@ const (
 // Off-CPU stacks are taken for one voluntary switch-out in k, at random,
 // k set every 100 ms so that a CPU takes about offCPUStacksPerSec stack
 // pairs a second (offcpu_stacks_per_sec), and never below offCPUMinK
-// (offcpu_min_k): taking stacks costs about ten times the rest of a
-// switch, so even at low switch rates it must stay rare for on_switch's
-// mean cost to stay near its floor. The blocked time of every switch-out
-// is still counted, and a sampled one's time counts k times.
+// (offcpu_min_k); stacks taken for a long previous block (bpf/cacheheat.c)
+// are capped at one in offCPUMinK too: taking stacks costs about ten
+// times the rest of a switch, so even at low switch rates it must stay
+// rare for on_switch's mean cost to stay near its floor. The blocked time
+// of every switch-out is still counted, and a sampled one's time counts
+// 1/chance times.
 const (
 	offCPUStacksPerSec = 50
-	offCPUMinK         = 32
+	offCPUMinK         = 64
 )
 
 // Target modes of the BPF side (enum mode in bpf/cacheheat.h).
@@ -91,12 +94,21 @@ type kernel struct {
 	missOK   bool
 	drains   int // drainSamples calls, for the periodic stack map sweep
 	// Buffers of the batch reads, kept from window to window.
-	taskBuf   batchBuf[bpf.CacheheatTaskKey, bpf.CacheheatTaskVal]
-	sampleBuf batchBuf[bpf.CacheheatSampleKey, uint64]
+	taskBuf batchBuf[bpf.CacheheatTaskKey, bpf.CacheheatTaskVal]
+	// The task map's last walk: whether there was one, how many records
+	// it found, and the records created (stats new_tasks) before it.
+	tasksWalked  bool
+	tasksLast    int
+	tasksCreated uint64
+	sampleBuf    batchBuf[bpf.CacheheatSampleKey, uint64]
 	// keysTaken is, per buffer, the sample keys the BPF side had created
 	// in it (stats new_keys, summed over CPUs) when it was last drained.
 	keysTaken [2]uint64
 	mux       *rotator
+	stat      statFile // /proc/stat, for the CPUs' idle time
+	// groups are, per CPU of cfg.cpus, the slots of the software
+	// counters, which form one perf group led by the first.
+	groups []counterGroup
 	// exited holds the task records the BPF side marked exited at the
 	// previous snapshot: deleted after the next one, which has their last
 	// counts.
@@ -140,7 +152,7 @@ func openKernel(cfg kernelConfig) (_ *kernel, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("counting possible cpus: %w", err)
 	}
-	k := &kernel{possible: possible, cfg: cfg}
+	k := &kernel{possible: possible, cfg: cfg, stat: statFile{path: "/proc/stat"}}
 	defer func() {
 		if err != nil {
 			k.close()
@@ -232,15 +244,27 @@ func (k *kernel) load() error {
 }
 
 // openCounters opens each counted event on each CPU, disabled, and puts it
-// in its slot's PERF_EVENT_ARRAY for the programs to read.
+// in its slot's PERF_EVENT_ARRAY for the programs to read. On each CPU the
+// software events form one group, read at once (readCounters); hardware
+// events stay alone, so that grouping never changes how they are
+// scheduled or multiplexed.
 func (k *kernel) openCounters() error {
 	k.counters = make([][]*perfCounter, len(k.cfg.counted))
+	k.groups = make([]counterGroup, len(k.cfg.cpus))
 	counterMaps := counterMapsOf(&k.objs.CacheheatMaps)
 	for slot, ev := range k.cfg.counted {
-		for _, cpu := range k.cfg.cpus {
-			pc, err := openCounter(ev, cpu)
+		for i, cpu := range k.cfg.cpus {
+			g := &k.groups[i]
+			var leader *perfCounter
+			if ev.Kind == KindSoftware && len(g.slots) > 0 {
+				leader = k.counters[g.slots[0]][i]
+			}
+			pc, err := openCounterIn(ev, cpu, leader)
 			if err != nil {
 				return err
+			}
+			if ev.Kind == KindSoftware {
+				g.slots = append(g.slots, slot)
 			}
 			k.counters[slot] = append(k.counters[slot], pc)
 			if err := counterMaps[slot].Put(uint32(cpu), uint32(pc.fd)); err != nil {
@@ -423,6 +447,7 @@ func (k *kernel) close() error {
 	var errs []error
 	errs = append(errs, k.mux.close())
 	k.mux = nil
+	errs = append(errs, k.stat.close())
 	for _, l := range k.links {
 		errs = append(errs, l.Close())
 	}
@@ -446,7 +471,11 @@ func (k *kernel) close() error {
 func (k *kernel) snapshot() (*snapshot, error) {
 	s := &snapshot{}
 	var err error
-	if s.tasks, err = k.readTasks(); err != nil {
+	// The stats first: they say whether the task map can have changed.
+	if err := k.readStats(s); err != nil {
+		return nil, err
+	}
+	if s.tasks, err = k.readTasks(s.stats); err != nil {
 		return nil, err
 	}
 	if s.target, err = k.readTargetTotals(); err != nil {
@@ -463,20 +492,28 @@ func (k *kernel) snapshot() (*snapshot, error) {
 	if err := k.readHists(s); err != nil {
 		return nil, err
 	}
-	if err := k.readStats(s); err != nil {
-		return nil, err
-	}
-	s.idleNS = readIdle("/proc/stat")
+	s.idleNS = k.stat.idle()
 	return s, nil
 }
 
 // readTasks reads every thread's counts, and prunes the records of the
-// threads that exited.
-func (k *kernel) readTasks() (map[taskKey]taskVal, error) {
+// threads that exited. Walking the map visits all its buckets, which
+// costs even when it is empty; so a map that was empty at the last walk,
+// and in which the BPF side created no record since (stats, read just
+// before), is not walked again.
+func (k *kernel) readTasks(stats []statsVal) (map[taskKey]taskVal, error) {
+	var created uint64
+	for _, s := range stats {
+		created += s.newTasks
+	}
+	if k.tasksWalked && k.tasksLast == 0 && created == k.tasksCreated {
+		return map[taskKey]taskVal{}, nil
+	}
 	keys, vals, err := k.taskBuf.readAll(k.objs.Tasks)
 	if err != nil {
 		return nil, fmt.Errorf("reading the task map: %w", err)
 	}
+	k.tasksWalked, k.tasksLast, k.tasksCreated = true, len(keys), created
 	tasks := make(map[taskKey]taskVal, len(keys))
 	var exited []bpf.CacheheatTaskKey
 	for i, key := range keys {
@@ -507,13 +544,35 @@ func (k *kernel) readTargetTotals() ([][]uint64, error) {
 	return target, nil
 }
 
+// counterGroup lists the slots of one CPU's group of software counters.
+type counterGroup struct {
+	slots []int
+}
+
 // readCounters reads what every task counted, [slot][cpu], from the perf
-// counters.
+// counters: each CPU's software group at once, the others one by one.
 func (k *kernel) readCounters() ([][]counterValue, error) {
 	host := make([][]counterValue, len(k.cfg.counted))
-	for slot, cs := range k.counters {
+	for slot := range host {
 		host[slot] = make([]counterValue, k.possible)
-		for _, pc := range cs {
+	}
+	for i, g := range k.groups {
+		if len(g.slots) == 0 {
+			continue
+		}
+		vals := make([]counterValue, len(g.slots))
+		if err := k.counters[g.slots[0]][i].readGroup(vals); err != nil {
+			return nil, err
+		}
+		for j, slot := range g.slots {
+			host[slot][k.counters[slot][i].cpu] = vals[j]
+		}
+	}
+	for slot, ev := range k.cfg.counted {
+		if ev.Kind == KindSoftware {
+			continue // read with its group
+		}
+		for _, pc := range k.counters[slot] {
 			v, err := pc.read()
 			if err != nil {
 				return nil, err
@@ -561,6 +620,7 @@ func (k *kernel) readStats(s *snapshot) error {
 			fires: v.Fires, samples: v.Samples,
 			stackErrors: v.StackErrors, sampleMapFull: v.SampleMapFull,
 			procMapFull: v.ProcMapFull, mapErrors: v.MapErrors,
+			newTasks: v.NewTasks,
 		}
 	}
 	var oc []bpf.CacheheatOffcpuStat
@@ -574,13 +634,49 @@ func (k *kernel) readStats(s *snapshot) error {
 	return nil
 }
 
-// readIdle reads each CPU's cumulative idle time (idle + iowait) from
-// /proc/stat, in nanoseconds; nil when it cannot.
-func readIdle(path string) []uint64 {
-	b, err := os.ReadFile(path)
-	if err != nil {
+// statFile reads /proc/stat once a window: kept open and read from offset
+// 0 (which makes the kernel generate it afresh) into a kept buffer, one
+// system call instead of the open, poller registration, reads and close
+// of os.ReadFile; an idle recorder's windows are mostly such overhead.
+type statFile struct {
+	path string
+	f    *os.File
+	buf  []byte
+}
+
+// idle reads each CPU's cumulative idle time (idle + iowait), in
+// nanoseconds; nil when it cannot.
+func (s *statFile) idle() []uint64 {
+	if s.f == nil {
+		f, err := os.Open(s.path)
+		if err != nil {
+			return nil
+		}
+		s.f, s.buf = f, make([]byte, 16<<10)
+	}
+	for {
+		n, err := s.f.ReadAt(s.buf, 0)
+		if err == io.EOF || (err == nil && n < len(s.buf)) {
+			return parseIdle(s.buf[:n])
+		}
+		if err != nil {
+			return nil
+		}
+		s.buf = make([]byte, 2*len(s.buf)) // it did not fit
+	}
+}
+
+func (s *statFile) close() error {
+	if s.f == nil {
 		return nil
 	}
+	err := s.f.Close()
+	s.f = nil
+	return err
+}
+
+// parseIdle reads the per-CPU idle + iowait times of /proc/stat's text.
+func parseIdle(b []byte) []uint64 {
 	var out []uint64
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)

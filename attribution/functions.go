@@ -246,7 +246,7 @@ func sumBuckets(a *profile.FunctionAgg, from, to int) profile.FunctionBucket {
 func evalFunctionTail(m *Metrics, r *Rule) []Finding {
 	callsT, factorT, countedT := r.T(mCalls), r.T(mTailMeanOverMedian), r.T(mTailCounted)
 	var out []Finding
-	for _, a := range m.rec.FunctionTotals(0, len(m.rec.Windows)) {
+	for _, a := range m.functions {
 		tc, ok := CompareTail(a)
 		if !ok {
 			continue

@@ -34,7 +34,7 @@ func run(in, out string) error {
 	if err != nil {
 		return err
 	}
-	if err := heatmap.RenderModel(f, m, heatmap.Options{NoFindings: true}); err != nil {
+	if err := heatmap.RenderModel(f, m, nil, heatmap.Options{NoFindings: true}); err != nil {
 		f.Close()
 		return err
 	}

@@ -1,7 +1,6 @@
 // Command modelreport streams a recording into its derived model and
 // writes the HTML report without findings, for bench/model.sh: what
-// `report` costs apart from attribution, which still reads the whole
-// recording.
+// `report` costs apart from attribution.
 //
 //	modelreport FILE OUT.html
 package main

@@ -227,17 +227,8 @@ func bucketOf(h []uint64, q float64) int {
 func sumBuckets(a *profile.FunctionAgg, from, to int) profile.FunctionBucket {
 	out := profile.FunctionBucket{Sums: make([]uint64, len(a.Spec.Counters))}
 	for b := from; b <= to; b++ {
-		fb := a.ByBucket[b]
-		if fb == nil {
-			continue
-		}
-		out.Calls += fb.Calls
-		out.Counted += fb.Counted
-		out.LatencyNS += fb.LatencyNS
-		for i, v := range fb.Sums {
-			if i < len(out.Sums) {
-				out.Sums[i] += v
-			}
+		if fb := a.ByBucket[b]; fb != nil {
+			out.Add(*fb)
 		}
 	}
 	return out

@@ -165,12 +165,18 @@ func (a *FunctionAgg) addBucket(b FunctionBucket) {
 		t = &FunctionBucket{Bucket: b.Bucket, Sums: make([]uint64, len(a.Spec.Counters))}
 		a.ByBucket[b.Bucket] = t
 	}
-	t.Calls += b.Calls
-	t.Counted += b.Counted
-	t.LatencyNS += b.LatencyNS
-	for i, v := range b.Sums {
-		if i < len(t.Sums) {
-			t.Sums[i] += v
+	t.Add(b)
+}
+
+// Add sums o's calls, counted calls, latency and per-counter sums into b;
+// sums past b's counters are left out.
+func (b *FunctionBucket) Add(o FunctionBucket) {
+	b.Calls += o.Calls
+	b.Counted += o.Counted
+	b.LatencyNS += o.LatencyNS
+	for i, v := range o.Sums {
+		if i < len(b.Sums) {
+			b.Sums[i] += v
 		}
 	}
 }

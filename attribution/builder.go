@@ -16,7 +16,6 @@ type Builder struct {
 	stacks map[uint64]profile.Stack
 	ncpu   int
 	tids   map[int]bool // threads seen; -PID for a process without thread detail
-	procs  profile.ProcessTotaler
 	funcs  *profile.FunctionTotaler
 	// samples counts each event's samples (for PrimarySampleEvent);
 	// perCPU and cpuTotal count those on a recorded CPU id.
@@ -29,8 +28,9 @@ type Builder struct {
 	nameIDs map[string]uint32
 	blamed  map[[2]uint64]string
 	offIdx  map[offKey]int
-	// rows is scratch for one window's share rows by key.
-	rows map[shareKey]int
+	// rows indexes scratch, one window's share rows, by key.
+	rows    map[shareKey]int
+	scratch []shareKeyed
 }
 
 // shareRow is one window's samples of an event on a CPU whose self
@@ -47,20 +47,15 @@ type shareKey struct {
 	name  uint32
 }
 
-// shareStore keeps one event's share rows window by window: window i's
-// rows are rows[first[i]:first[i+1]] (the last window's run to the end).
-type shareStore struct {
-	first []int
-	rows  []shareRow
+type shareKeyed struct {
+	shareKey
+	count uint64
 }
 
-// window returns window i's rows.
-func (s *shareStore) window(i int) []shareRow {
-	end := len(s.rows)
-	if i+1 < len(s.first) {
-		end = s.first[i+1]
-	}
-	return s.rows[s.first[i]:end]
+// shareStore keeps one event's share rows window by window, each
+// window's slice sized to its rows.
+type shareStore struct {
+	windows [][]shareRow
 }
 
 // offKey is what off-CPU time is summed by: the reason, the thread (the
@@ -93,6 +88,7 @@ func NewBuilder(h profile.Header, stacks map[uint64]profile.Stack) *Builder {
 		Totals:     map[string][]uint64{},
 		HostTotals: map[string][]uint64{},
 		hists:      map[string]bool{},
+		pids:       map[int]bool{},
 		nodeOf:     h.Host.Topology.NodeOf(),
 		CPUs:       recordedCPUs(&h),
 
@@ -195,9 +191,7 @@ func (b *Builder) histogram(wm *WindowMetrics, h profile.Histogram) {
 // share rows of the events rules name functions by.
 func (b *Builder) samplesOf(ss []profile.Sample) {
 	clear(b.rows)
-	for _, st := range b.m.shares {
-		st.first = append(st.first, len(st.rows))
-	}
+	b.scratch = b.scratch[:0]
 	for _, s := range ss {
 		b.samples[s.Event] += s.Count
 		if s.CPU >= 0 && s.CPU < b.ncpu {
@@ -209,18 +203,41 @@ func (b *Builder) samplesOf(ss []profile.Sample) {
 			per[s.CPU] += s.Count
 			b.cpuTotal[s.Event] += s.Count
 		}
-		st := b.m.shares[s.Event]
-		if st == nil {
+		if b.m.shares[s.Event] == nil {
 			continue
 		}
 		k := shareKey{s.Event, int32(s.CPU), b.selfID(s)}
 		if i, ok := b.rows[k]; ok {
-			st.rows[i].count += s.Count
+			b.scratch[i].count += s.Count
 			continue
 		}
-		b.rows[k] = len(st.rows)
-		st.rows = append(st.rows, shareRow{name: k.name, cpu: k.cpu, count: s.Count})
+		b.rows[k] = len(b.scratch)
+		b.scratch = append(b.scratch, shareKeyed{k, s.Count})
 	}
+	for ev, st := range b.m.shares {
+		st.windows = append(st.windows, b.windowRows(ev))
+	}
+}
+
+// windowRows copies the window's share rows of one event into a slice of
+// their size (the store holds a window's rows for the whole analysis).
+func (b *Builder) windowRows(event string) []shareRow {
+	n := 0
+	for _, r := range b.scratch {
+		if r.event == event {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	rows := make([]shareRow, 0, n)
+	for _, r := range b.scratch {
+		if r.event == event {
+			rows = append(rows, shareRow{name: r.name, cpu: r.cpu, count: r.count})
+		}
+	}
+	return rows
 }
 
 // processes totals the window's processes and their threads' cpu-clock,
@@ -231,7 +248,7 @@ func (b *Builder) processes(ps []profile.Process, seconds float64) int {
 	var present int
 	var busiest float64
 	for _, p := range ps {
-		b.procs.Add(p)
+		m.pids[p.PID] = true
 		if len(p.Threads) == 0 {
 			present++
 			b.tids[-p.PID] = true
@@ -346,7 +363,6 @@ func (b *Builder) Metrics() *Metrics {
 		m.DurationS = float64(m.Windows[n-1].EndNS-m.Windows[0].StartNS) / 1e9
 	}
 	m.Threads = len(b.tids)
-	m.Processes = b.procs.Totals()
 	m.functions = b.funcs.Totals()
 	m.SampleEvent = b.primarySampleEvent()
 	m.SamplesPerCPU = b.perCPU[m.SampleEvent]

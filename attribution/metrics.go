@@ -1,7 +1,9 @@
 package attribution
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/cacheheat/cacheheat/metric"
@@ -27,7 +29,8 @@ type Metrics struct {
 	// windows, for the target's tasks and for every task.
 	Totals     map[string][]uint64
 	HostTotals map[string][]uint64
-	Processes  []profile.ProcessSummary
+	// pids are the target's processes seen.
+	pids map[int]bool
 	// ThreadSeconds sums, over windows, the number of target threads (or
 	// processes without thread detail) that appear in the window times the
 	// window's length: the denominator of per-thread rates.
@@ -279,13 +282,12 @@ func selfName(user, kernel []profile.Frame) string {
 	return "[unknown]"
 }
 
-// PIDs lists the target's process ids.
+// PIDs lists the target's process ids, sorted.
 func (m *Metrics) PIDs() []int {
-	var out []int
-	for _, p := range m.Processes {
-		out = append(out, p.PID)
+	if len(m.pids) == 0 {
+		return nil
 	}
-	return out
+	return slices.Sorted(maps.Keys(m.pids))
 }
 
 func sum(v []uint64) float64 {

@@ -363,7 +363,7 @@ func (m *Metrics) functionShares(event string, cpus []int, startNS, endNS int64)
 		if w.EndNS <= startNS || (endNS > 0 && w.StartNS >= endNS) {
 			continue
 		}
-		for _, r := range st.window(i) {
+		for _, r := range st.windows[i] {
 			if len(want) > 0 && !want[int(r.cpu)] {
 				continue
 			}

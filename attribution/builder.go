@@ -7,10 +7,10 @@ import (
 
 // Builder reduces a recording to its Metrics one window at a time, as a
 // stream reads them: it keeps what the rules read (sums, per-CPU and
-// per-window reductions), never the windows, so analysing a long
-// recording costs about as much memory as a short one. Analyze and
-// NewMetrics run it over a recording in memory; both paths give the same
-// Result.
+// per-window reductions, each window's samples by CPU and function),
+// never the windows, so a long recording costs a few kilobytes a window
+// instead of all it holds. Analyze and NewMetrics run it over a
+// recording in memory; both paths give the same Result.
 type Builder struct {
 	m      *Metrics
 	stacks map[uint64]profile.Stack

@@ -3,6 +3,10 @@
 // per-window latency percentiles) and evaluates a table of rules against
 // them.
 //
+// Metrics are reductions, built one window at a time by a Builder as a
+// stream reads the file, so a long recording is analysed without being
+// held in memory; Analyze runs the same Builder over a recording that is.
+//
 // The rule table (Rules) is data: each rule names the inputs it needs, its
 // thresholds, where they come from and what to do. A rule whose inputs were
 // not measured is never skipped and never guessed: Analyze lists it as not

@@ -8,10 +8,9 @@ import (
 	"github.com/cacheheat/cacheheat/profile"
 )
 
-// DumpMetrics renders the metrics the software rules read, for tuning
-// thresholds on real recordings and for docs/ATTRIBUTION.md.
-func DumpMetrics(rec *profile.Recording) string {
-	m := NewMetrics(rec)
+// Dump renders the metrics the software rules read, for tuning thresholds
+// on real recordings and for docs/ATTRIBUTION.md.
+func (m *Metrics) Dump() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "duration %.2fs windows %d threads %d thread-seconds %.2f\n", m.DurationS, len(m.Windows), m.Threads, m.ThreadSeconds)
 	for _, e := range []string{metric.CPUClock, metric.PageFaults, metric.ContextSwitches, metric.CPUMigrations} {
@@ -23,9 +22,9 @@ func DumpMetrics(rec *profile.Recording) string {
 	}
 	_, share, total := m.topCPU(m.samplesOn, m.CPUs)
 	fmt.Fprintf(&b, "samples %.0f top share %.3f: %s\n", total, share, strings.Join(samples, ", "))
-	off := HistogramSum(rec.HistogramTotal(profile.HistOffCPU))
+	off := HistogramSum(m.histogramTotal(profile.HistOffCPU))
 	on := m.Total(metric.CPUClock)
-	runq := HistogramSum(rec.HistogramTotal(profile.HistRunqLatency))
+	runq := HistogramSum(m.histogramTotal(profile.HistRunqLatency))
 	fmt.Fprintf(&b, "off-CPU %.3fs run-queue wait %.3fs on-CPU %.3fs blocked share %.3f\n", off/1e9, runq/1e9, on/1e9, ratio(max(off-runq, 0), off+on))
 	for _, w := range m.Windows {
 		fmt.Fprintf(&b, "window %5.1fs", float64(w.StartNS)/1e9)
@@ -39,4 +38,15 @@ func DumpMetrics(rec *profile.Recording) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// histogramTotal sums a histogram over CPUs and windows.
+func (m *Metrics) histogramTotal(name string) []uint64 {
+	out := make([]uint64, profile.HistBuckets)
+	for _, w := range m.Windows {
+		for i, c := range w.Hist[name] {
+			out[i] += c
+		}
+	}
+	return out
 }

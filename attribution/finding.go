@@ -110,11 +110,14 @@ type NotEvaluated struct {
 	Reason string `json:"reason"`
 }
 
-// Analyze evaluates every rule against a recording.
-func Analyze(rec *profile.Recording) Result {
-	m := NewMetrics(rec)
+// Analyze evaluates every rule against a recording in memory; a Builder
+// does the same over a stream.
+func Analyze(rec *profile.Recording) Result { return builderOf(rec).Result() }
+
+// analyze evaluates every rule.
+func (m *Metrics) analyze() Result {
 	res := Result{Findings: []Finding{}, NotEvaluated: []NotEvaluated{}}
-	if rec.Header.Simulated() {
+	if m.header.Simulated() {
 		res.Warning = profile.SimulatedWarning
 	}
 	for i := range table {
@@ -142,10 +145,22 @@ func Analyze(rec *profile.Recording) Result {
 	return res
 }
 
+// shareEvent is the sample event whose functions the rule's findings
+// name, "" when the rule names them itself (off-CPU stacks) or names none.
+func (r *Rule) shareEvent() string {
+	switch r.Functions {
+	case FuncsNone, FuncsOffCPU:
+		return ""
+	case "":
+		return metric.CPUClock
+	}
+	return r.Functions
+}
+
 // complete fills what every finding of a rule shares.
 func (r *Rule) complete(m *Metrics, f Finding) Finding {
 	f.Rule, f.Title, f.Approximation = r.ID, r.Title, r.Approximation
-	if r.Hardware() && m.rec.Header.Simulated() {
+	if r.Hardware() && m.header.Simulated() {
 		f.Warning = profile.SimulatedWarning
 	}
 	if f.Advice == "" {
@@ -189,14 +204,9 @@ func (r *Rule) complete(m *Metrics, f Finding) Finding {
 		f.Scope.PIDs = []int{}
 	}
 	if f.Scope.Functions == nil {
-		switch r.Functions {
-		case FuncsNone, FuncsOffCPU:
-			// The rule names them itself, or there are none.
-		default:
-			ev := r.Functions
-			if ev == "" {
-				ev = metric.CPUClock
-			}
+		// A rule without a share event names its functions itself, or
+		// there are none.
+		if ev := r.shareEvent(); ev != "" {
 			f.Shares = m.functionShares(ev, f.Scope.CPUs, f.Scope.StartNS, f.Scope.EndNS)
 			f.Scope.Functions = shareNames(f.Shares)
 		}
@@ -215,18 +225,9 @@ func (m *Metrics) observedFraction(events []string) float64 {
 	for _, e := range events {
 		want[e] = true
 	}
-	enabled, running := map[string]uint64{}, map[string]uint64{}
-	for _, w := range m.rec.Windows {
-		for _, c := range w.Counters {
-			if want[c.Event] {
-				enabled[c.Event] += c.Enabled
-				running[c.Event] += c.Running
-			}
-		}
-	}
-	for e, en := range enabled {
-		if en > 0 && running[e] < en {
-			frac = min(frac, float64(running[e])/float64(en))
+	for e, s := range m.scaling {
+		if en, run := s[0], s[1]; want[e] && en > 0 && run < en {
+			frac = min(frac, float64(run)/float64(en))
 		}
 	}
 	return frac

@@ -227,17 +227,8 @@ func bucketOf(h []uint64, q float64) int {
 func sumBuckets(a *profile.FunctionAgg, from, to int) profile.FunctionBucket {
 	out := profile.FunctionBucket{Sums: make([]uint64, len(a.Spec.Counters))}
 	for b := from; b <= to; b++ {
-		fb := a.ByBucket[b]
-		if fb == nil {
-			continue
-		}
-		out.Calls += fb.Calls
-		out.Counted += fb.Counted
-		out.LatencyNS += fb.LatencyNS
-		for i, v := range fb.Sums {
-			if i < len(out.Sums) {
-				out.Sums[i] += v
-			}
+		if fb := a.ByBucket[b]; fb != nil {
+			out.Add(*fb)
 		}
 	}
 	return out
@@ -246,7 +237,7 @@ func sumBuckets(a *profile.FunctionAgg, from, to int) profile.FunctionBucket {
 func evalFunctionTail(m *Metrics, r *Rule) []Finding {
 	callsT, factorT, countedT := r.T(mCalls), r.T(mTailMeanOverMedian), r.T(mTailCounted)
 	var out []Finding
-	for _, a := range m.rec.FunctionTotals(0, len(m.rec.Windows)) {
+	for _, a := range m.functions {
 		tc, ok := CompareTail(a)
 		if !ok {
 			continue

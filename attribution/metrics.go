@@ -1,7 +1,9 @@
 package attribution
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/cacheheat/cacheheat/metric"
@@ -12,9 +14,7 @@ import (
 // per-CPU splits and per-window series. Every value is derived from the
 // recording's counts; nothing is estimated except where a field says so.
 type Metrics struct {
-	rec *profile.Recording
-	// selfNames caches selfName by (user, kernel) stack id.
-	selfNames map[[2]uint64]string
+	header *profile.Header
 
 	// DurationS is the recorded time, first window start to last window
 	// end.
@@ -29,7 +29,8 @@ type Metrics struct {
 	// windows, for the target's tasks and for every task.
 	Totals     map[string][]uint64
 	HostTotals map[string][]uint64
-	Processes  []profile.ProcessSummary
+	// pids are the target's processes seen.
+	pids map[int]bool
 	// ThreadSeconds sums, over windows, the number of target threads (or
 	// processes without thread detail) that appear in the window times the
 	// window's length: the denominator of per-thread rates.
@@ -50,6 +51,33 @@ type Metrics struct {
 	// CPU it was switched in on) from the runq-latency histogram, bucket
 	// midpoints (see HistogramSum).
 	RunqNSPerCPU []float64
+
+	// The scheduling rules' reductions (sched.go), summed window by
+	// window. threadNS is each target thread's cpu-clock (ns); spanNS the
+	// windows' summed length; idleNS each CPU's idle time, idleAll
+	// whether every window had it; othersNS each CPU's time neither idle
+	// nor the target's.
+	threadNS map[int]float64
+	spanNS   float64
+	idleNS   []float64
+	idleAll  bool
+	othersNS []float64
+	// others counts the other processes' cpu-clock samples.
+	others      map[otherKey]uint64
+	othersTotal uint64
+	// Off-CPU time: the recording's blocked and sampled sums (its scale)
+	// and the weighted time by reason, thread and blamed function, in
+	// first-seen order.
+	hasOffCPU              bool
+	offBlocked, offSampled uint64
+	off                    []offRow
+	functions              []*profile.FunctionAgg
+	// scaling sums each event's enabled and running time.
+	scaling map[string][2]uint64
+	// shares keeps, per event a rule names functions by, its samples by
+	// window, CPU and self function (names interns them).
+	shares map[string]*shareStore
+	names  []string
 }
 
 // WindowMetrics is one window reduced to totals.
@@ -58,9 +86,11 @@ type WindowMetrics struct {
 	DurationS      float64
 	// Counts sums each event over CPUs (target's tasks).
 	Counts map[string]uint64
-	// Hist sums each histogram over CPUs; HistPerCPU keeps the split.
-	Hist       map[string][]uint64
-	HistPerCPU map[string][]profile.Counts
+	// Hist sums each histogram over CPUs.
+	Hist map[string][]uint64
+	// working is the number of target threads that did work in the
+	// window (workingThreads).
+	working int
 }
 
 // Rate is an event's per-second rate in the window.
@@ -71,41 +101,16 @@ func (w *WindowMetrics) Rate(event string) float64 {
 	return float64(w.Counts[event]) / w.DurationS
 }
 
-// NewMetrics derives the metrics of a recording.
-func NewMetrics(rec *profile.Recording) *Metrics {
-	m := &Metrics{
-		rec:         rec,
-		status:      map[string]profile.EventStatus{},
-		Totals:      rec.CounterTotals(false),
-		HostTotals:  rec.CounterTotals(true),
-		Processes:   rec.ProcessTotals(),
-		hists:       map[string]bool{},
-		nodeOf:      rec.Header.Host.Topology.NodeOf(),
-		CPUs:        recordedCPUs(&rec.Header),
-		SampleEvent: rec.PrimarySampleEvent(),
-	}
-	for _, e := range rec.Header.Events {
-		m.status[e.Name] = e
-	}
-	if n := len(rec.Windows); n > 0 {
-		m.DurationS = float64(rec.Windows[n-1].EndNS-rec.Windows[0].StartNS) / 1e9
-	}
-	ncpu := rec.Header.Host.Topology.MaxCPU() + 1
-	m.SamplesPerCPU = make([]uint64, ncpu)
-	tids := map[int]bool{}
+// NewMetrics derives the metrics of a recording in memory.
+func NewMetrics(rec *profile.Recording) *Metrics { return builderOf(rec).Metrics() }
+
+// builderOf runs a Builder over a recording in memory.
+func builderOf(rec *profile.Recording) *Builder {
+	b := NewBuilder(rec.Header, rec.Stacks)
 	for i := range rec.Windows {
-		m.addWindow(&rec.Windows[i], tids)
+		b.Add(&rec.Windows[i])
 	}
-	m.Threads = len(tids)
-	m.RunqNSPerCPU = make([]float64, ncpu)
-	for _, w := range m.Windows {
-		for cpu, b := range w.HistPerCPU[profile.HistRunqLatency] {
-			if cpu < ncpu {
-				m.RunqNSPerCPU[cpu] += HistogramSum(b)
-			}
-		}
-	}
-	return m
+	return b
 }
 
 // recordedCPUs lists the online CPUs the recording covers: those of
@@ -128,78 +133,6 @@ func recordedCPUs(h *profile.Header) []int {
 	return out
 }
 
-// addWindow reduces one window: its counts and histograms, the primary
-// event's samples per CPU, and the target threads present (into tids).
-func (m *Metrics) addWindow(w *profile.Window, tids map[int]bool) {
-	wm := WindowMetrics{
-		StartNS: w.StartNS, EndNS: w.EndNS,
-		DurationS:  float64(w.EndNS-w.StartNS) / 1e9,
-		Counts:     map[string]uint64{},
-		Hist:       map[string][]uint64{},
-		HistPerCPU: map[string][]profile.Counts{},
-	}
-	for _, c := range w.Counters {
-		for _, v := range c.PerCPU {
-			wm.Counts[c.Event] += v
-		}
-	}
-	for _, h := range w.Histograms {
-		m.hists[h.Name] = true
-		wm.addHistogram(h)
-	}
-	for _, s := range w.Samples {
-		if s.Event == m.SampleEvent && s.CPU >= 0 && s.CPU < len(m.SamplesPerCPU) {
-			m.SamplesPerCPU[s.CPU] += s.Count
-			m.SampleTotal += s.Count
-		}
-	}
-	var present int
-	for _, p := range w.Processes {
-		if len(p.Threads) == 0 {
-			present++
-			tids[-p.PID] = true
-			continue
-		}
-		for _, t := range p.Threads {
-			present++
-			tids[t.TID] = true
-		}
-	}
-	m.ThreadSeconds += float64(present) * wm.DurationS
-	m.Windows = append(m.Windows, wm)
-}
-
-// addHistogram adds one of the window's histograms to its sums.
-func (wm *WindowMetrics) addHistogram(h profile.Histogram) {
-	sum, ok := wm.Hist[h.Name]
-	if !ok {
-		sum = make([]uint64, profile.HistBuckets)
-		wm.Hist[h.Name] = sum
-	}
-	h.AddTo(sum)
-	// A window holds each histogram once: keep the recording's per-CPU
-	// counts rather than copying them (128 CPUs x 40 buckets a window is
-	// most of this pass on a large host). A repeated name is merged into
-	// a copy.
-	per, seen := wm.HistPerCPU[h.Name]
-	if !seen {
-		wm.HistPerCPU[h.Name] = h.PerCPU
-		return
-	}
-	merged := make([]profile.Counts, max(len(per), len(h.PerCPU)))
-	for cpu := range merged {
-		merged[cpu] = make(profile.Counts, profile.HistBuckets)
-		for _, src := range [][]profile.Counts{per, h.PerCPU} {
-			if cpu < len(src) {
-				for i, c := range src[cpu] {
-					merged[cpu][i] += c
-				}
-			}
-		}
-	}
-	wm.HistPerCPU[h.Name] = merged
-}
-
 // Measured reports whether an event was measured in this recording.
 func (m *Metrics) Measured(event string) bool {
 	return m.status[event].Status == profile.StatusMeasured
@@ -211,7 +144,8 @@ func (m *Metrics) HasHistogram(name string) bool { return m.hists[name] }
 
 // HasSamples reports whether stack samples were taken.
 func (m *Metrics) HasSamples() bool {
-	return len(m.rec.Header.Settings.SampleEvents) > 0 && (m.rec.Header.Settings.SampleHz > 0 || m.rec.Header.Settings.SamplePeriod > 0)
+	st := &m.header.Settings
+	return len(st.SampleEvents) > 0 && (st.SampleHz > 0 || st.SamplePeriod > 0)
 }
 
 // Total is an event's total over the target's tasks.
@@ -292,7 +226,7 @@ func (m *Metrics) Busy(cpu int) float64 {
 	if m.Measured(metric.CPUClock) {
 		return m.PerCPU(metric.CPUClock, cpu) / 1e9 / m.DurationS
 	}
-	if hz := m.rec.Header.Settings.SampleHz; hz > 0 && cpu < len(m.SamplesPerCPU) {
+	if hz := m.header.Settings.SampleHz; hz > 0 && cpu < len(m.SamplesPerCPU) {
 		return float64(m.SamplesPerCPU[cpu]) / float64(hz) / m.DurationS
 	}
 	return 0
@@ -339,38 +273,21 @@ func HistogramCount(b []uint64) uint64 {
 // target's code; a kernel frame (a syscall or fault handler) says less
 // about where to look, so the innermost kernel frame is used only when the
 // sample has no user frame.
-func (m *Metrics) selfName(s profile.Sample) string {
-	key := [2]uint64{s.UserStack, s.KernelStack}
-	if name, ok := m.selfNames[key]; ok {
-		return name
-	}
-	if m.selfNames == nil {
-		m.selfNames = map[[2]uint64]string{}
-	}
-	name := m.innermost(s)
-	m.selfNames[key] = name
-	return name
-}
-
-func (m *Metrics) innermost(s profile.Sample) string {
-	for _, id := range []uint64{s.UserStack, s.KernelStack} {
-		if id == 0 {
-			continue
-		}
-		if fr := m.rec.Stacks[id].Frames; len(fr) > 0 {
+func selfName(user, kernel []profile.Frame) string {
+	for _, fr := range [][]profile.Frame{user, kernel} {
+		if len(fr) > 0 {
 			return fr[0].String()
 		}
 	}
 	return "[unknown]"
 }
 
-// PIDs lists the target's process ids.
+// PIDs lists the target's process ids, sorted.
 func (m *Metrics) PIDs() []int {
-	var out []int
-	for _, p := range m.Processes {
-		out = append(out, p.PID)
+	if len(m.pids) == 0 {
+		return nil
 	}
-	return out
+	return slices.Sorted(maps.Keys(m.pids))
 }
 
 func sum(v []uint64) float64 {

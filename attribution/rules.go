@@ -244,7 +244,7 @@ func (r *Rule) notEvaluated(m *Metrics) (NotEvaluated, bool) {
 func (m *Metrics) satisfies(n Need) (name, reason string, ok bool) {
 	switch n.Kind {
 	case NeedFunctions:
-		if len(m.rec.Header.Functions) > 0 {
+		if len(m.header.Functions) > 0 {
 			return "", "", true
 		}
 		return n.String(), "not recorded (add --func SYMBOL)", false

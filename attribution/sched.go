@@ -41,40 +41,15 @@ const workingShare = 0.5
 // (1 ms, a scheduler slice) to count as working at all.
 const workingFloorNS = 1e6
 
-// threadCPU sums each target thread's cpu-clock (ns) over the recording.
-func (m *Metrics) threadCPU() map[int]float64 {
-	out := map[int]float64{}
-	for _, w := range m.rec.Windows {
-		for _, p := range w.Processes {
-			for _, t := range p.Threads {
-				out[t.TID] += float64(t.Counts[metric.CPUClock])
-			}
-		}
-	}
-	return out
-}
+// threadCPU is each target thread's cpu-clock (ns) over the recording.
+func (m *Metrics) threadCPU() map[int]float64 { return m.threadNS }
 
 // workingThreads is, per window, the number of target threads that ran at
 // least workingShare of the window's busiest thread (and workingFloorNS).
 func (m *Metrics) workingThreads() []float64 {
-	var out []float64
-	for _, w := range m.rec.Windows {
-		var busiest float64
-		for _, p := range w.Processes {
-			for _, t := range p.Threads {
-				busiest = max(busiest, float64(t.Counts[metric.CPUClock]))
-			}
-		}
-		floor := max(workingShare*busiest, workingFloorNS)
-		n := 0
-		for _, p := range w.Processes {
-			for _, t := range p.Threads {
-				if float64(t.Counts[metric.CPUClock]) >= floor {
-					n++
-				}
-			}
-		}
-		out = append(out, float64(n))
+	out := make([]float64, len(m.Windows))
+	for i, w := range m.Windows {
+		out[i] = float64(w.working)
 	}
 	return out
 }
@@ -82,7 +57,7 @@ func (m *Metrics) workingThreads() []float64 {
 // AllowedCPUs are the recorded CPUs the target may run on: its affinity
 // when the recording has it, else every recorded CPU.
 func (m *Metrics) AllowedCPUs() []int {
-	allowed := m.rec.Header.Target.AllowedCPUs
+	allowed := m.header.Target.AllowedCPUs
 	if len(allowed) == 0 {
 		return m.CPUs
 	}
@@ -101,56 +76,31 @@ func (m *Metrics) AllowedCPUs() []int {
 }
 
 // HasIdle reports whether every window has the CPUs' idle time.
-func (m *Metrics) HasIdle() bool {
-	if len(m.rec.Windows) == 0 {
-		return false
-	}
-	for _, w := range m.rec.Windows {
-		if w.IdleNS == nil {
-			return false
-		}
-	}
-	return true
-}
+func (m *Metrics) HasIdle() bool { return len(m.Windows) > 0 && m.idleAll }
 
 // CPUBusy is the share of a CPU's time that any task (target or not) ran,
 // from its idle time.
 func (m *Metrics) CPUBusy(cpu int) float64 {
-	var idle, total float64
-	for i, w := range m.rec.Windows {
-		total += m.Windows[i].DurationS * 1e9
-		if cpu < len(w.IdleNS) {
-			idle += float64(w.IdleNS[cpu])
-		}
-	}
-	if total == 0 {
+	if m.spanNS == 0 {
 		return math.NaN()
 	}
-	return math.Max(0, 1-idle/total)
+	var idle float64
+	if cpu >= 0 && cpu < len(m.idleNS) {
+		idle = m.idleNS[cpu]
+	}
+	return math.Max(0, 1-idle/m.spanNS)
 }
 
 // OthersShare is the share of the given CPUs' time that tasks other than
 // the target ran: time not idle and not the target's.
 func (m *Metrics) OthersShare(cpus []int) float64 {
 	var others, total float64
-	for i, w := range m.rec.Windows {
-		span := m.Windows[i].DurationS * 1e9
-		var target profile.Counts
-		for _, c := range w.Counters {
-			if c.Event == metric.CPUClock {
-				target = c.PerCPU
-			}
-		}
-		for _, cpu := range cpus {
-			total += span
-			var idle, tgt float64
-			if cpu < len(w.IdleNS) {
-				idle = float64(w.IdleNS[cpu])
-			}
-			if cpu < len(target) {
-				tgt = float64(target[cpu])
-			}
-			others += math.Max(0, span-idle-tgt)
+	for _, cpu := range cpus {
+		total += m.spanNS
+		if cpu >= 0 && cpu < len(m.othersNS) {
+			others += m.othersNS[cpu]
+		} else {
+			others += m.spanNS
 		}
 	}
 	return ratio(others, total)
@@ -159,19 +109,8 @@ func (m *Metrics) OthersShare(cpus []int) float64 {
 // topOthers names the other processes with the most cpu-clock samples,
 // each with its share of those samples, and their pids.
 func (m *Metrics) topOthers() ([]FunctionShare, []int) {
-	type key struct {
-		pid  int
-		comm string
-	}
-	counts := map[key]uint64{}
-	var total uint64
-	for _, w := range m.rec.Windows {
-		for _, o := range w.Others {
-			counts[key{o.PID, o.Comm}] += o.Samples
-			total += o.Samples
-		}
-	}
-	keys := make([]key, 0, len(counts))
+	counts, total := m.others, m.othersTotal
+	keys := make([]otherKey, 0, len(counts))
 	for k := range counts {
 		keys = append(keys, k)
 	}
@@ -195,13 +134,15 @@ func (m *Metrics) topOthers() ([]FunctionShare, []int) {
 }
 
 // HasOffCPU reports whether the recording has off-CPU stacks.
-func (m *Metrics) HasOffCPU() bool {
-	for _, w := range m.rec.Windows {
-		if w.OffCPU != nil {
-			return true
-		}
+func (m *Metrics) HasOffCPU() bool { return m.hasOffCPU }
+
+// offCPUScale is profile.Recording.OffCPUScale: the factor from sampled
+// to all blocked time over the recording.
+func (m *Metrics) offCPUScale() float64 {
+	if m.offSampled == 0 {
+		return 1
 	}
-	return false
+	return float64(m.offBlocked) / float64(m.offSampled)
 }
 
 // blockingShare: a thread whose on-CPU time is at least this share of
@@ -221,27 +162,14 @@ func (m *Metrics) offCPUOf(reason string) (ns float64, by map[string]float64) {
 	}
 	floor := blockingShare * all
 	by = map[string]float64{}
-	scale := m.rec.OffCPUScale()
-	for _, w := range m.rec.Windows {
-		if w.OffCPU == nil {
+	scale := m.offCPUScale()
+	for _, r := range m.off {
+		if r.reason != reason || cpu[r.tid] < floor {
 			continue
 		}
-		for _, s := range w.OffCPU.Stacks {
-			if s.Reason != reason || cpu[s.TID] < floor {
-				continue
-			}
-			v := float64(s.NS) * scale
-			ns += v
-			var user, kernel []profile.Frame
-			if s.UserStack != 0 {
-				user = m.rec.Stacks[s.UserStack].Frames
-			}
-			if s.KernelStack != 0 {
-				kernel = m.rec.Stacks[s.KernelStack].Frames
-			}
-			_, fn := profile.ExplainOffCPU(user, kernel)
-			by[fn] += v
-		}
+		v := float64(r.ns) * scale
+		ns += v
+		by[r.fn] += v
 	}
 	return ns, by
 }
@@ -316,7 +244,7 @@ func (m *Metrics) steadyWindows() int {
 // steady state. Rules leave it out; what persists shows in later windows.
 // A recording of one window has nothing else and keeps it.
 func (m *Metrics) warmup(i int) bool {
-	return i == 0 && len(m.Windows) > 1 && m.rec.Header.Target.Kind == profile.TargetCommand
+	return i == 0 && len(m.Windows) > 1 && m.header.Target.Kind == profile.TargetCommand
 }
 
 func evalCPUSaturation(m *Metrics, r *Rule) []Finding {
@@ -427,15 +355,19 @@ func (m *Metrics) functionShares(event string, cpus []int, startNS, endNS int64)
 		want[c] = true
 	}
 	by := map[string]float64{}
-	for _, w := range m.rec.Windows {
+	st := m.shares[event]
+	if st == nil {
+		return nil
+	}
+	for i, w := range m.Windows {
 		if w.EndNS <= startNS || (endNS > 0 && w.StartNS >= endNS) {
 			continue
 		}
-		for _, s := range w.Samples {
-			if s.Event != event || (len(want) > 0 && !want[s.CPU]) {
+		for _, r := range st.windows[i] {
+			if len(want) > 0 && !want[int(r.cpu)] {
 				continue
 			}
-			by[m.selfName(s)] += float64(s.Count)
+			by[m.names[r.name]] += float64(r.count)
 		}
 	}
 	return shares(by, event)

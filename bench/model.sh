@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Reading and rendering through the derived model (model/), before and
-# after, side by side in one run: the 1 h x 128 CPU synthetic recording
-# (bench/genrec) in format v1 and v2; for each build, the read time of
-# profile.ReadFile (bench/recsize), `report` and `inspect` wall time and
-# peak RSS. BASE is built from `git archive BASE_REV` (default main). The
-# row "after, no findings" is bench/modelreport: the report streamed
-# through the model without findings, i.e. `report` apart from
-# attribution, which still reads the whole recording.
+# Reading, rendering and analysing a recording as a stream (model/ and
+# attribution's Builder), before and after, side by side in one run: the
+# 1 h x 128 CPU synthetic recording (bench/genrec) in format v1 and v2; for
+# each build, the read time of profile.ReadFile (bench/recsize), and the
+# wall time and peak RSS of `report`, `analyze` and `inspect`. BASE is
+# built from `git archive BASE_REV` (default main). The row "after, no
+# findings" is bench/modelreport: the report streamed through the model
+# without findings, so that the difference to "after" is what attribution
+# costs `report`.
 #
 #   bench/model.sh [BASE_REV] [RUNS]     prints a BENCHMARKS.md table
 set -euo pipefail
@@ -41,6 +42,7 @@ for i in $(seq "$runs"); do
   for v in 1 2; do
     for b in before after; do
       run "report-$v-$b" "$tmp/bin-$b" report "$tmp/big-v$v.rec" -o "$tmp/big.html"
+      run "analyze-$v-$b" "$tmp/bin-$b" analyze "$tmp/big-v$v.rec"
       run "inspect-$v-$b" "$tmp/bin-$b" inspect "$tmp/big-v$v.rec"
     done
     run "nofindings-$v" "$tmp/modelreport" "$tmp/big-v$v.rec" "$tmp/big.html"
@@ -48,13 +50,13 @@ for i in $(seq "$runs"); do
   echo "run $i of $runs done" >&2
 done
 
-echo "| format | file | build | read (\`profile.ReadFile\`, best of $runs) | \`report\` best of $runs | \`report\` peak RSS (max) | \`inspect\` best of $runs | \`inspect\` peak RSS (max) |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| format | file | build | read (\`profile.ReadFile\`, best of $runs) | \`report\` best of $runs | \`report\` peak RSS (max) | \`analyze\` best of $runs | \`analyze\` peak RSS (max) | \`inspect\` best of $runs | \`inspect\` peak RSS (max) |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for v in 1 2; do
   mb=$(awk -v b="$(stat -c %s "$tmp/big-v$v.rec")" 'BEGIN { printf "%.1f", b / 1e6 }')
   for b in before after; do
     read=$("$tmp/recsize-$b" -read "$tmp/big-v$v.rec" "$runs")
-    echo "| v$v | $mb MB | $b | $read s | $(best "report-$v-$b") | $(best "inspect-$v-$b") |"
+    echo "| v$v | $mb MB | $b | $read s | $(best "report-$v-$b") | $(best "analyze-$v-$b") | $(best "inspect-$v-$b") |"
   done
-  echo "| v$v | $mb MB | after, no findings | | $(best "nofindings-$v") | | |"
+  echo "| v$v | $mb MB | after, no findings | | $(best "nofindings-$v") | | | | |"
 done

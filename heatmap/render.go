@@ -100,17 +100,15 @@ func Render(w io.Writer, rec *profile.Recording, opts Options) error {
 		r := attribution.Analyze(rec)
 		res = &r
 	}
-	return renderModel(w, model.FromRecording(rec), res, opts)
+	return RenderModel(w, model.FromRecording(rec), res, opts)
 }
 
 // RenderModel writes the HTML report of a recording's model to w. Its
-// findings are opts.Findings (none when nil): attribution reads the
-// recording itself, which the model does not keep.
-func RenderModel(w io.Writer, m *model.Model, opts Options) error {
-	return renderModel(w, m, nil, opts)
-}
-
-func renderModel(w io.Writer, m *model.Model, res *attribution.Result, opts Options) error {
+// findings are res, attribution's result for the same recording (a
+// stream feeds both builders, model.Builder and attribution.Builder):
+// the model does not keep what attribution reads. opts.Findings, when
+// set, is shown as it is instead; nil for both leaves no findings.
+func RenderModel(w io.Writer, m *model.Model, res *attribution.Result, opts Options) error {
 	r := Build(m, opts.MaxCells)
 	switch {
 	case opts.NoFindings:

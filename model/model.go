@@ -254,9 +254,9 @@ func (b *Builder) counters(wi int, cs []profile.Counter) {
 		t[0] += c.Enabled
 		t[1] += c.Running
 		m.Scaling[c.Event] = t
-		addInto(m.Totals, c.Event, c.PerCPU, b.ncpu)
+		profile.AddCounts(m.Totals, c.Event, c.PerCPU, b.ncpu)
 		if c.HostPerCPU != nil {
-			addInto(m.HostTotals, c.Event, c.HostPerCPU, b.ncpu)
+			profile.AddCounts(m.HostTotals, c.Event, c.HostPerCPU, b.ncpu)
 		}
 		series := m.Series[c.Event]
 		for len(series) <= wi {
@@ -275,20 +275,6 @@ func (b *Builder) counters(wi int, cs []profile.Counter) {
 			series[wi] = sum
 		}
 		m.Series[c.Event] = series
-	}
-}
-
-// addInto adds per (CPU ids below ncpu) into dst[name], made on first use.
-func addInto(dst map[string][]uint64, name string, per profile.Counts, ncpu int) {
-	d, ok := dst[name]
-	if !ok {
-		d = make([]uint64, ncpu)
-		dst[name] = d
-	}
-	for i, v := range per {
-		if i < ncpu {
-			d[i] += v
-		}
 	}
 }
 

@@ -105,52 +105,84 @@ type FunctionAgg struct {
 
 // FunctionTotals aggregates each function over windows [from, to).
 func (r *Recording) FunctionTotals(from, to int) []*FunctionAgg {
-	var out []*FunctionAgg
-	byID := map[int]*FunctionAgg{}
-	for _, sp := range r.Header.Functions {
-		a := &FunctionAgg{Spec: sp, Hist: make([]uint64, HistBuckets), ByBucket: map[int]*FunctionBucket{}}
-		byID[sp.ID] = a
-		out = append(out, a)
-	}
-	if to > len(r.Windows) {
-		to = len(r.Windows)
-	}
+	t := NewFunctionTotaler(r.Header.Functions)
+	to = min(to, len(r.Windows))
 	for wi := max(from, 0); wi < to; wi++ {
-		for _, fw := range r.Windows[wi].Functions {
-			a := byID[fw.ID]
-			if a == nil {
-				continue
-			}
-			a.Entries += fw.Entries
-			a.Unmatched += fw.Unmatched
-			a.Abandoned += fw.Abandoned
-			a.Moved += fw.Moved
-			a.InflightFull += fw.InflightFull
-			a.EventsDropped += fw.EventsDropped
-			for _, b := range fw.Buckets {
-				if b.Bucket < 0 || b.Bucket >= HistBuckets {
-					continue
-				}
-				a.Hist[b.Bucket] += b.Calls
-				a.Calls += b.Calls
-				t := a.ByBucket[b.Bucket]
-				if t == nil {
-					t = &FunctionBucket{Bucket: b.Bucket, Sums: make([]uint64, len(a.Spec.Counters))}
-					a.ByBucket[b.Bucket] = t
-				}
-				t.Calls += b.Calls
-				t.Counted += b.Counted
-				t.LatencyNS += b.LatencyNS
-				for i, v := range b.Sums {
-					if i < len(t.Sums) {
-						t.Sums[i] += v
-					}
-				}
-			}
+		t.Add(r.Windows[wi].Functions)
+	}
+	return t.Totals()
+}
+
+// FunctionTotaler sums functions window by window: the one place that says
+// how a function's totals are kept, for a recording in memory
+// (FunctionTotals) and for a stream (attribution).
+type FunctionTotaler struct {
+	out  []*FunctionAgg
+	byID map[int]*FunctionAgg
+}
+
+// NewFunctionTotaler starts the totals of the header's functions.
+func NewFunctionTotaler(specs []FunctionSpec) *FunctionTotaler {
+	t := &FunctionTotaler{byID: map[int]*FunctionAgg{}}
+	for _, sp := range specs {
+		a := &FunctionAgg{Spec: sp, Hist: make([]uint64, HistBuckets), ByBucket: map[int]*FunctionBucket{}}
+		t.byID[sp.ID] = a
+		t.out = append(t.out, a)
+	}
+	return t
+}
+
+// Add adds one window's functions; a function the header does not list is
+// left out.
+func (t *FunctionTotaler) Add(fws []FunctionWindow) {
+	for _, fw := range fws {
+		a := t.byID[fw.ID]
+		if a == nil {
+			continue
+		}
+		a.Entries += fw.Entries
+		a.Unmatched += fw.Unmatched
+		a.Abandoned += fw.Abandoned
+		a.Moved += fw.Moved
+		a.InflightFull += fw.InflightFull
+		a.EventsDropped += fw.EventsDropped
+		for _, b := range fw.Buckets {
+			a.addBucket(b)
 		}
 	}
-	return out
 }
+
+// addBucket adds one window's latency bucket; one out of range is left
+// out.
+func (a *FunctionAgg) addBucket(b FunctionBucket) {
+	if b.Bucket < 0 || b.Bucket >= HistBuckets {
+		return
+	}
+	a.Hist[b.Bucket] += b.Calls
+	a.Calls += b.Calls
+	t := a.ByBucket[b.Bucket]
+	if t == nil {
+		t = &FunctionBucket{Bucket: b.Bucket, Sums: make([]uint64, len(a.Spec.Counters))}
+		a.ByBucket[b.Bucket] = t
+	}
+	t.Add(b)
+}
+
+// Add sums o's calls, counted calls, latency and per-counter sums into b;
+// sums past b's counters are left out.
+func (b *FunctionBucket) Add(o FunctionBucket) {
+	b.Calls += o.Calls
+	b.Counted += o.Counted
+	b.LatencyNS += o.LatencyNS
+	for i, v := range o.Sums {
+		if i < len(b.Sums) {
+			b.Sums[i] += v
+		}
+	}
+}
+
+// Totals returns the functions in the header's order.
+func (t *FunctionTotaler) Totals() []*FunctionAgg { return t.out }
 
 // FunctionSummary is one function in the inspect summary.
 type FunctionSummary struct {

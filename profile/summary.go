@@ -155,19 +155,26 @@ func (r *Recording) CounterTotals(host bool) map[string][]uint64 {
 					continue
 				}
 			}
-			dst, ok := out[c.Event]
-			if !ok {
-				dst = make([]uint64, n)
-				out[c.Event] = dst
-			}
-			for i, v := range src {
-				if i < n {
-					dst[i] += v
-				}
-			}
+			AddCounts(out, c.Event, src, n)
 		}
 	}
 	return out
+}
+
+// AddCounts adds per-CPU counts (CPU ids below ncpu) into dst[name], made
+// on first use: how CounterTotals sums a recording in memory and how
+// stream consumers (model, attribution) sum window by window.
+func AddCounts(dst map[string][]uint64, name string, per Counts, ncpu int) {
+	d, ok := dst[name]
+	if !ok {
+		d = make([]uint64, ncpu)
+		dst[name] = d
+	}
+	for i, v := range per {
+		if i < ncpu {
+			d[i] += v
+		}
+	}
 }
 
 // ProcessTotals sums per-process and per-thread counts over all windows,

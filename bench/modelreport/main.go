@@ -1,7 +1,6 @@
 // Command modelreport streams a recording into its derived model and
 // writes the HTML report without findings, for bench/model.sh: what
-// `report` costs apart from attribution, which still reads the whole
-// recording.
+// `report` costs apart from attribution.
 //
 //	modelreport FILE OUT.html
 package main
@@ -34,7 +33,7 @@ func run(in, out string) error {
 	if err != nil {
 		return err
 	}
-	if err := heatmap.RenderModel(f, m, heatmap.Options{NoFindings: true}); err != nil {
+	if err := heatmap.RenderModel(f, m, nil, heatmap.Options{NoFindings: true}); err != nil {
 		f.Close()
 		return err
 	}

@@ -2,11 +2,10 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
-	"os"
 
 	"github.com/cacheheat/cacheheat/attribution"
+	"github.com/cacheheat/cacheheat/profile"
 )
 
 func init() {
@@ -33,18 +32,18 @@ func runAnalyze(name string, args []string, stdout io.Writer) error {
 	if fs.NArg() != 1 {
 		return usageErrorf("analyze: want one recording file, got %d arguments; run 'cacheheat analyze --help'", fs.NArg())
 	}
-	rec, err := readRecording(fs.Arg(0))
-	if err != nil {
+	var b *attribution.Builder
+	if _, err := streamRecording(fs.Arg(0), func(s *profile.Stream) func(*profile.Window) {
+		b = attribution.NewBuilder(s.Header, s.Stacks)
+		return b.Add
+	}); err != nil {
 		return err
-	}
-	if rec.Warning != "" {
-		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", termSafe(rec.Warning))
 	}
 	if *metrics {
-		_, err := io.WriteString(newTermWriter(stdout), attribution.DumpMetrics(rec))
+		_, err := io.WriteString(newTermWriter(stdout), b.Metrics().Dump())
 		return err
 	}
-	res := attribution.Analyze(rec)
+	res := b.Result()
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

@@ -7,8 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/cacheheat/cacheheat/attribution"
 	"github.com/cacheheat/cacheheat/heatmap"
 	"github.com/cacheheat/cacheheat/internal/outfile"
+	"github.com/cacheheat/cacheheat/model"
+	"github.com/cacheheat/cacheheat/profile"
 )
 
 func init() {
@@ -36,16 +39,51 @@ func runReport(name string, args []string, stdout io.Writer) error {
 	if err := outfile.Check(*out); err != nil {
 		return err
 	}
-	rec, err := readRecording(in)
+	// One pass feeds the model (the views) and attribution (the
+	// findings); neither keeps the windows.
+	var mb *model.Builder
+	var ab *attribution.Builder
+	s, err := streamRecording(in, func(s *profile.Stream) func(*profile.Window) {
+		mb, ab = model.NewBuilder(s.Header, s.Stacks), attribution.NewBuilder(s.Header, s.Stacks)
+		return func(w *profile.Window) {
+			mb.Add(w)
+			ab.Add(w)
+		}
+	})
 	if err != nil {
 		return err
 	}
-	if rec.Warning != "" {
-		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", termSafe(rec.Warning))
-	}
-	if err := outfile.Write(*out, func(w io.Writer) error { return heatmap.Render(w, rec, heatmap.Options{}) }); err != nil {
+	m, res := mb.Model(s.Trailer, s.Truncated, s.Warning), ab.Result()
+	if err := outfile.Write(*out, func(w io.Writer) error { return heatmap.RenderModel(w, m, &res, heatmap.Options{}) }); err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, *out)
 	return nil
+}
+
+// streamRecording reads the recording at path once, window by window: start
+// makes, from the stream's header and stacks, the function each window is
+// given to, and nothing else keeps the windows. It warns on stderr as
+// readRecording's callers do and returns its errors; the stream returned
+// is read to its end (trailer, truncation) and closed.
+func streamRecording(path string, start func(*profile.Stream) func(*profile.Window)) (*profile.Stream, error) {
+	if err := checkRecordingPath(path); err != nil {
+		return nil, err
+	}
+	s, err := profile.OpenFile(path)
+	if err != nil {
+		return nil, recordingError(path, err)
+	}
+	defer s.Close()
+	add := start(s)
+	for w := range s.Windows() {
+		add(w)
+	}
+	if err := s.Err(); err != nil {
+		return nil, recordingError(path, fmt.Errorf("%s: %w", path, err))
+	}
+	if s.Warning != "" {
+		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", termSafe(s.Warning))
+	}
+	return s, nil
 }

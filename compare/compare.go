@@ -190,46 +190,26 @@ func (r *Result) ByVerdict(v string) []MetricResult {
 // suspect (hosts, CPU models, event sets, intervals, truncation) become
 // warnings; only what both have is compared.
 func Compare(base, new *profile.Recording, opts Options) Result {
-	bs, ns := Extract(base, opts.Warmup), Extract(new, opts.Warmup)
-	res := CompareSeries(bs, ns, opts)
-	res.Base, res.New = side(base, opts.Warmup), side(new, opts.Warmup)
-	res.Warnings = append(recordingWarnings(base, new, res.Base, res.New), res.Warnings...)
+	return CompareReduced(Reduce(base, opts.Warmup), Reduce(new, opts.Warmup), opts)
+}
+
+// CompareReduced is Compare of two recordings already reduced (Reducer),
+// for a reader that streams them.
+func CompareReduced(base, new *Reduced, opts Options) Result {
+	res := CompareSeries(base.Series, new.Series, opts)
+	res.Base, res.New = base.Side, new.Side
+	res.Warnings = append(recordingWarnings(base, new), res.Warnings...)
 	if res.Need != nil {
-		if d := min(duration(base), duration(new)); d > 0 {
+		if d := min(base.DurationS, new.DurationS); d > 0 {
 			res.Need.MaxIntervalS = d / float64(res.Need.Record)
 		}
 	}
 	return res
 }
 
-// duration is a recording's recorded time in seconds.
-func duration(r *profile.Recording) float64 {
-	if len(r.Windows) == 0 {
-		return 0
-	}
-	return float64(r.Windows[len(r.Windows)-1].EndNS-r.Windows[0].StartNS) / 1e9
-}
-
-func side(r *profile.Recording, warmup int) Side {
-	s := Side{
-		Hostname: r.Header.Host.Hostname, CPUModel: r.Header.Host.CPUModel, Mode: r.Header.Host.Mode,
-		Command: r.Header.Target.Command, Windows: len(r.Windows), Used: len(usableWindows(r, warmup)),
-		IntervalS: float64(r.Header.Settings.IntervalNS) / 1e9, Events: []string{},
-	}
-	for _, e := range r.Header.Events {
-		if e.Status == profile.StatusMeasured {
-			s.Events = append(s.Events, e.Name)
-		}
-	}
-	sort.Strings(s.Events)
-	if r.Trailer != nil {
-		s.AppMetrics = r.Trailer.AppMetrics
-	}
-	return s
-}
-
-func recordingWarnings(base, new *profile.Recording, b, n Side) []string {
+func recordingWarnings(base, new *Reduced) []string {
 	var w []string
+	b, n := base.Side, new.Side
 	if b.Hostname != n.Hostname {
 		w = append(w, fmt.Sprintf("recordings come from different hosts (%q, %q)", b.Hostname, n.Hostname))
 	}
@@ -247,12 +227,12 @@ func recordingWarnings(base, new *profile.Recording, b, n Side) []string {
 	}
 	for _, x := range []struct {
 		name string
-		r    *profile.Recording
+		r    *Reduced
 	}{{"BASE", base}, {"NEW", new}} {
 		if x.r.Truncated {
 			w = append(w, fmt.Sprintf("%s is truncated: %s", x.name, x.r.Warning))
 		}
-		if st := profile.Stretched(x.r); st.Stretched > 0 {
+		if st := x.r.Stretch; st.Stretched > 0 {
 			w = append(w, fmt.Sprintf("%s: %s; those windows are left out", x.name, st))
 		}
 	}

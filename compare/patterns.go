@@ -1,19 +1,15 @@
 package compare
 
-import (
-	"sort"
-
-	"github.com/cacheheat/cacheheat/profile"
-)
+import "sort"
 
 // UnmatchedPatterns returns the --metric patterns that select no metric of
 // either recording, and the names that could have been selected, sorted,
 // so that a typo is a usage error listing the valid names rather than a
 // diff that compares nothing and passes.
-func UnmatchedPatterns(base, new *profile.Recording, opts Options) (unmatched, names []string) {
+func UnmatchedPatterns(base, new *Reduced, opts Options) (unmatched, names []string) {
 	seen := map[string]bool{}
-	for _, r := range []*profile.Recording{base, new} {
-		for _, s := range Extract(r, opts.Warmup) {
+	for _, r := range []*Reduced{base, new} {
+		for _, s := range r.Series {
 			if !seen[s.Name] {
 				seen[s.Name] = true
 				names = append(names, s.Name)

@@ -1,6 +1,7 @@
 package compare
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -19,16 +20,24 @@ func TestStretchedWindowsLeftOut(t *testing.T) {
 		rec.Windows = append(rec.Windows, profile.Window{StartNS: start, EndNS: e})
 		start = e
 	}
-	wins := usableWindows(rec, 0)
-	if len(wins) != 4 {
-		t.Fatalf("%d usable windows, want 4 (the 3-interval one left out)", len(wins))
+	for i := range rec.Windows {
+		rec.Windows[i].Counters = []profile.Counter{{Event: "cpu-clock", PerCPU: []uint64{250}}}
 	}
-	for _, i := range wins {
-		if w := rec.Windows[i]; w.EndNS-w.StartNS != iv {
-			t.Errorf("kept a window of %d ns", rec.Windows[i].EndNS-rec.Windows[i].StartNS)
+	rec.Windows[2].Counters[0].PerCPU[0] = 1e9 // the stretched window's
+	red := Reduce(rec, 0)
+	if red.Side.Used != 4 {
+		t.Fatalf("%d usable windows, want 4 (the 3-interval one left out)", red.Side.Used)
+	}
+	var rate []float64
+	for _, s := range red.Series {
+		if s.Name == "cpu-clock/s" {
+			rate = s.Values
 		}
 	}
-	w := recordingWarnings(rec, rec, Side{}, Side{})
+	if len(rate) != 4 || slices.Max(rate) != 1000 || slices.Min(rate) != 1000 {
+		t.Errorf("cpu-clock/s values %v, want the 4 regular windows' 1000/s", rate)
+	}
+	w := recordingWarnings(red, red)
 	if len(w) != 2 || !strings.Contains(w[0], "1 of 5 windows were stretched") {
 		t.Errorf("warnings %q, want one per side about the stretched window", w)
 	}

@@ -76,11 +76,17 @@ type DiffData struct {
 // BASE/NEW/delta per-core heatmaps and overlaid latency histograms, as one
 // self-contained page.
 func WriteDiff(w io.Writer, base, new *profile.Recording, res *compare.Result) error {
+	return WriteDiffModels(w, model.FromRecording(base), model.FromRecording(new), res)
+}
+
+// WriteDiffModels is WriteDiff of the recordings' models (model.Read), for
+// a reader that streams them.
+func WriteDiffModels(w io.Writer, base, new *model.Model, res *compare.Result) error {
 	sk, err := BuildSkeletons()
 	if err != nil {
 		return err
 	}
-	data := BuildDiff(model.FromRecording(base), model.FromRecording(new), res, DefaultMaxCells)
+	data := BuildDiff(base, new, res, DefaultMaxCells)
 	data.Skeletons = sk
 	var body bytes.Buffer
 	view := struct {

@@ -25,14 +25,19 @@ type Stretch struct {
 func Stretched(rec *Recording) Stretch {
 	var s Stretch
 	for _, w := range rec.Windows {
-		n := w.EndNS - w.StartNS
-		s.Windows++
-		s.LongestNS = max(s.LongestNS, n)
-		if IsStretched(n, rec.Header.Settings.IntervalNS) {
-			s.Stretched++
-		}
+		s.Add(w.EndNS-w.StartNS, rec.Header.Settings.IntervalNS)
 	}
 	return s
+}
+
+// Add counts one more window, of lengthNS, in a recording with windows of
+// intervalNS: what a reader that streams windows counts them with.
+func (s *Stretch) Add(lengthNS, intervalNS int64) {
+	s.Windows++
+	s.LongestNS = max(s.LongestNS, lengthNS)
+	if IsStretched(lengthNS, intervalNS) {
+		s.Stretched++
+	}
 }
 
 // String is the warning shown by the recorder, inspect and the report, or

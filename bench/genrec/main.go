@@ -25,6 +25,7 @@ func main() {
 	flag.IntVar(&o.Nodes, "nodes", o.Nodes, "NUMA nodes")
 	flag.IntVar(&o.Windows, "windows", o.Windows, "windows")
 	flag.DurationVar(&o.Interval, "interval", time.Second, "window length")
+	flag.Uint64Var(&o.Seed, "seed", o.Seed, "random seed of the counts (two seeds: two runs of one workload)")
 	flag.IntVar(&o.Format, "format", 0, "file format major version (default: the current one)")
 	eff := flag.String("effect", "", "write the effect of this rule instead ("+strings.Join(effectNames(), ", ")+")")
 	flag.Parse()

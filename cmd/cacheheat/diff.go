@@ -10,6 +10,7 @@ import (
 	"github.com/cacheheat/cacheheat/compare"
 	"github.com/cacheheat/cacheheat/heatmap"
 	"github.com/cacheheat/cacheheat/internal/outfile"
+	"github.com/cacheheat/cacheheat/model"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -30,18 +31,18 @@ func runDiff(name string, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	base, err := readRecording(a.base)
+	base, err := readDiffSide(a.base, a.opts.Warmup, a.html != "")
 	if err != nil {
 		return err
 	}
-	newRec, err := readRecording(a.new)
+	newRec, err := readDiffSide(a.new, a.opts.Warmup, a.html != "")
 	if err != nil {
 		return err
 	}
-	if unmatched, names := compare.UnmatchedPatterns(base, newRec, a.opts); len(unmatched) > 0 {
+	if unmatched, names := compare.UnmatchedPatterns(base.reduced, newRec.reduced, a.opts); len(unmatched) > 0 {
 		return usageErrorf("diff: --metric %s matches no metric of these recordings; valid names: %s", strings.Join(unmatched, ", "), termSafe(strings.Join(names, ", ")))
 	}
-	res := compare.Compare(base, newRec, a.opts)
+	res := compare.CompareReduced(base.reduced, newRec.reduced, a.opts)
 	for _, w := range res.Warnings {
 		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", termSafe(w))
 	}
@@ -66,6 +67,48 @@ func runDiff(name string, args []string, stdout io.Writer) error {
 		return usageErrorf("diff: cannot decide %s with %d and %d usable windows: record at least %d windows a side", what, res.Base.Used, res.New.Used, res.Need.Record)
 	}
 	return nil
+}
+
+// diffSide is one recording of a diff, read once as a stream: its
+// reduction for the comparison and, when the HTML report is asked for, its
+// model. Neither keeps the windows, so a long recording is not held in
+// memory.
+type diffSide struct {
+	reduced *compare.Reduced
+	model   *model.Model // nil without the HTML report
+}
+
+// readDiffSide streams the recording at path into a diffSide, with
+// readRecording's errors. Its truncation and stretched windows are warned
+// about by the comparison (compare.Result.Warnings), not here.
+func readDiffSide(path string, warmup int, withModel bool) (diffSide, error) {
+	if err := checkRecordingPath(path); err != nil {
+		return diffSide{}, err
+	}
+	s, err := profile.OpenFile(path)
+	if err != nil {
+		return diffSide{}, recordingError(path, err)
+	}
+	defer s.Close()
+	r := compare.NewReducer(s.Header, warmup)
+	var mb *model.Builder
+	if withModel {
+		mb = model.NewBuilder(s.Header, s.Stacks)
+	}
+	for w := range s.Windows() {
+		r.Add(w)
+		if mb != nil {
+			mb.Add(w)
+		}
+	}
+	if err := s.Err(); err != nil {
+		return diffSide{}, recordingError(path, fmt.Errorf("%s: %w", path, err))
+	}
+	side := diffSide{reduced: r.Reduced(s.Trailer, s.Truncated, s.Warning)}
+	if mb != nil {
+		side.model = mb.Model(s.Trailer, s.Truncated, s.Warning)
+	}
+	return side, nil
 }
 
 // parseDiffArgs parses diff's flags and checks them, and that the output
@@ -121,9 +164,9 @@ output says how many are needed); 4: unreadable recording.
 
 // writeDiffOutputs writes the HTML report and markdown summary when asked
 // for, then the JSON or the table to stdout.
-func writeDiffOutputs(a diffArgs, base, newRec *profile.Recording, res *compare.Result, stdout io.Writer) error {
+func writeDiffOutputs(a diffArgs, base, newRec diffSide, res *compare.Result, stdout io.Writer) error {
 	if a.html != "" {
-		if err := outfile.Write(a.html, func(w io.Writer) error { return writeDiffHTML(w, base, newRec, res) }); err != nil {
+		if err := outfile.Write(a.html, func(w io.Writer) error { return heatmap.WriteDiffModels(w, base.model, newRec.model, res) }); err != nil {
 			return fmt.Errorf("writing diff report: %w", err)
 		}
 	}
@@ -156,8 +199,4 @@ func parseThreshold(s string) (float64, error) {
 		return 0, fmt.Errorf("out of range")
 	}
 	return v, nil
-}
-
-func writeDiffHTML(w io.Writer, base, newRec *profile.Recording, res *compare.Result) error {
-	return heatmap.WriteDiff(w, base, newRec, res)
 }

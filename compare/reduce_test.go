@@ -74,14 +74,7 @@ func TestStreamedSameAsInMemory(t *testing.T) {
 
 func sameResult(t *testing.T, name string, mem, streamed *Result) {
 	t.Helper()
-	mj, err := json.Marshal(mem)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sj, err := json.Marshal(streamed)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mj, sj := marshal(t, mem), marshal(t, streamed)
 	if !bytes.Equal(mj, sj) {
 		t.Errorf("%s: streamed result differs:\nin memory %s\nstreamed  %s", name, mj, sj)
 		return
@@ -129,4 +122,13 @@ func TestLateEventsAndCPUs(t *testing.T) {
 			t.Errorf("%s: %v, want %v", name, got[name], want)
 		}
 	}
+}
+
+func marshal(t *testing.T, r *Result) []byte {
+	t.Helper()
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -11,6 +11,11 @@
 // adjusted p-value is below alpha and its median moved beyond the threshold
 // in the metric's "worse" direction (Direction).
 //
+// A Reducer derives one recording's metrics a window at a time, as a
+// profile.Stream yields them, keeping per window only the metrics' values,
+// so diff never holds a recording; Compare runs the same reducer over a
+// recording in memory.
+//
 // Windows are treated as independent samples. They are not quite
 // (a slow phase spans several windows), which makes the test somewhat
 // optimistic; the effect threshold is the guard against that, and

@@ -21,17 +21,12 @@ type counterValue struct {
 
 // openCounter opens ev on cpu for counting, disabled until enable. Its
 // read_format carries enabled/running times so that multiplexed hardware
-// counters can be scaled.
-func openCounter(ev Event, cpu int) (*perfCounter, error) {
-	return openCounterIn(ev, cpu, nil)
-}
-
-// openCounterIn opens ev on cpu as openCounter does, as a member of
-// leader's group (nil: a group of its own). A group is read in one
-// system call (readGroup): reading a counter of another CPU costs an
-// interrupt of that CPU, so one read per CPU instead of one per event
-// is most of what a recorder of idle targets does in a window.
-func openCounterIn(ev Event, cpu int, leader *perfCounter) (*perfCounter, error) {
+// counters can be scaled. It joins leader's group (nil: a group of its
+// own). A group is read in one system call (readGroup): reading a
+// counter of another CPU costs an interrupt of that CPU, so one read per
+// CPU instead of one per event is most of what a recorder of idle
+// targets saves in a window.
+func openCounter(ev Event, cpu int, leader *perfCounter) (*perfCounter, error) {
 	attr := ev.Attr()
 	attr.Bits |= unix.PerfBitDisabled
 	attr.Read_format = unix.PERF_FORMAT_TOTAL_TIME_ENABLED | unix.PERF_FORMAT_TOTAL_TIME_RUNNING | unix.PERF_FORMAT_GROUP

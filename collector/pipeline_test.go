@@ -221,3 +221,33 @@ func TestResolveTarget(t *testing.T) {
 		t.Error("unknown target kind accepted")
 	}
 }
+
+// TestCmdlinesKeepsEmpty: a kernel thread's empty command line is cached
+// like any other, so an idle host's kernel threads are not read from /proc
+// every window; a process that cannot be read is not cached.
+func TestCmdlinesKeepsEmpty(t *testing.T) {
+	c := newCmdlines()
+	// pid 2 is kthreadd, a kernel thread, in every pid namespace's root.
+	comm, err := os.ReadFile("/proc/2/comm")
+	if err != nil {
+		t.Skipf("no /proc/2 to read (not the host's pid namespace?): %v", err)
+	}
+	name := strings.TrimSpace(string(comm))
+	if argv := c.get(2, name); argv != nil {
+		t.Fatalf("kernel thread's command line %q, want none", argv)
+	}
+	if e, ok := c.m[2]; !ok || e.comm != name {
+		t.Errorf("kernel thread's empty command line not cached: %+v", c.m)
+	}
+	gone := 1 << 30 // above pid_max: no such process
+	if argv := c.get(gone, "x"); argv != nil {
+		t.Errorf("a missing process's command line %q, want none", argv)
+	}
+	if _, ok := c.m[gone]; ok {
+		t.Error("a process that could not be read was cached")
+	}
+	self := c.get(os.Getpid(), "collector.test")
+	if len(self) == 0 {
+		t.Error("this process's own command line was not read")
+	}
+}

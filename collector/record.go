@@ -732,17 +732,26 @@ func procComm(pid int) string {
 	return strings.TrimSpace(string(b))
 }
 
-func procCmdline(pid int) []string {
+// procCmdline reads a process's command line; ok is false when it cannot
+// be read (the process is gone), and argv is nil with ok true for an empty
+// one (a kernel thread).
+func procCmdline(pid int) (argv []string, ok bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil || len(b) == 0 {
-		return nil
+	if err != nil {
+		return nil, false
 	}
-	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+	if len(b) == 0 {
+		return nil, true
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00"), true
 }
 
 // cmdlines caches each process's command line while its name stays the
 // same: an exec renames it, so /proc is read once per process and program
-// rather than every window. A process that exits keeps the last one read.
+// rather than every window; a kernel thread's empty one is kept too (an
+// idle host's windows are mostly kernel threads, and reading their
+// command lines again each window was half of an idle recorder's time).
+// A process that exits keeps the last one read.
 type cmdlines struct {
 	m map[int]cmdline
 }
@@ -761,8 +770,8 @@ func (c *cmdlines) get(pid int, comm string) []string {
 	if len(c.m) >= 1<<16 {
 		clear(c.m) // a long recording of a busy host: start over
 	}
-	argv := procCmdline(pid)
-	if argv == nil {
+	argv, ok := procCmdline(pid)
+	if !ok {
 		if e, ok := c.m[pid]; ok {
 			return e.argv
 		}

@@ -259,7 +259,7 @@ func (k *kernel) openCounters() error {
 			if ev.Kind == KindSoftware && len(g.slots) > 0 {
 				leader = k.counters[g.slots[0]][i]
 			}
-			pc, err := openCounterIn(ev, cpu, leader)
+			pc, err := openCounter(ev, cpu, leader)
 			if err != nil {
 				return err
 			}

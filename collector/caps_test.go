@@ -2,29 +2,17 @@ package collector
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/cacheheat/cacheheat/internal/testfs"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
 // fixture returns the root of a fixture host of package host
 // (host/testdata/hosts/README.md describes them).
 func fixture(name string) string { return filepath.Join("..", "host", "testdata", "hosts", name) }
-
-// writeFixtureFile writes a file under dir, creating its directories.
-func writeFixtureFile(t *testing.T, dir, rel, text string) {
-	t.Helper()
-	p := filepath.Join(dir, rel)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
 
 func TestReadPrivilegesFixture(t *testing.T) {
 	var c Caps
@@ -36,7 +24,7 @@ func TestReadPrivilegesFixture(t *testing.T) {
 	}
 	dir := t.TempDir()
 	// An unprivileged user: uid 1000, no capabilities.
-	writeFixtureFile(t, dir, "proc/self/status", "Name:\tcacheheat\nUid:\t1000\t1000\t1000\t1000\nCapEff:\t0000000000000000\n")
+	testfs.WriteFile(t, dir, "proc/self/status", "Name:\tcacheheat\nUid:\t1000\t1000\t1000\t1000\nCapEff:\t0000000000000000\n")
 	c = Caps{}
 	if err := c.readPrivileges(dir); err != nil {
 		t.Fatal(err)
@@ -45,7 +33,7 @@ func TestReadPrivilegesFixture(t *testing.T) {
 		t.Errorf("unprivileged status read as %+v", c)
 	}
 	// CAP_BPF and CAP_PERFMON only (bits 39 and 38).
-	writeFixtureFile(t, dir, "proc/self/status", "Uid:\t1000\t1000\t1000\t1000\nCapEff:\t000000c000000000\n")
+	testfs.WriteFile(t, dir, "proc/self/status", "Uid:\t1000\t1000\t1000\t1000\nCapEff:\t000000c000000000\n")
 	c = Caps{}
 	if err := c.readPrivileges(dir); err != nil {
 		t.Fatal(err)
@@ -60,7 +48,7 @@ func TestReadLockdown(t *testing.T) {
 	if got := readLockdown(dir); got != "unknown" {
 		t.Errorf("no lockdown file: %q, want unknown", got)
 	}
-	writeFixtureFile(t, dir, "sys/kernel/security/lockdown", "none [integrity] confidentiality\n")
+	testfs.WriteFile(t, dir, "sys/kernel/security/lockdown", "none [integrity] confidentiality\n")
 	if got := readLockdown(dir); got != "integrity" {
 		t.Errorf("lockdown = %q, want integrity", got)
 	}

@@ -1,22 +1,10 @@
 package host
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
-)
 
-// writeFixtureFile writes a file under dir, creating its directories.
-func writeFixtureFile(t *testing.T, dir, rel, text string) {
-	t.Helper()
-	p := filepath.Join(dir, rel)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
+	"github.com/cacheheat/cacheheat/internal/testfs"
+)
 
 func TestReadCPUInfo(t *testing.T) {
 	for _, tc := range []struct {
@@ -44,7 +32,7 @@ func TestReadCPUInfoErrors(t *testing.T) {
 		t.Error("ReadCPUInfo of an empty root: no error")
 	}
 	dir := t.TempDir()
-	writeFixtureFile(t, dir, "proc/cpuinfo", "processor\t: 0\ncpu family\t: six\n")
+	testfs.WriteFile(t, dir, "proc/cpuinfo", "processor\t: 0\ncpu family\t: six\n")
 	if _, err := ReadCPUInfo(dir); err == nil {
 		t.Error("ReadCPUInfo with a non-numeric family: no error")
 	}

@@ -278,11 +278,10 @@ struct {
 // time counts k times, so stack times are unbiased estimates; the exact
 // blocked time of every voluntary switch-out is counted in offcpu_stats.
 #define OFFCPU_PERIOD_NS 100000000ULL
-// At most one switch-out in offcpu_min_k at random, and at most one in
-// offcpu_min_k more by size: taking stacks costs about ten times the rest
-// of on_switch, so at low switch rates, where the rate alone would take
-// every one, they would still dominate its mean cost.
-const volatile u64 offcpu_min_k = 64;
+// At least one switch-out in offcpu_min_k: taking stacks costs about ten
+// times the rest of on_switch, so at low switch rates, where the rate
+// alone would take every one, they would still dominate its mean cost.
+const volatile u64 offcpu_min_k = 32;
 const volatile u64 offcpu_stacks_per_sec = 50;
 
 struct offcpu_start {
@@ -303,8 +302,7 @@ struct offcpu_start {
 // at most 1 / OFFCPU_SIZE_NS of them a second by size. The chance is known
 // when the stacks are taken, and the time counts 1/chance times, so the
 // stack times stay unbiased (Horvitz-Thompson). Chances by size are given
-// at most offcpu_stacks_per_sec times a second per CPU, and to at most one
-// in offcpu_min_k of the previous period's switch-outs; past that budget a
+// at most offcpu_stacks_per_sec times a second per CPU; past that budget a
 // switch-out's chance is 1/k again, still known when it is decided.
 #define OFFCPU_SIZE_NS 100000000ULL
 #define OFFCPU_W1 1024
@@ -442,7 +440,6 @@ struct offcpu_stat {
 	u64 period_outs;  // voluntary switch-outs in it
 	u64 k;            // one in k switch-outs gets stacks (0: not set yet)
 	u64 period_sized; // stacks taken for their size in this period
-	u64 sized_max;    // the period's budget of stacks by size
 };
 
 struct {
@@ -876,11 +873,6 @@ static __noinline void offcpu_out(void *ctx, struct offcpu_start *e, u64 now)
 		// k for the next period from this one's rate.
 		u64 k = want ? st->period_outs / want + 1 : 0;
 		st->k = k && k < offcpu_min_k ? offcpu_min_k : k;
-		// Stacks by size: the budget, and never more than one in
-		// offcpu_min_k of the last period's switch-outs, so that a CPU
-		// with few switches does not spend its budget on them.
-		u64 cap = st->period_outs / offcpu_min_k;
-		st->sized_max = cap < want ? cap : want;
 		st->period_start = now;
 		st->period_outs = 0;
 		st->period_sized = 0;
@@ -895,10 +887,11 @@ static __noinline void offcpu_out(void *ctx, struct offcpu_start *e, u64 now)
 		u64 by_size = last / (OFFCPU_SIZE_NS / OFFCPU_P1);
 		// By size only while this period's budget lasts: a host has
 		// hundreds of threads that wake a few times a second after long
-		// blocks, and taking all their stacks cost ~600 ns per switch;
-		// on a CPU with few switches even 50 a second did (1.3 us per
-		// switch at 900 switches/s on 16 CPUs).
-		bool sized = by_size > p && st->period_sized < st->sized_max;
+		// blocks, and taking all their stacks cost ~600 ns per switch.
+		// Not capped further by the CPU's switch rate: with fewer stacks
+		// by size, long blocks fall back to 1/k and their heavy weights
+		// made the lock estimate of rcu bad swing 5x (BENCHMARKS.md).
+		bool sized = by_size > p && st->period_sized < want;
 		if (sized)
 			p = by_size;
 		if (p > OFFCPU_P1)

@@ -88,7 +88,6 @@ type CacheheatOffcpuStat struct {
 	PeriodOuts  uint64
 	K           uint64
 	PeriodSized uint64
-	SizedMax    uint64
 }
 
 type CacheheatOtherKey struct {

@@ -32,15 +32,13 @@ const (
 // Off-CPU stacks are taken for one voluntary switch-out in k, at random,
 // k set every 100 ms so that a CPU takes about offCPUStacksPerSec stack
 // pairs a second (offcpu_stacks_per_sec), and never below offCPUMinK
-// (offcpu_min_k); stacks taken for a long previous block (bpf/cacheheat.c)
-// are capped at one in offCPUMinK too: taking stacks costs about ten
-// times the rest of a switch, so even at low switch rates it must stay
-// rare for on_switch's mean cost to stay near its floor. The blocked time
-// of every switch-out is still counted, and a sampled one's time counts
-// 1/chance times.
+// (offcpu_min_k): taking stacks costs about ten times the rest of a
+// switch, so even at low switch rates it must stay rare for on_switch's
+// mean cost to stay near its floor. The blocked time of every switch-out
+// is still counted, and a sampled one's time counts 1/chance times.
 const (
 	offCPUStacksPerSec = 50
-	offCPUMinK         = 64
+	offCPUMinK         = 32
 )
 
 // Target modes of the BPF side (enum mode in bpf/cacheheat.h).

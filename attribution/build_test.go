@@ -188,6 +188,24 @@ func (b *builder) offcpu(tid int, reason string, ns uint64, fn string, windows .
 	return b
 }
 
+// wait adds ns of the kernel's account of a wait (profile.Wait) to every
+// window (or the listed ones).
+func (b *builder) wait(reason, call, fd string, ns uint64, windows ...int) *builder {
+	for _, i := range b.windows(windows) {
+		w := &b.rec.Windows[i]
+		w.Waits = append(w.Waits, profile.Wait{Reason: reason, Call: call, FD: fd, NS: ns, Count: 1})
+	}
+	return b
+}
+
+// peer adds who woke the target to every window.
+func (b *builder) peer(p profile.Peer) *builder {
+	for i := range b.rec.Windows {
+		b.rec.Windows[i].Peers = append(b.rec.Windows[i].Peers, p)
+	}
+	return b
+}
+
 // stack adds a stack (or finds the same one) and returns its id.
 func (b *builder) stack(st profile.Stack) uint64 {
 	for id, s := range b.rec.Stacks {

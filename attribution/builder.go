@@ -26,7 +26,7 @@ type Builder struct {
 	// pair, blamed the blamed function of an off-CPU stack pair.
 	selfIDs map[[2]uint64]uint32
 	nameIDs map[string]uint32
-	blamed  map[[2]uint64]string
+	blamed  map[blameKey]string
 	offIdx  map[offKey]int
 	// rows indexes scratch, one window's share rows, by key.
 	rows    map[shareKey]int
@@ -58,12 +58,25 @@ type shareStore struct {
 	windows [][]shareRow
 }
 
+// blameKey is an off-CPU stack pair with its wait reason.
+type blameKey struct {
+	wait         string
+	user, kernel uint64
+}
+
 // offKey is what off-CPU time is summed by: the reason, the thread (the
 // rule keeps working threads only) and the function to blame.
 type offKey struct {
 	reason string
+	wait   profile.WaitKey // the stratum of its scale
 	tid    int
 	fn     string
+}
+
+// offPart is one window's weighted time of an off-CPU row.
+type offPart struct {
+	row int
+	ns  uint64
 }
 
 type offRow struct {
@@ -98,6 +111,7 @@ func NewBuilder(h profile.Header, stacks map[uint64]profile.Stack) *Builder {
 		idleNS:       make([]float64, ncpu),
 		othersNS:     make([]float64, ncpu),
 		others:       map[otherKey]uint64{},
+		peers:        map[peerKey]float64{},
 		scaling:      map[string][2]uint64{},
 		shares:       map[string]*shareStore{},
 	}
@@ -113,7 +127,7 @@ func NewBuilder(h profile.Header, stacks map[uint64]profile.Stack) *Builder {
 		m: m, stacks: stacks, ncpu: ncpu, tids: map[int]bool{},
 		funcs:   profile.NewFunctionTotaler(h.Functions),
 		samples: map[string]uint64{}, perCPU: map[string][]uint64{}, cpuTotal: map[string]uint64{},
-		selfIDs: map[[2]uint64]uint32{}, nameIDs: map[string]uint32{}, blamed: map[[2]uint64]string{},
+		selfIDs: map[[2]uint64]uint32{}, nameIDs: map[string]uint32{}, blamed: map[blameKey]string{},
 		offIdx: map[offKey]int{}, rows: map[shareKey]int{},
 	}
 }
@@ -139,7 +153,9 @@ func (b *Builder) Add(w *profile.Window) {
 		m.others[otherKey{o.PID, o.Comm}] += o.Samples
 		m.othersTotal += o.Samples
 	}
+	m.offScaler.Add(w)
 	b.offCPU(w.OffCPU)
+	b.waits(&wm, w)
 	b.funcs.Add(w.Functions)
 	m.Windows = append(m.Windows, wm)
 }
@@ -305,10 +321,9 @@ func (b *Builder) offCPU(o *profile.OffCPU) {
 	}
 	m := b.m
 	m.hasOffCPU = true
-	m.offBlocked += o.BlockedNS
-	m.offSampled += o.SampledNS
+	var parts []offPart
 	for _, s := range o.Stacks {
-		k := offKey{s.Reason, s.TID, b.blame(s.UserStack, s.KernelStack)}
+		k := offKey{s.Reason, s.Key(), s.TID, b.blame(s.Wait, s.UserStack, s.KernelStack)}
 		i, ok := b.offIdx[k]
 		if !ok {
 			i = len(m.off)
@@ -316,17 +331,22 @@ func (b *Builder) offCPU(o *profile.OffCPU) {
 			m.off = append(m.off, offRow{offKey: k})
 		}
 		m.off[i].ns += s.NS
+		parts = append(parts, offPart{row: i, ns: s.NS})
 	}
+	for len(m.offWin) < len(m.Windows) {
+		m.offWin = append(m.offWin, nil)
+	}
+	m.offWin = append(m.offWin, parts)
 }
 
 // blame is the function profile.ExplainOffCPU blames for an off-CPU stack
-// pair.
-func (b *Builder) blame(user, kernel uint64) string {
-	key := [2]uint64{user, kernel}
+// pair with its wait reason.
+func (b *Builder) blame(wait string, user, kernel uint64) string {
+	key := blameKey{wait, user, kernel}
 	if fn, ok := b.blamed[key]; ok {
 		return fn
 	}
-	_, fn := profile.ExplainOffCPU(b.frames(user), b.frames(kernel))
+	_, fn := profile.ExplainOffCPU(wait, b.frames(user), b.frames(kernel))
 	b.blamed[key] = fn
 	return fn
 }

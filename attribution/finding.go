@@ -35,7 +35,7 @@ const softwareNote = "This host exposes no hardware cache events, so no rule her
 type Finding struct {
 	Rule     string `json:"rule"`
 	Title    string `json:"title"`
-	Severity string `json:"severity"` // SeverityHigh, SeverityMedium
+	Severity string `json:"severity"` // SeverityHigh, SeverityMedium, SeverityInfo
 	// Confidence in [0, 1]: the rule's base confidence, lowered for short
 	// recordings, approximated formulas and multiplexed counters.
 	Confidence float64    `json:"confidence"`
@@ -64,7 +64,13 @@ type Finding struct {
 const (
 	SeverityHigh   = "high"   // the primary metric is at least twice its threshold
 	SeverityMedium = "medium" // the primary metric is over its threshold
+	// SeverityInfo is a fact to know rather than the program's problem:
+	// what it depends on (waits on another process), or start-up work.
+	SeverityInfo = "info"
 )
+
+// severityRank orders severities, most severe first.
+var severityRank = map[string]int{SeverityHigh: 0, SeverityMedium: 1, SeverityInfo: 2}
 
 // Scope is what a finding is about: the heatmap region (CPUs, nodes) and
 // time range (nanoseconds since the recording's start time) to look at.
@@ -138,7 +144,7 @@ func (m *Metrics) analyze() Result {
 	sort.SliceStable(res.Findings, func(i, j int) bool {
 		a, b := res.Findings[i], res.Findings[j]
 		if a.Severity != b.Severity {
-			return a.Severity == SeverityHigh
+			return severityRank[a.Severity] < severityRank[b.Severity]
 		}
 		return a.Confidence > b.Confidence
 	})

@@ -144,8 +144,12 @@ func (tc TailCompare) row(counter string) (TailRow, bool) {
 // what the slow calls did more of.
 func (tc TailCompare) Verdict() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: calls from %s (p99 and slower, %d calls) take %s on average against %s around the median",
-		tc.Function, profile.FormatNS(profile.BucketLower(tc.TailFrom)), tc.TailCalls, profile.FormatNS(tc.TailLatency), profile.FormatNS(tc.MedianLatency))
+	// The tail is a whole log2 latency bucket, so it holds more than 1%
+	// of the calls when the p99 falls low in a crowded bucket: the
+	// sentence says how many it is, not "the slowest 1%".
+	fmt.Fprintf(&b, "%s: the slowest %s of %s calls (%s, every call of %s or more: the latency bucket that holds the p99, and above) take %s on average, against %s for the %s calls around the median",
+		tc.Function, profile.GroupDigits(tc.TailCalls, ","), profile.GroupDigits(tc.Calls, ","), pctOf(tc.TailCalls, tc.Calls),
+		profile.FormatNS(profile.BucketLower(tc.TailFrom)), profile.FormatNS(tc.TailLatency), profile.FormatNS(tc.MedianLatency), profile.GroupDigits(tc.MedianCalls, ","))
 	if r, ok := tc.row(tc.TimeCounter); ok {
 		fmt.Fprintf(&b, "; %.0f%% of their extra time is %s", 100*r.Share, timeWords[tc.TimeCounter])
 	}
@@ -155,6 +159,15 @@ func (tc TailCompare) Verdict() string {
 		fmt.Fprintf(&b, "; no fault, switch or migration count rises with it: %s", c.cause)
 	}
 	return b.String()
+}
+
+// pctOf is n of total in percent, with the precision a small share needs.
+func pctOf(n, total uint64) string {
+	p := 100 * ratio(float64(n), float64(total))
+	if p < 10 {
+		return fmt.Sprintf("%.1f%%", p)
+	}
+	return fmt.Sprintf("%.0f%%", p)
 }
 
 var timeWords = map[string]string{

@@ -126,3 +126,21 @@ func TestFunctionTailNotEvaluated(t *testing.T) {
 	}
 	t.Errorf("function-tail not listed as not evaluated: %s", dump(res.NotEvaluated))
 }
+
+// TestTailVerdictCounts: the verdict's tail is the whole bucket holding the
+// p99, and it says how many calls that is (12% here, not "1%"), with the
+// counts adding up.
+func TestTailVerdictCounts(t *testing.T) {
+	rec := newRec(t, 2, 3, swEvents...).function(map[int]fb{
+		14: {calls: 2629, lat: 20e3},
+		21: {calls: 371, lat: 3e6, sums: map[string]float64{profile.FuncMinFlt: 100}},
+	}).done()
+	f, ok := findRule(Analyze(rec), "function-tail")
+	if !ok {
+		t.Fatal("function-tail did not fire")
+	}
+	want := "the slowest 371 of 3000 calls (12%, every call of 2.1ms or more"
+	if !strings.Contains(f.Advice, want) {
+		t.Errorf("verdict %q lacks %q", f.Advice, want)
+	}
+}

@@ -19,6 +19,8 @@ type Metrics struct {
 	// DurationS is the recorded time, first window start to last window
 	// end.
 	DurationS float64
+	// medianSpan is the median window length (s), set on first use.
+	medianSpan float64
 	// CPUs are the online CPU ids that were recorded (Settings.CPUs or the
 	// whole topology).
 	CPUs   []int
@@ -68,10 +70,17 @@ type Metrics struct {
 	// Off-CPU time: the recording's blocked and sampled sums (its scale)
 	// and the weighted time by reason, thread and blamed function, in
 	// first-seen order.
-	hasOffCPU              bool
-	offBlocked, offSampled uint64
-	off                    []offRow
-	functions              []*profile.FunctionAgg
+	hasOffCPU bool
+	offScaler profile.OffCPUScaler
+	off       []offRow
+	// offWin holds, per window (index as Windows), its share of each row:
+	// the blocking rules read the steady windows only.
+	offWin [][]offPart
+	// The kernel's wait account: whether the recording has it, and the
+	// target's waits on other processes by who woke it.
+	hasWaits  bool
+	peers     map[peerKey]float64
+	functions []*profile.FunctionAgg
 	// scaling sums each event's enabled and running time.
 	scaling map[string][2]uint64
 	// shares keeps, per event a rule names functions by, its samples by
@@ -91,6 +100,9 @@ type WindowMetrics struct {
 	// working is the number of target threads that did work in the
 	// window (workingThreads).
 	working int
+	// Waits sums the target's off-CPU time by the kernel's wait reason
+	// (profile.Wait); nil without waits.
+	Waits map[string]float64
 }
 
 // Rate is an event's per-second rate in the window.

@@ -39,6 +39,8 @@ const (
 	RuleNoisyNeighbour = "noisy-neighbour"
 	RuleLockContention = "lock-contention"
 	RuleIOWait         = "io-wait"
+	RuleStartupIO      = "startup-io"
+	RulePeerWait       = "peer-wait"
 	RulePageFaults     = "page-fault-storm"
 	RuleMigrations     = "migration-churn"
 	RuleLatencyTail    = "latency-tail"
@@ -84,6 +86,8 @@ func (n Need) String() string {
 		return "off-CPU stacks"
 	case NeedIdle:
 		return "CPU idle time"
+	case NeedWaits:
+		return "the kernel's wait reasons"
 	case NeedFunctions:
 		return "--func functions"
 	case NeedHistogram:
@@ -168,6 +172,10 @@ func (r *Rule) bound(id metric.ID, op string) Threshold {
 	}
 	panic(fmt.Sprintf("attribution: rule %s has no threshold %q %s", r.ID, id, op))
 }
+
+// runnableOver is where a target's own threads oversubscribe its CPUs:
+// cpu-saturation's, and where noisy-neighbour leaves the finding to it.
+var runnableOver = Threshold{Metric: mRunnablePerCPU, Op: ">", Value: 1.25, Unit: metric.UnitTimes, Why: "only more runnable threads than CPUs make the target queue behind itself (3 busy threads on 2 CPUs are 1.5 per CPU); as many busy threads as CPUs, with helper threads waking behind them, measured 1.05-1.1 here, and fewer threads would not help; threads that sleep and wake briefly add little, and queueing behind other processes is noisy-neighbour"}
 
 // Rules returns the rule table, for docs and tests.
 func Rules() []Rule {
@@ -263,6 +271,11 @@ func (m *Metrics) satisfies(n Need) (name, reason string, ok bool) {
 			return "", "", true
 		}
 		return n.String(), "not in this recording (recorded by cacheheat versions that read /proc/stat)", false
+	case NeedWaits:
+		if m.HasWaits() {
+			return "", "", true
+		}
+		return n.String(), "not in this recording (recorded by cacheheat versions that read the kernel's wait reasons; older ones could not tell disk from pipe or socket waits)", false
 	case NeedHistogram:
 		for _, h := range n.AnyOf {
 			if m.HasHistogram(h) {
@@ -277,24 +290,42 @@ func (m *Metrics) satisfies(n Need) (name, reason string, ok bool) {
 		}
 	}
 	// Say why for the alternative the recorder tried; when it tried none,
-	// suggest the first.
+	// suggest one the host can count (the host's own word on each event,
+	// profile.Header.HostStatus): never an event it cannot.
 	for _, e := range n.AnyOf {
-		st, tried := m.status[e]
-		if !tried {
+		if st, tried := m.status[e]; tried {
+			return e, whyNot(st), false
+		}
+	}
+	var cannot []profile.EventStatus
+	for _, e := range n.AnyOf {
+		st, known := m.header.HostStatus(e, !metric.Software(e))
+		switch {
+		case !known:
 			continue
+		case st.Status == profile.StatusMeasured:
+			return e, "not recorded (add -e " + e + ")", false
 		}
-		switch st.Status {
-		case profile.StatusUnsupported:
-			return e, "unsupported on this host: " + orUnknown(st.Reason), false
-		case profile.StatusDenied:
-			return e, "denied: " + orUnknown(st.Reason), false
-		}
-		return e, st.Status + ": " + orUnknown(st.Reason), false
+		cannot = append(cannot, st)
+	}
+	if len(cannot) > 0 {
+		return cannot[0].Name, whyNot(cannot[0]), false
 	}
 	if len(n.AnyOf) > 1 {
 		return n.String(), "not recorded (the recorder knows no encoding of it for this CPU model)", false
 	}
-	return n.String(), "not recorded (add -e " + n.AnyOf[0] + ")", false
+	return n.String(), "not recorded (add -e " + n.AnyOf[0] + " if this host can count it: cacheheat caps)", false
+}
+
+// whyNot says why an event the host was asked about was not measured.
+func whyNot(st profile.EventStatus) string {
+	switch st.Status {
+	case profile.StatusUnsupported:
+		return "unsupported on this host: " + orUnknown(st.Reason)
+	case profile.StatusDenied:
+		return "denied: " + orUnknown(st.Reason)
+	}
+	return st.Status + ": " + orUnknown(st.Reason)
 }
 
 func orUnknown(s string) string {
@@ -448,10 +479,11 @@ var table = []Rule{
 		ID:      RuleCoreHotspot,
 		Shows:   ShowsSamples,
 		Title:   "load concentrated on one core",
-		Formula: "top core share = target samples on the busiest core / all target samples; demand = (target on-CPU time on a core + its run-queue wait there) / recorded time, on-CPU time from cpu-clock (or samples / sample rate without it), run-queue wait from the runq-latency histogram when recorded; busy = 1 - the core's idle time (all tasks, /proc/stat) / recorded time",
+		Formula: "top core share = target samples on the busiest core / all target samples; demand = (target on-CPU time on a core + its run-queue wait there) / recorded time, on-CPU time from cpu-clock (or samples / sample rate without it), run-queue wait from the runq-latency histogram when recorded; busy = 1 - the core's idle time (all tasks, /proc/stat) / recorded time; working threads = target threads that ran at least half as long as the window's busiest target thread and at least 1 ms, median over windows",
 		Needs:   []Need{samples, cpuIdle},
 		Thresholds: []Threshold{
 			{Metric: mSamples, Op: ">=", Value: 50, Unit: metric.UnitSamples, Why: whySampleMin},
+			{Metric: mWorkingThreads, Op: ">=", Value: 2, Unit: "threads", Why: "one thread runs on one core at a time: a single working thread on one core is the program's nature, not a placement to fix"},
 			{Metric: mTopCoreSampleShare, Op: ">", Value: 0.90, Unit: metric.UnitRatio, Why: "the O3 performance guide's bottleneck table: a hotspot is one core with more than 90% of the load"},
 			{Metric: mTopCoreDemand, Op: ">=", Value: 0.5, Unit: metric.UnitRatio, Why: "floor: the target runs or waits to run on that core at least half the time, so the concentration costs throughput (an idle target never fires); demand, not on-CPU time, so that competing load on a shared host does not hide it"},
 			{Metric: mLeastBusyOther, Op: "<", Value: 0.5, Unit: metric.UnitRatio, Why: "another recorded core is idle at least half the time (all tasks counted): there is room to spread to; a core busy with other processes' work is no room"},
@@ -465,12 +497,12 @@ var table = []Rule{
 		ID:      RuleCPUSaturation,
 		Title:   "CPU saturation (the target's own threads queue for its CPUs)",
 		Needs:   []Need{hist(profile.HistRunqLatency), event(metric.CPUClock)},
-		Formula: "per window (warm-up left out): p99 of the runq-latency histogram (wakeup or preemption to running, summed over CPUs); saturated windows = windows with p99 over the threshold / all windows; working threads = target threads that ran at least half as long as the window's busiest target thread and at least 1 ms (cpu-clock), median over windows; allowed CPUs = the target's affinity at the start (or the recorded CPUs)",
+		Formula: "per window (warm-up left out): p99 of the runq-latency histogram (wakeup or preemption to running, summed over CPUs); saturated windows = windows with p99 over the threshold / all windows; runnable threads = (target on-CPU time + target run-queue wait, from the runq-latency histogram's bucket midpoints) / window length: how many of its threads were running or waiting to run on average, median over windows; allowed CPUs = the target's affinity at the start (or the recorded CPUs)",
 		Thresholds: []Threshold{
 			{Metric: mRunqEvents, Op: ">=", Value: 20, Unit: metric.UnitEvents, Why: "floor: a p99 of fewer events is the maximum of a handful"},
 			{Metric: mRunqP99, Op: ">", Value: 1e6, Unit: metric.UnitNS, Why: "the scheduler's base slice is 0.75-3 ms: a p99 wait over 1 ms means runnable threads queue behind full slices of others"},
 			{Metric: mSaturatedShare, Op: ">=", Value: 0.5, Unit: metric.UnitRatio, Why: "saturation in most of the recording, not a burst (bursts are latency-tail's job)"},
-			{Metric: mWorkingPerCPU, Op: ">", Value: 1, Unit: metric.UnitTimes, Why: "only more working threads than CPUs make the target queue behind itself; idle runtime threads (a Go program's sysmon and spare Ms) wake briefly and do not count, and queueing behind other processes is noisy-neighbour"},
+			runnableOver,
 		},
 		Source:     "Brendan Gregg's USE method (CPU saturation = run-queue latency); runqlat (bcc); threshold: scheduler slice length",
 		Advice:     "Use fewer threads (a pool sized to the CPUs) or give the target more CPUs.",
@@ -498,7 +530,7 @@ var table = []Rule{
 		ID:      RuleLockContention,
 		Title:   "threads wait for locks",
 		Needs:   []Need{offCPUStacks, event(metric.CPUClock)},
-		Formula: "lock wait = off-CPU time of the target's working threads (with at least 1% of the target's on-CPU time) whose stacks show a lock or futex wait (futex, pthread mutexes and rwlocks, semaphores, Go's sync.Mutex/RWMutex and the runtime's semacquire), stacks of sampled switch-outs (about 50 a second per CPU, a long previous block raising the chance; see \"Off-CPU stacks\") weighted by 1/chance and scaled to all blocked time; share = lock wait / (lock wait + target on-CPU time)",
+		Formula: "lock wait = off-CPU time of the target's working threads (with at least 1% of the target's on-CPU time), in the steady windows (not a command's first window, nor a last partial one where its threads exit), whose wait the kernel put in a futex, file lock or mmap_lock and whose stacks show no join or idle pool (pthread mutexes and rwlocks, semaphores, Go's sync.Mutex/RWMutex and the runtime's semacquire, or a bare futex), stacks of sampled switch-outs (about 50 a second per CPU, a long previous block raising the chance; see \"Off-CPU reasons and stacks\") weighted by 1/chance and scaled to the exact time of their wait; share = lock wait / (lock wait + target on-CPU time), both over the steady windows",
 		Thresholds: []Threshold{
 			{Metric: mLockWaitShare, Op: ">", Value: 0.02, Unit: metric.UnitRatio, Why: "the working threads lose more than 2% of their time waiting for locks: more than run-to-run noise of a throughput benchmark on a quiet host"},
 			{Metric: mLockWaitRate, Op: ">=", Value: 10e6, Unit: metric.UnitNS, Why: "floor: 10 ms of waiting per second of recording; a process that starts and stops its threads waits a few ms in total"},
@@ -511,18 +543,48 @@ var table = []Rule{
 	},
 	{
 		ID:      RuleIOWait,
-		Title:   "threads wait for I/O",
-		Needs:   []Need{offCPUStacks, event(metric.CPUClock)},
-		Formula: "I/O wait = off-CPU time of the target's working threads whose stacks show a block device, page cache, pipe or socket wait; share = I/O wait / (I/O wait + target on-CPU time); stacks sampled and scaled as for lock-contention",
+		Title:   "threads wait for disk I/O",
+		Needs:   []Need{waitsNeed, event(metric.CPUClock)},
+		Formula: "disk I/O wait = the target's off-CPU time whose wait the kernel tied to block I/O (in_iowait: io_schedule), to a regular file or block device, or to a sync, counted at every switch-in (exact, not sampled); share = disk I/O wait / (disk I/O wait + target on-CPU time); not when it all happened at start-up (startup-io); pipes, sockets and other processes are peer-wait's; functions from the off-CPU stacks of those waits",
 		Thresholds: []Threshold{
-			{Metric: mIOWaitShare, Op: ">", Value: 0.1, Unit: metric.UnitRatio, Why: "the working threads spend more than a tenth of their time waiting for reads and writes"},
+			{Metric: mIOWaitShare, Op: ">", Value: 0.1, Unit: metric.UnitRatio, Why: "the threads spend more than a tenth of their time waiting for the disk"},
 			{Metric: mIOWaitRate, Op: ">=", Value: 50e6, Unit: metric.UnitNS, Why: "floor: 50 ms of waiting per second of recording"},
 		},
-		Source:     "Brendan Gregg, off-CPU analysis; thresholds: this project (see Why)",
-		Advice:     "Working threads wait for reads or writes, in the functions named. Batch or overlap the I/O (async I/O, io_uring, more requests in flight), cache what is read again, or move it off the hot path.",
+		Source:     "Brendan Gregg, off-CPU analysis; the kernel's in_iowait (iowait in /proc/stat, vmstat's wa); thresholds: this project (see Why)",
+		Advice:     "Threads wait for the disk, in the functions named. Batch or overlap the I/O (async I/O, io_uring, more requests in flight), cache what is read again, or move it off the hot path.",
 		Confidence: 0.8,
 		Functions:  FuncsOffCPU,
-		eval:       evalBlocked(profile.OffCPUIO),
+		eval:       evalDiskIO(false),
+	},
+	{
+		ID:      RuleStartupIO,
+		Title:   "disk I/O at start-up only",
+		Needs:   []Need{waitsNeed, event(metric.CPUClock)},
+		Formula: "as io-wait, over the windows that hold 90% of the disk I/O wait from the first one, when they end within the first quarter of a recording of at least 4 windows; rate over those windows' length",
+		Thresholds: []Threshold{
+			{Metric: mStartupIOShare, Op: ">", Value: 0.1, Unit: metric.UnitRatio, Why: "as io-wait: more than a tenth of the threads' time"},
+			{Metric: mStartupIORate, Op: ">=", Value: 50e6, Unit: metric.UnitNS, Why: "as io-wait, per second of the windows it happened in"},
+		},
+		Source:     "this project: a cold start reads the binary, libraries and data once (a page cache dropped, a new container)",
+		Advice:     "Disk I/O at start-up, then almost none.",
+		Confidence: 0.8,
+		Functions:  FuncsOffCPU,
+		eval:       evalDiskIO(true),
+	},
+	{
+		ID:      RulePeerWait,
+		Title:   "threads wait on other processes or the network",
+		Needs:   []Need{waitsNeed, event(metric.CPUClock)},
+		Formula: "peer wait = the target's off-CPU time in pipes, Unix and IP sockets, waits for children and System V IPC (the kernel's account, exact); share = peer wait / (peer wait + target on-CPU time); who = the processes that woke it out of those waits (sched_waking's current task), by their share of that time; a dependency to know about, not the program's own problem (severity info)",
+		Thresholds: []Threshold{
+			{Metric: mPeerWaitShare, Op: ">", Value: 0.25, Unit: metric.UnitRatio, Why: "the threads wait on someone else a quarter of their time or more: their speed is partly the peer's (a pipe ping-pong measured 41-72% here, quiet and beside load)"},
+			{Metric: mPeerWaitRate, Op: ">=", Value: 100e6, Unit: metric.UnitNS, Why: "floor: 100 ms of waiting per second of recording"},
+		},
+		Source:     "Brendan Gregg, off-wake time (wakeuptime, offwaketime): blocked time by the waker; this project",
+		Advice:     "The target waits on other processes or the network.",
+		Confidence: 0.8,
+		Functions:  FuncsNone,
+		eval:       evalPeerWait,
 	},
 	{
 		ID:      RulePageFaults,
@@ -557,10 +619,11 @@ var table = []Rule{
 		ID:      RuleLatencyTail,
 		Title:   "latency tail coincides with a cause",
 		Needs:   []Need{hist(profile.HistRunqLatency, profile.HistOffCPU), event(tailCauses...)},
-		Formula: "over windows at least half the median window length: tail windows = windows whose histogram p99 is over the floor and at least the tail factor times the median window's p99; cause = the counter whose rate in tail windows is the largest multiple of its median-window rate",
+		Formula: "over windows at least half the median window length: tail windows = windows whose histogram p99 is over the floor, at least the tail factor times the median window's p99, and outside the run's own spread (log2 of the p99 more than 3 median absolute deviations of the windows' log2 p99s above their median, the deviation taken as at least half a bucket); cause = the counter whose rate in tail windows is the largest multiple of its median-window rate",
 		Thresholds: []Threshold{
 			{Metric: mEventsPerWindow, Op: ">=", Value: 20, Unit: metric.UnitEvents, Why: "floor: a p99 of fewer events is the maximum of a handful"},
-			{Metric: mEnoughWindows, Op: ">=", Value: 4, Unit: "windows", Why: "a median and a tail need several windows"},
+			{Metric: mEnoughWindows, Op: ">=", Value: 8, Unit: "windows", Why: "a median, a spread and a tail apart from both need more than a few windows: with four, one noisy window is a quarter of the run"},
+			{Metric: mTailWindows, Op: ">=", Value: 2, Unit: "windows", Why: "a tail recurs: one window over the rest is as likely the host's noise (a neighbour's burst, a page-cache flush) as the program's"},
 			{Metric: mTailP99, Op: ">", Value: 1e6, Unit: metric.UnitNS, Why: "floor: the O3 performance guide's long-tail latency buckets start at 1 ms"},
 			{Metric: mTailOverMedian, Op: ">=", Value: 4, Unit: metric.UnitTimes, Why: "two log2 buckets above the median: not bucket jitter"},
 			{Metric: mCauseOverMedian, Op: ">=", Value: 2, Unit: metric.UnitTimes, Why: "the cause at least doubles in the tail windows"},
@@ -765,6 +828,7 @@ func evalCoreHotspot(m *Metrics, r *Rule) []Finding {
 	}
 	ev, ok := allPass(
 		r.T(mSamples), total,
+		r.T(mWorkingThreads), median(m.steadyWorking()),
 		r.T(mTopCoreSampleShare), share,
 		r.T(mTopCoreDemand), m.Demand(top),
 		r.T(mLeastBusyOther), least,
@@ -772,7 +836,7 @@ func evalCoreHotspot(m *Metrics, r *Rule) []Finding {
 	if !ok {
 		return nil
 	}
-	return []Finding{{Severity: severity(r.T(mTopCoreDemand), ev[2].Value), Scope: Scope{CPUs: []int{top}}, Evidence: ev}}
+	return []Finding{{Severity: severity(r.T(mTopCoreDemand), ev[3].Value), Scope: Scope{CPUs: []int{top}}, Evidence: ev}}
 }
 
 // busyCPUs lists the CPUs on which the target counted at least a tenth of
@@ -844,21 +908,33 @@ func evalLatencyTail(m *Metrics, r *Rule) []Finding {
 // p99 and the counter that rises most in them.
 func (m *Metrics) latencyTail(r *Rule, h string) (Finding, bool) {
 	nwin, floor, factor := r.T(mEnoughWindows), r.T(mTailP99), r.T(mTailOverMedian)
-	causeT, excessT := r.T(mCauseOverMedian), r.T(mCauseExcess)
+	causeT, excessT, ntail := r.T(mCauseOverMedian), r.T(mCauseExcess), r.T(mTailWindows)
 	idx, p99 := m.steadyP99s(h, r.T(mEventsPerWindow))
 	if !nwin.pass(float64(len(idx))) {
 		return Finding{}, false
 	}
 	med := median(p99)
+	// The run's own spread of p99s, in log2 buckets: a window is a tail
+	// only well outside it.
+	logs := make([]float64, len(p99))
+	for k, v := range p99 {
+		logs[k] = math.Log2(math.Max(v, 1))
+	}
+	center := median(logs)
+	dev := make([]float64, len(logs))
+	for k, v := range logs {
+		dev[k] = math.Abs(v - center)
+	}
+	spread := math.Max(median(dev), 0.5)
 	var tail []int
 	var tailP99 []float64
 	for k, i := range idx {
-		if floor.pass(p99[k]) && factor.pass(ratio(p99[k], med)) {
+		if floor.pass(p99[k]) && factor.pass(ratio(p99[k], med)) && logs[k]-center > 3*spread {
 			tail = append(tail, i)
 			tailP99 = append(tailP99, p99[k])
 		}
 	}
-	if len(tail) == 0 {
+	if !ntail.pass(float64(len(tail))) {
 		return Finding{}, false
 	}
 	c, ok := m.tailCause(idx, tail, causeT, excessT)
@@ -869,6 +945,7 @@ func (m *Metrics) latencyTail(r *Rule, h string) (Finding, bool) {
 	first, last := m.Windows[tail[0]], m.Windows[tail[len(tail)-1]]
 	ev := []Evidence{
 		{Metric: metric.ID(h + " p99 in tail windows (median)"), Value: tp, Threshold: floor.Value, Op: floor.Op, Unit: metric.UnitNS},
+		ntail.evidence(float64(len(tail))),
 		factor.evidence(ratio(tp, med)),
 		{Metric: metric.ID(c.event + "/s in tail windows over median window"), Value: c.times, Threshold: causeT.Value, Op: causeT.Op, Unit: metric.UnitTimes},
 		{Metric: metric.ID(c.event + "/s in tail windows minus median window"), Value: c.tail - c.median, Threshold: excessT.Value, Op: excessT.Op, Unit: metric.UnitPerSecond},
@@ -884,16 +961,8 @@ func (m *Metrics) latencyTail(r *Rule, h string) (Finding, bool) {
 // steadyP99s returns the windows of the steady state that hold at least
 // minEvents of histogram h, with h's p99 in each.
 func (m *Metrics) steadyP99s(h string, minEvents Threshold) (idx []int, p99 []float64) {
-	var lens []float64
-	for _, w := range m.Windows {
-		lens = append(lens, w.DurationS)
-	}
-	full := median(lens) / 2
 	for i, w := range m.Windows {
-		// A partial window (the last one, cut short by the target's
-		// exit) holds the exit of every thread and a rate over a
-		// fraction of a window: it is no sample of the steady state.
-		if w.DurationS < full || m.warmup(i) {
+		if !m.steadyWindow(i) {
 			continue
 		}
 		if b := w.Hist[h]; minEvents.pass(float64(HistogramCount(b))) {

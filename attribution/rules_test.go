@@ -3,6 +3,7 @@ package attribution
 import (
 	"encoding/json"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -69,6 +70,7 @@ var ruleCases = []ruleCase{
 	{"core-hotspot", "top core share of samples", func(t *testing.T, x float64) *profile.Recording {
 		hot := u(100 * 0.90 * x)
 		return newRec(t, 2, 4, swEvents...).software().
+			threads(2, map[string]uint64{metric.CPUClock: 4e8}).
 			samples(1, hot, "main.spin").samples(0, 100-hot, "main.other").
 			counter(metric.CPUClock, []uint64{(100 - hot) * 1e7, hot * 1e7}).done()
 	}},
@@ -76,6 +78,7 @@ var ruleCases = []ruleCase{
 		// All samples on one core, which the target keeps x * 50% busy.
 		busy := u(50 * x)
 		return newRec(t, 2, 4, swEvents...).software().
+			threads(2, map[string]uint64{metric.CPUClock: busy * 5e6}).
 			samples(1, 100, "main.spin").
 			counter(metric.CPUClock, []uint64{0, busy * 1e7}).done()
 	}},
@@ -85,6 +88,7 @@ var ruleCases = []ruleCase{
 		wait := (0.5*x - 0.3) * 1e9 // ns per one-second window
 		n := u(wait / (1.5 * (1 << 20)))
 		return newRec(t, 2, 4, swEvents...).software().
+			threads(2, map[string]uint64{metric.CPUClock: 1.5e8}).
 			samples(1, 100, "main.spin").
 			counter(metric.CPUClock, []uint64{0, 3e8}).
 			hist(profile.HistRunqLatency, 1, 20, n).done()
@@ -94,55 +98,72 @@ var ruleCases = []ruleCase{
 		// processes' work, so x = 1.05 is just under it.
 		busy := 0.5 * (2 - x)
 		return newRec(t, 2, 4, swEvents...).software().
+			threads(2, map[string]uint64{metric.CPUClock: 4.5e8}).
 			samples(1, 100, "main.spin").
 			counter(metric.CPUClock, []uint64{0, 9e8}).
 			idle([]uint64{u((1 - busy) * 1e9), 1e8}).done()
 	}},
+	{"core-hotspot", "working threads", func(t *testing.T, x float64) *profile.Recording {
+		// Two busy threads pinned to one core could use two; one thread
+		// runs on one core whatever is done.
+		n := 1
+		if x > 1 {
+			n = 2
+		}
+		return newRec(t, 2, 4, swEvents...).software().
+			threads(n, map[string]uint64{metric.CPUClock: 9e8 / uint64(n)}).
+			samples(1, 100, "main.spin").
+			counter(metric.CPUClock, []uint64{0, 9e8}).done()
+	}},
 	{"cpu-saturation", "share of windows saturated", func(t *testing.T, x float64) *profile.Recording {
-		// Ten windows; x*5 of them (rounded) have a 1.5 ms p99; three
-		// working threads on two CPUs.
+		// Ten windows; x*5 of them (rounded) have a 1.2 ms p99. Every
+		// window has 0.63 s of short run-queue waits, which with 1.9 CPUs
+		// of on-CPU time are 2.5 runnable threads on two CPUs.
 		b := newRec(t, 2, 10, swEvents...).software().
 			threads(3, map[string]uint64{metric.CPUClock: 6e8}).
-			counter(metric.CPUClock, []uint64{9e8, 9e8})
+			counter(metric.CPUClock, []uint64{9.5e8, 9.5e8})
 		n := int(math.Round(5 * x))
 		if x < 1 {
 			n = 4
 		}
 		for i := 0; i < 10; i++ {
 			b.hist(profile.HistRunqLatency, i%2, 10, 98, i)
+			b.hist(profile.HistRunqLatency, i%2, 17, 3200, i)
 			bucket := 12
 			if i < n {
-				bucket = 20 // [1.05 ms, 2.1 ms): p99 = 1.57 ms
+				bucket = 20 // [1.05 ms, 2.1 ms): p99 = 1.2 ms
 			}
-			b.hist(profile.HistRunqLatency, i%2, bucket, 2, i)
+			b.hist(profile.HistRunqLatency, i%2, bucket, 40, i)
 		}
 		return b.done()
 	}},
 	{"cpu-saturation", "runq-latency p99", func(t *testing.T, x float64) *profile.Recording {
-		// Log2 buckets: just above is bucket 20 (p99 1.57 ms), just
-		// below bucket 19 (p99 0.79 ms).
+		// Log2 buckets: just above, the top 1.2% of the waits are in
+		// bucket 20 (p99 1.2 ms), just below in bucket 19 (p99 0.61 ms);
+		// either way 0.63 s of waits in bucket 17 make 2.5 runnable
+		// threads on two CPUs.
 		bucket := 20
 		if x < 1 {
 			bucket = 19
 		}
 		return newRec(t, 2, 4, swEvents...).software().
 			threads(3, map[string]uint64{metric.CPUClock: 6e8}).
-			counter(metric.CPUClock, []uint64{9e8, 9e8}).
+			counter(metric.CPUClock, []uint64{9.5e8, 9.5e8}).
 			hist(profile.HistRunqLatency, 0, 10, 98).
-			hist(profile.HistRunqLatency, 1, bucket, 2).done()
+			hist(profile.HistRunqLatency, 0, 17, 3200).
+			hist(profile.HistRunqLatency, 1, bucket, 40).done()
 	}},
-	{"cpu-saturation", "working threads per allowed CPU", func(t *testing.T, x float64) *profile.Recording {
-		// Two CPUs: three working threads are 1.5 per CPU, two are 1.
-		// Ten idle runtime threads that run 1% of the time never count.
-		n := 2
-		if x > 1 {
-			n = 3
-		}
+	{"cpu-saturation", "runnable threads per allowed CPU", func(t *testing.T, x float64) *profile.Recording {
+		// Two CPUs, 1.6 CPUs of on-CPU time and run-queue wait W, so that
+		// (1.6e9 + W) / 1e9 / 2 = 1.25x: W in bucket 20 (midpoint 1.57
+		// ms). Ten idle runtime threads that run 1% of the time change
+		// nothing.
+		n := u((2.5e9*x - 1.6e9) / (1.5 * (1 << 20)))
 		b := newRec(t, 2, 4, swEvents...).software().
-			threads(n, map[string]uint64{metric.CPUClock: 6e8}).
-			counter(metric.CPUClock, []uint64{9e8, 9e8}).
+			threads(2, map[string]uint64{metric.CPUClock: 8e8}).
+			counter(metric.CPUClock, []uint64{8e8, 8e8}).
 			hist(profile.HistRunqLatency, 0, 10, 98).
-			hist(profile.HistRunqLatency, 1, 20, 2)
+			hist(profile.HistRunqLatency, 1, 20, n)
 		for i := range b.rec.Windows {
 			p := &b.rec.Windows[i].Processes[0]
 			for k := 0; k < 10; k++ {
@@ -180,16 +201,35 @@ var ruleCases = []ruleCase{
 	}},
 	{"io-wait", "I/O wait share", func(t *testing.T, x float64) *profile.Recording {
 		share := 0.1 * x
+		ns := u(share / (1 - share) * 1e9)
 		return newRec(t, 2, 4, swEvents...).software().
 			threads(2, map[string]uint64{metric.CPUClock: 5e8}).
 			counter(metric.CPUClock, []uint64{5e8, 5e8}).
-			offcpu(101, profile.OffCPUIO, u(share/(1-share)*1e9), "os.(*File).Read").done()
+			wait(profile.OffCPUDiskIO, "pread64", "file", ns).
+			offcpu(101, profile.OffCPUDiskIO, ns, "os.(*File).ReadAt").done()
 	}},
 	{"io-wait", "I/O wait per second", func(t *testing.T, x float64) *profile.Recording {
 		return newRec(t, 2, 4, swEvents...).software().
 			threads(1, map[string]uint64{metric.CPUClock: 2e8}).
 			counter(metric.CPUClock, []uint64{2e8, 0}).
-			offcpu(100, profile.OffCPUIO, u(50e6*x), "read").done()
+			wait(profile.OffCPUDiskIO, "read", "file", u(50e6*x)).done()
+	}},
+	{"startup-io", "start-up disk I/O per second of its windows", func(t *testing.T, x float64) *profile.Recording {
+		// Eight windows; 50x ms of disk I/O a second in the first two.
+		return newRec(t, 2, 8, swEvents...).software().
+			threads(1, map[string]uint64{metric.CPUClock: 1e8}).
+			counter(metric.CPUClock, []uint64{1e8, 0}).
+			wait(profile.OffCPUDiskIO, "read", "file", u(50e6*x), 0, 1).
+			wait(profile.OffCPUSleep, "clock_nanosleep", "", 9e8, 2, 3, 4, 5, 6, 7).done()
+	}},
+	{"peer-wait", "share waiting on other processes or the network", func(t *testing.T, x float64) *profile.Recording {
+		// Waiting on a pipe peer a quarter(x) of the time, running the rest.
+		share := 0.25 * x
+		return newRec(t, 2, 4, swEvents...).software().
+			threads(1, map[string]uint64{metric.CPUClock: u((1 - share) * 1e9)}).
+			counter(metric.CPUClock, []uint64{u((1 - share) * 1e9), 0}).
+			wait(profile.OffCPUIPC, "read", "pipe", u(share*1e9)).
+			peer(profile.Peer{PID: 100, WakerPID: 200, WakerComm: "producer", Reason: profile.OffCPUIPC, Call: "read", NS: u(share * 1e9), Count: 1000}).done()
 	}},
 	{"page-fault-storm", "page-faults/s", func(t *testing.T, x float64) *profile.Recording {
 		return newRec(t, 2, 4, swEvents...).software().
@@ -202,14 +242,34 @@ var ruleCases = []ruleCase{
 			counter(metric.CPUMigrations, []uint64{2 * m, 2 * m}).done()
 	}},
 	{"latency-tail", "cause rate over median window", func(t *testing.T, x float64) *profile.Recording {
-		// Six windows; window 4's runq p99 is 3.1 ms against a 6 us
-		// median, and its page-fault rate is x*2 the median window's.
-		b := newRec(t, 2, 6, swEvents...).software().
+		// Ten windows; windows 4 and 8 have a runq p99 of 3.1 ms against
+		// a 6 us median, and a page-fault rate x*2 the median window's.
+		steady := []int{0, 1, 2, 3, 5, 6, 7, 9}
+		b := newRec(t, 2, 10, swEvents...).software().
 			hist(profile.HistRunqLatency, 0, 10, 98).
-			hist(profile.HistRunqLatency, 0, 12, 2, 0, 1, 2, 3, 5).
-			hist(profile.HistRunqLatency, 0, 21, 2, 4).
-			counter(metric.PageFaults, []uint64{1000, 0}, 0, 1, 2, 3, 5).
-			counter(metric.PageFaults, []uint64{u(2000 * x), 0}, 4)
+			hist(profile.HistRunqLatency, 0, 12, 2, steady...).
+			hist(profile.HistRunqLatency, 0, 21, 2, 4, 8).
+			counter(metric.PageFaults, []uint64{1000, 0}, steady...).
+			counter(metric.PageFaults, []uint64{u(2000 * x), 0}, 4, 8)
+		return b.done()
+	}},
+	{"latency-tail", "tail windows", func(t *testing.T, x float64) *profile.Recording {
+		// Ten windows; one (x < 1) or two tail windows with a burst of
+		// faults: one window is noise, two a tail.
+		tails := []int{4}
+		if x > 1 {
+			tails = []int{4, 8}
+		}
+		b := newRec(t, 2, 10, swEvents...).software().
+			hist(profile.HistRunqLatency, 0, 10, 98).
+			counter(metric.PageFaults, []uint64{1000, 0})
+		for i := range 10 {
+			if slices.Contains(tails, i) {
+				b.hist(profile.HistRunqLatency, 0, 21, 2, i).counter(metric.PageFaults, []uint64{5000, 0}, i)
+			} else {
+				b.hist(profile.HistRunqLatency, 0, 12, 2, i)
+			}
+		}
 		return b.done()
 	}},
 	{"function-tail", "tail mean over median mean", func(t *testing.T, x float64) *profile.Recording {
@@ -232,19 +292,23 @@ var ruleCases = []ruleCase{
 // threads is cpu-saturation; queueing behind other processes while the
 // target's threads fit its CPUs is noisy-neighbour, naming who.
 func TestSaturationOrNeighbour(t *testing.T) {
-	build := func(working int, onCPU, idle uint64) *profile.Recording {
+	// Waits of 100 ms (bucket 26) in the run queue: n per CPU. A thread
+	// runs or waits at most the whole window, so the waits fit the
+	// threads: 3 threads run 1.8 s and wait 1 s; 1 thread runs 0.6 s and
+	// waits 0.3 s.
+	build := func(working int, onCPU, idle, n uint64) *profile.Recording {
 		return newRec(t, 2, 4, swEvents...).software().
 			threads(working, map[string]uint64{metric.CPUClock: 2 * onCPU / uint64(working)}).
 			counter(metric.CPUClock, []uint64{onCPU, onCPU}).
 			idle([]uint64{idle, idle}).
 			others(300, "stress-ng", 90).others(301, "sshd", 2).
 			hist(profile.HistRunqLatency, 0, 10, 98).
-			hist(profile.HistRunqLatency, 0, 26, 10).
+			hist(profile.HistRunqLatency, 0, 26, (n+1)/2).
 			hist(profile.HistRunqLatency, 1, 10, 98).
-			hist(profile.HistRunqLatency, 1, 26, 10).done()
+			hist(profile.HistRunqLatency, 1, 26, n/2).done()
 	}
 	// Three working threads on two CPUs, nobody else.
-	res := Analyze(build(3, 9e8, 1e8))
+	res := Analyze(build(3, 9e8, 1e8, 10))
 	if _, ok := findRule(res, "cpu-saturation"); !ok {
 		t.Errorf("3 working threads on 2 CPUs: no cpu-saturation: %s", dump(res))
 	}
@@ -252,7 +316,7 @@ func TestSaturationOrNeighbour(t *testing.T) {
 		t.Errorf("3 working threads on 2 CPUs and no other load: noisy-neighbour %s", dump(f))
 	}
 	// One working thread; other processes run 50% of the CPUs.
-	res = Analyze(build(1, 3e8, 2e8))
+	res = Analyze(build(1, 3e8, 2e8, 3))
 	if f, ok := findRule(res, "cpu-saturation"); ok {
 		t.Errorf("1 working thread on 2 CPUs: cpu-saturation %s", dump(f))
 	}
@@ -403,6 +467,44 @@ func TestEveryRuleHasACase(t *testing.T) {
 	}
 }
 
+// TestAdviceNamesCountableEvents: a rule advises adding an event only
+// when the recording host said it can count it (Header.HostEvents); an
+// event the host cannot count gets the host's reason instead.
+func TestAdviceNamesCountableEvents(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		host   profile.EventStatus
+		want   string
+		refuse string
+	}{
+		{"countable", profile.EventStatus{Name: metric.LLCStores, Kind: "cache", Status: profile.StatusMeasured}, "LLC-stores: not recorded (add -e LLC-stores)", ""},
+		{"no such event", profile.EventStatus{Name: metric.LLCStores, Kind: "cache", Status: profile.StatusUnsupported, Reason: "this CPU has no such event", Errno: "ENOENT"}, "LLC-stores: unsupported on this host: this CPU has no such event", "add -e LLC-stores"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := newRec(t, 2, 3, swEvents...).done()
+			var evs []profile.EventStatus
+			for _, e := range rec.Header.Events {
+				if e.Name != metric.LLCStores {
+					evs = append(evs, e)
+				}
+			}
+			rec.Header.Events = evs
+			rec.Header.HostEvents = []profile.EventStatus{c.host}
+			res := Analyze(rec)
+			for _, ne := range res.NotEvaluated {
+				if ne.Rule != "l3-writeback-congestion" {
+					continue
+				}
+				if !strings.Contains(ne.Reason, c.want) || (c.refuse != "" && strings.Contains(ne.Reason, c.refuse)) {
+					t.Errorf("reason %q, want %q", ne.Reason, c.want)
+				}
+				return
+			}
+			t.Errorf("l3-writeback-congestion evaluated: %s", dump(res))
+		})
+	}
+}
+
 // TestSoftwareModeNotEvaluated: on a host without a PMU every rule that
 // needs a hardware event is listed with the kernel's reason, and an event
 // that was not requested says how to request it.
@@ -434,8 +536,10 @@ func TestSoftwareModeNotEvaluated(t *testing.T) {
 			t.Errorf("%s: not-evaluated entry lacks needs or title: %s", id, dump(ne))
 		}
 	}
-	if ne := got["l3-writeback-congestion"]; !strings.Contains(ne.Reason, "LLC-stores: not recorded (add -e LLC-stores)") {
-		t.Errorf("l3-writeback-congestion: reason %q does not say LLC-stores was not recorded", ne.Reason)
+	// LLC-stores was not asked for, and this host can count no hardware
+	// event: the reason is the host's, never "add -e LLC-stores".
+	if ne := got["l3-writeback-congestion"]; strings.Contains(ne.Reason, "add -e") {
+		t.Errorf("l3-writeback-congestion: reason %q advises an event this host cannot count", ne.Reason)
 	}
 	// No histograms were recorded: the histogram rules say so.
 	for _, id := range []string{"cpu-saturation", "noisy-neighbour", "latency-tail", "lock-contention", "io-wait"} {
@@ -607,7 +711,7 @@ func checkFinding(t *testing.T, f Finding) {
 	if f.Title == "" || f.Advice == "" || len(f.Evidence) == 0 || f.Confidence <= 0 || f.Confidence > 1 {
 		t.Errorf("incomplete finding: %s", dump(f))
 	}
-	if f.Severity != SeverityHigh && f.Severity != SeverityMedium {
+	if _, ok := severityRank[f.Severity]; !ok {
 		t.Errorf("severity %q", f.Severity)
 	}
 	if f.Scope.EndNS <= f.Scope.StartNS {
@@ -642,5 +746,98 @@ func TestThresholdsUseTheCatalogue(t *testing.T) {
 	r := ruleByID(t, RuleL3Writeback)
 	if lo, hi := r.bound(metric.LLCLoadMissRatio, ">="), r.bound(metric.LLCLoadMissRatio, "<="); lo.Value != 0.40 || hi.Value != 0.60 {
 		t.Errorf("LLC-load-miss-ratio bounds %v..%v, want 0.40..0.60", lo.Value, hi.Value)
+	}
+}
+
+// TestWaitsByWhatTheKernelSaw: waits on a pipe peer are peer-wait (a
+// dependency, severity info), never io-wait; disk I/O in the first
+// windows only is startup-io with its window range, never io-wait; the
+// same I/O all along is io-wait.
+func TestWaitsByWhatTheKernelSaw(t *testing.T) {
+	pipe := newRec(t, 2, 4, swEvents...).software().
+		threads(1, map[string]uint64{metric.CPUClock: 1e8}).
+		counter(metric.CPUClock, []uint64{1e8, 0}).
+		wait(profile.OffCPUIPC, "read", "pipe", 9e8).
+		peer(profile.Peer{PID: 100, WakerPID: 200, WakerComm: "pingpong", Reason: profile.OffCPUIPC, Call: "read", NS: 9e8, Count: 30000}).done()
+	res := Analyze(pipe)
+	if f, ok := findRule(res, "io-wait"); ok {
+		t.Errorf("pipe waits: io-wait %s", dump(f))
+	}
+	f, ok := findRule(res, "peer-wait")
+	if !ok {
+		t.Fatalf("pipe waits: no peer-wait: %s", dump(res))
+	}
+	if f.Severity != SeverityInfo || !strings.Contains(f.Advice, "pingpong (pid 200) woke it from read") || len(f.Scope.PIDs) != 1 || f.Scope.PIDs[0] != 200 {
+		t.Errorf("peer-wait %s: want severity info naming pingpong (pid 200)", dump(f))
+	}
+
+	build := func(windows ...int) *profile.Recording {
+		return newRec(t, 2, 8, swEvents...).software().
+			threads(1, map[string]uint64{metric.CPUClock: 1e8}).
+			counter(metric.CPUClock, []uint64{1e8, 0}).
+			wait(profile.OffCPUDiskIO, "read", "file", 4e8, windows...).done()
+	}
+	res = Analyze(build(0, 1))
+	if f, ok := findRule(res, "io-wait"); ok {
+		t.Errorf("I/O in windows 0-1 of 8: io-wait %s", dump(f))
+	}
+	f, ok = findRule(res, "startup-io")
+	if !ok {
+		t.Fatalf("I/O in windows 0-1 of 8: no startup-io: %s", dump(res))
+	}
+	if f.Severity != SeverityInfo || f.Scope.StartNS != 0 || f.Scope.EndNS != 2*second || !strings.Contains(f.Advice, "first 2 of 8 windows") {
+		t.Errorf("startup-io %s: want info, windows 0-1 (0-2 s)", dump(f))
+	}
+	res = Analyze(build())
+	if f, ok := findRule(res, "startup-io"); ok {
+		t.Errorf("I/O in every window: startup-io %s", dump(f))
+	}
+	if _, ok := findRule(res, "io-wait"); !ok {
+		t.Errorf("I/O in every window: no io-wait: %s", dump(res))
+	}
+}
+
+// TestOneThreadIsNoHotspot: one busy thread on one core is no hotspot,
+// pinned or not; two threads pinned to one core, with another idle, are.
+func TestOneThreadIsNoHotspot(t *testing.T) {
+	build := func(threads int) *profile.Recording {
+		return newRec(t, 2, 4, swEvents...).software().
+			threads(threads, map[string]uint64{metric.CPUClock: 1e9 / uint64(threads)}).
+			samples(1, 100, "main.spin").
+			counter(metric.CPUClock, []uint64{0, 1e9}).done()
+	}
+	if f, ok := findRule(Analyze(build(1)), "core-hotspot"); ok {
+		t.Errorf("one thread: core-hotspot %s", dump(f))
+	}
+	if _, ok := findRule(Analyze(build(2)), "core-hotspot"); !ok {
+		t.Error("two threads on one core, the other idle: no core-hotspot")
+	}
+}
+
+// TestTailStandsOutOfTheSpread: windows whose p99s wander over eight
+// buckets make no window a tail for being 4x the median: the run's own
+// spread is that wide. The same two windows over a steady run are one.
+func TestTailStandsOutOfTheSpread(t *testing.T) {
+	build := func(wander bool) *profile.Recording {
+		b := newRec(t, 2, 10, swEvents...).software().
+			hist(profile.HistRunqLatency, 0, 10, 98).
+			counter(metric.PageFaults, []uint64{1000, 0})
+		for i := range 10 {
+			switch {
+			case i == 4 || i == 8:
+				b.hist(profile.HistRunqLatency, 0, 21, 2, i).counter(metric.PageFaults, []uint64{5000, 0}, i)
+			case wander:
+				b.hist(profile.HistRunqLatency, 0, 12+i, 2, i)
+			default:
+				b.hist(profile.HistRunqLatency, 0, 12, 2, i)
+			}
+		}
+		return b.done()
+	}
+	if f, ok := findRule(Analyze(build(true)), "latency-tail"); ok {
+		t.Errorf("p99s wander over 8 buckets: latency-tail %s", dump(f))
+	}
+	if _, ok := findRule(Analyze(build(false)), "latency-tail"); !ok {
+		t.Error("steady run with two spikes: no latency-tail")
 	}
 }

@@ -54,6 +54,33 @@ func (m *Metrics) workingThreads() []float64 {
 	return out
 }
 
+// steadyWorking is workingThreads without the warm-up window.
+func (m *Metrics) steadyWorking() []float64 {
+	var out []float64
+	for i, n := range m.workingThreads() {
+		if !m.warmup(i) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// steadyRunnable is, per window without the warm-up, how many target
+// threads were running or waiting to run on average: (on-CPU time +
+// run-queue wait) / window length, the wait from the runq-latency
+// histogram's bucket midpoints.
+func (m *Metrics) steadyRunnable() []float64 {
+	var out []float64
+	for i, w := range m.Windows {
+		if !m.steadyWindow(i) || w.DurationS <= 0 {
+			continue
+		}
+		ns := float64(w.Counts[metric.CPUClock]) + HistogramSum(w.Hist[profile.HistRunqLatency])
+		out = append(out, ns/(w.DurationS*1e9))
+	}
+	return out
+}
+
 // AllowedCPUs are the recorded CPUs the target may run on: its affinity
 // when the recording has it, else every recorded CPU.
 func (m *Metrics) AllowedCPUs() []int {
@@ -136,24 +163,16 @@ func (m *Metrics) topOthers() ([]FunctionShare, []int) {
 // HasOffCPU reports whether the recording has off-CPU stacks.
 func (m *Metrics) HasOffCPU() bool { return m.hasOffCPU }
 
-// offCPUScale is profile.Recording.OffCPUScale: the factor from sampled
-// to all blocked time over the recording.
-func (m *Metrics) offCPUScale() float64 {
-	if m.offSampled == 0 {
-		return 1
-	}
-	return float64(m.offBlocked) / float64(m.offSampled)
-}
-
 // blockingShare: a thread whose on-CPU time is at least this share of
 // the whole target's did work; idle runtime threads run far less. Relative
 // to the target, not to the clock, so that a target starved by other load
 // still has working threads.
 const blockingShare = 0.01
 
-// offCPUOf sums the target's scaled off-CPU time of one reason, over the
-// threads that did work (blockingShare), and splits it by the function to
-// blame.
+// offCPUOf sums the target's scaled off-CPU time of one reason in the
+// steady windows (steadyWindow: a command's start-up and the exit of all
+// its threads at once are not its steady state), over the threads that
+// did work (blockingShare), and splits it by the function to blame.
 func (m *Metrics) offCPUOf(reason string) (ns float64, by map[string]float64) {
 	cpu := m.threadCPU()
 	var all float64
@@ -162,16 +181,33 @@ func (m *Metrics) offCPUOf(reason string) (ns float64, by map[string]float64) {
 	}
 	floor := blockingShare * all
 	by = map[string]float64{}
-	scale := m.offCPUScale()
-	for _, r := range m.off {
-		if r.reason != reason || cpu[r.tid] < floor {
+	for i, parts := range m.offWin {
+		if i >= len(m.Windows) || !m.steadyWindow(i) {
 			continue
 		}
-		v := float64(r.ns) * scale
-		ns += v
-		by[r.fn] += v
+		for _, p := range parts {
+			r := m.off[p.row]
+			if r.reason != reason || cpu[r.tid] < floor {
+				continue
+			}
+			v := float64(p.ns) * m.offScaler.Scale(r.wait)
+			ns += v
+			by[r.fn] += v
+		}
 	}
 	return ns, by
+}
+
+// steadyTime is the target's on-CPU time (ns) and the length (s) of the
+// steady windows.
+func (m *Metrics) steadyTime() (onNS, secs float64) {
+	for i, w := range m.Windows {
+		if m.steadyWindow(i) {
+			onNS += float64(w.Counts[metric.CPUClock])
+			secs += w.DurationS
+		}
+	}
+	return onNS, secs
 }
 
 // shares turns per-function amounts into the functions a finding names:
@@ -208,11 +244,11 @@ func shareNames(fs []FunctionShare) []string {
 	return out
 }
 
-// saturatedWindows finds the windows whose run-queue p99 is over the
-// threshold, with enough events to have a p99.
+// saturatedWindows finds the steady windows (steadyWindow) whose
+// run-queue p99 is over the threshold, with enough events to have a p99.
 func saturatedWindows(m *Metrics, floor, p99t Threshold) (idx []int, p99s []float64) {
 	for i, w := range m.Windows {
-		if m.warmup(i) {
+		if !m.steadyWindow(i) {
 			continue
 		}
 		b := w.Hist[profile.HistRunqLatency]
@@ -227,15 +263,34 @@ func saturatedWindows(m *Metrics, floor, p99t Threshold) (idx []int, p99s []floa
 	return idx, p99s
 }
 
-// steadyWindows is the number of windows that are not warm-up.
+// steadyWindows is the number of steady windows (steadyWindow).
 func (m *Metrics) steadyWindows() int {
 	n := 0
 	for i := range m.Windows {
-		if !m.warmup(i) {
+		if m.steadyWindow(i) {
 			n++
 		}
 	}
 	return n
+}
+
+// steadyWindow says whether window i samples the steady state: not the
+// warm-up of a command the recorder started, and at least half the
+// median window's length. A partial window (the last one, cut short by
+// the target's exit) holds the exit of every thread and a rate over a
+// fraction of a window.
+func (m *Metrics) steadyWindow(i int) bool {
+	if m.warmup(i) {
+		return false
+	}
+	if m.medianSpan == 0 {
+		var lens []float64
+		for _, w := range m.Windows {
+			lens = append(lens, w.DurationS)
+		}
+		m.medianSpan = median(lens)
+	}
+	return m.Windows[i].DurationS >= m.medianSpan/2
 }
 
 // warmup reports whether window i is the start of a command the recorder
@@ -248,7 +303,7 @@ func (m *Metrics) warmup(i int) bool {
 }
 
 func evalCPUSaturation(m *Metrics, r *Rule) []Finding {
-	floor, p99t, sharet, overt := r.T(mRunqEvents), r.T(mRunqP99), r.T(mSaturatedShare), r.T(mWorkingPerCPU)
+	floor, p99t, sharet, overt := r.T(mRunqEvents), r.T(mRunqP99), r.T(mSaturatedShare), r.T(mRunnablePerCPU)
 	steady := m.steadyWindows()
 	sat, p99s := saturatedWindows(m, floor, p99t)
 	if steady == 0 || len(sat) == 0 {
@@ -256,13 +311,8 @@ func evalCPUSaturation(m *Metrics, r *Rule) []Finding {
 	}
 	share := float64(len(sat)) / float64(steady)
 	allowed := m.AllowedCPUs()
-	var working []float64
-	for i, n := range m.workingThreads() {
-		if !m.warmup(i) {
-			working = append(working, n)
-		}
-	}
-	over := median(working) / float64(len(allowed))
+	runnable := median(m.steadyRunnable())
+	over := runnable / float64(len(allowed))
 	med := median(p99s)
 	ev, ok := allPass(p99t, med, sharet, share, overt, over)
 	if !ok {
@@ -271,7 +321,7 @@ func evalCPUSaturation(m *Metrics, r *Rule) []Finding {
 	ev[0].Metric = "runq-latency p99 (median of saturated windows)"
 	first, last := m.Windows[sat[0]], m.Windows[sat[len(sat)-1]]
 	return []Finding{{
-		Advice:   fmt.Sprintf("The target keeps %.0f threads working on the %d CPUs it may use (%s), so its own threads queue behind each other. Use fewer threads (a pool sized to the CPUs) or give it more CPUs (affinity, cpuset).", median(working), len(allowed), joinInts(allowed)),
+		Advice:   fmt.Sprintf("The target keeps %.1f threads running or waiting to run, on average, on the %d CPUs it may use (%s), so its own threads queue behind each other. Use fewer threads (a pool sized to the CPUs) or give it more CPUs (affinity, cpuset).", runnable, len(allowed), joinInts(allowed)),
 		Severity: severity(p99t, med),
 		Scope:    Scope{CPUs: allowed, StartNS: first.StartNS, EndNS: last.EndNS},
 		Evidence: ev,
@@ -286,14 +336,9 @@ func evalNoisyNeighbour(m *Metrics, r *Rule) []Finding {
 		return nil
 	}
 	allowed := m.AllowedCPUs()
-	var working []float64
-	for i, n := range m.workingThreads() {
-		if !m.warmup(i) {
-			working = append(working, n)
-		}
-	}
+	working := m.steadyWorking()
 	// The target's own oversubscription is cpu-saturation's finding.
-	if median(working) > float64(len(allowed)) {
+	if runnableOver.pass(median(m.steadyRunnable()) / float64(len(allowed))) {
 		return nil
 	}
 	med := median(p99s)
@@ -331,9 +376,9 @@ func evalBlocked(reason string) func(m *Metrics, r *Rule) []Finding {
 	return func(m *Metrics, r *Rule) []Finding {
 		shareT, rateT := r.Thresholds[0], r.Thresholds[1]
 		ns, by := m.offCPUOf(reason)
-		on := m.OnCPUSeconds() * 1e9
+		on, secs := m.steadyTime()
 		share := ratio(ns, ns+on)
-		ev, ok := allPass(shareT, share, rateT, ns/m.DurationS)
+		ev, ok := allPass(shareT, share, rateT, ratio(ns, secs))
 		if !ok {
 			return nil
 		}

@@ -163,6 +163,14 @@ struct last_val {
 	// and what it would have counted is picked up whole by the next
 	// account.
 	u32 busy;
+	// busy_ns is the time this CPU ran any task but its idle task,
+	// cumulative, summed at each switch and cpu-clock sample from sw_ts,
+	// the last of them (a task that runs for seconds without a switch
+	// still counts in the window it ran in): what cpu-clock per CPU means
+	// in the report and the exporter (perf's per-CPU cpu-clock counter
+	// also counts the idle task's time).
+	u64 sw_ts;
+	u64 busy_ns;
 };
 
 // What each CPU's running task and counters were at the last switch or
@@ -258,6 +266,7 @@ struct sample_key {
 	u16 slot;
 	u16 buf;
 	u32 gstack; // off-CPU only: key of the goroutine's stack in gostacks, 0: none
+	u32 wait;   // off-CPU only: the switch-out's wait code (enum wait_bits)
 };
 
 struct {
@@ -357,21 +366,36 @@ struct {
 // thread and returns its key in gostacks, or 0. g is read from the
 // thread's TLS (fs:-8 on linux/amd64) and checked to be its M's g0, the
 // goroutine the scheduler runs on while the thread sleeps.
-static __always_inline u32 go_locked_stack(struct task_struct *t)
+// go_parked says whether task t, a thread of a Go program, is parked in
+// the Go scheduler (its g is its M's g0) and sets *lg to the goroutine
+// locked to it (0: none, an idle M waiting for work). false: not a Go
+// program, not in the scheduler (a goroutine blocked in a system call
+// holds its thread), or the runtime's memory could not be read.
+static __always_inline bool go_parked(struct task_struct *t, struct go_offsets **op, u64 *lg)
 {
 	u32 tgid = t->tgid;
 	struct go_offsets *o = bpf_map_lookup_elem(&go_procs, &tgid);
 	if (!o)
-		return 0;
+		return false;
 	u64 fs = BPF_CORE_READ(t, thread.fsbase);
-	u64 g = 0, m = 0, g0 = 0, lg = 0, pc = 0, bp = 0;
+	u64 g = 0, m = 0, g0 = 0;
 	if (!fs || bpf_probe_read_user(&g, sizeof(g), (void *)(fs - 8)) || !g)
-		return 0;
+		return false;
 	if (bpf_probe_read_user(&m, sizeof(m), (void *)(g + o->g_m)) || !m)
-		return 0;
+		return false;
 	if (bpf_probe_read_user(&g0, sizeof(g0), (void *)(m + o->m_g0)) || g0 != g)
-		return 0;
-	if (bpf_probe_read_user(&lg, sizeof(lg), (void *)(m + o->m_lockedg)) || !lg)
+		return false;
+	if (bpf_probe_read_user(lg, sizeof(*lg), (void *)(m + o->m_lockedg)))
+		return false;
+	*op = o;
+	return true;
+}
+
+static __always_inline u32 go_locked_stack(struct task_struct *t)
+{
+	struct go_offsets *o = NULL;
+	u64 lg = 0, pc = 0, bp = 0;
+	if (!go_parked(t, &o, &lg) || !lg || !o)
 		return 0;
 	u64 sched = lg + o->g_sched;
 	if (bpf_probe_read_user(&pc, sizeof(pc), (void *)(sched + o->gobuf_pc)) ||
@@ -411,6 +435,9 @@ struct thread_state {
 	u64 wakeup_ts; // wakeup (or preemption): run queue latency starts
 	u64 offcpu_ts; // switch-out; by cgroup, the reason in the low bits
 	struct offcpu_start off;
+	u32 wait;       // the last switch-out's wait code (enum wait_bits)
+	u32 waker_tgid; // the process that last woke the thread, 0: unknown
+	char waker_comm[TASK_COMM_LEN];
 };
 
 struct {
@@ -448,6 +475,46 @@ struct {
 	__type(key, u32);
 	__type(value, struct offcpu_stat);
 } offcpu_stats SEC(".maps");
+
+// The target's off-CPU time by wait code: every switch-out's time to its
+// switch-in (exact, not sampled), with its log2 histogram, per CPU,
+// cumulative. The codes seen are few (the system calls a program blocks
+// in), so a hash of them stays small; a full map counts map errors.
+struct wait_val {
+	u64 ns;
+	u64 count;
+	u64 hist[HIST_BUCKETS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, u32);
+	__type(value, struct wait_val);
+} waits SEC(".maps");
+
+// Who woke a target thread out of a wait on another process (a pipe, a
+// Unix socket, a child, a futex): its blocked time by the waker, for the
+// finding that names what a program waited on. User space takes and
+// deletes the entries each window.
+struct peer_key {
+	u32 tgid;       // the blocked process
+	u32 waker_tgid; // the process that woke it
+	u32 wait;       // the wait code
+	char waker_comm[TASK_COMM_LEN];
+};
+
+struct peer_val {
+	u64 ns;
+	u64 count;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct peer_key);
+	__type(value, struct peer_val);
+} peers SEC(".maps");
 
 // cpu-clock samples of tasks that are not targets, by process: who else
 // used the CPUs (a noisy neighbour). User space drains it each window.
@@ -509,6 +576,113 @@ static __always_inline long task_state(struct task_struct *t)
 	if (bpf_core_field_exists(n->__state))
 		return BPF_CORE_READ(n, __state);
 	return BPF_CORE_READ(o, state);
+}
+
+// Inode types (include/uapi/linux/stat.h) and socket families
+// (include/linux/socket.h): macros, so in neither BTF nor vmlinux.h.
+#define S_IFMT 00170000
+#define S_IFSOCK 0140000
+#define S_IFREG 0100000
+#define S_IFBLK 0060000
+#define S_IFDIR 0040000
+#define S_IFCHR 0020000
+#define S_IFIFO 0010000
+#define AF_UNIX 1
+#define AF_INET 2
+#define AF_INET6 10
+#define PF_KTHREAD 0x00200000
+#define ENOSYS_RET ((unsigned long)-38)
+
+// fd_kind_of says what file descriptor fd of task t is (enum fd_kind).
+static __always_inline u32 fd_kind_of(struct task_struct *t, u64 fd)
+{
+	struct fdtable *fdt = BPF_CORE_READ(t, files, fdt);
+	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+		return FD_BAD;
+	struct file **arr = BPF_CORE_READ(fdt, fd);
+	struct file *f = NULL;
+	if (!arr || bpf_probe_read_kernel(&f, sizeof(f), &arr[fd & 0xffffff]) || !f)
+		return FD_BAD;
+	u32 mode = BPF_CORE_READ(f, f_inode, i_mode) & S_IFMT;
+	switch (mode) {
+	case S_IFREG:
+		return FD_REG;
+	case S_IFDIR:
+		return FD_DIR;
+	case S_IFCHR:
+		return FD_CHR;
+	case S_IFBLK:
+		return FD_BLK;
+	case S_IFIFO:
+		return FD_FIFO;
+	case S_IFSOCK: {
+		struct socket *sock = BPF_CORE_READ(f, private_data);
+		u16 family = BPF_CORE_READ(sock, sk, __sk_common.skc_family);
+		if (family == AF_UNIX)
+			return FD_SOCK_UNIX;
+		if (family == AF_INET || family == AF_INET6)
+			return FD_SOCK_INET;
+		return FD_SOCK_OTHER;
+	}
+	case 0:
+		return FD_ANON;
+	}
+	return FD_NONE;
+}
+
+// takes_fd says whether x86-64 system call nr takes a file descriptor as
+// its first argument and can block on it: the reads, writes, socket calls,
+// syncs and file locks whose descriptor tells a pipe from a socket from a
+// disk file.
+static __always_inline bool takes_fd(u64 nr)
+{
+	switch (nr) {
+	case 0: case 1: case 17: case 18: case 19: case 20: // read write pread64 pwrite64 readv writev
+	case 295: case 296: case 327: case 328:             // preadv pwritev preadv2 pwritev2
+	case 40: case 275: case 276: case 278:              // sendfile splice tee vmsplice
+	case 42: case 43: case 288:                         // connect accept accept4
+	case 44: case 45: case 46: case 47: case 299: case 307: // sendto recvfrom sendmsg recvmsg recvmmsg sendmmsg
+	case 72: case 73: case 74: case 75: case 277:       // fcntl flock fsync fdatasync sync_file_range
+	case 16:                                            // ioctl
+		return true;
+	}
+	return false;
+}
+
+// wait_code says what the kernel knows of target thread t leaving the CPU
+// in state st (enum wait_bits): the system call it blocked in and what its
+// descriptor is, whether it waits for block I/O (in_iowait, set by
+// io_schedule), its state, and for a Go thread whether it is an idle M.
+// A thread in a system call has ax = -ENOSYS in its saved user registers
+// until the call returns (x86-64 entry code); an exception (a page fault)
+// saves the user's ax and an error code in orig_ax instead.
+static __always_inline u32 wait_code(struct task_struct *t, long st)
+{
+	u32 code = 0;
+	if (st & TASK_UNINTERRUPTIBLE)
+		code |= WAIT_UNINTERRUPTIBLE;
+	if (st & TASK_NOLOAD)
+		code |= WAIT_NOLOAD;
+	if (BPF_CORE_READ_BITFIELD(t, in_iowait))
+		code |= WAIT_IOWAIT;
+	if (t->flags & PF_KTHREAD)
+		return code | WAIT_KTHREAD | WAIT_NR_NONE;
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(t);
+	if (!regs)
+		return code | WAIT_NR_NONE;
+	u64 nr = regs->orig_ax;
+	if (regs->ax != ENOSYS_RET || nr >= WAIT_NR_NONE) {
+		code |= WAIT_NR_NONE;
+	} else {
+		code |= nr;
+		if (takes_fd(nr))
+			code |= fd_kind_of(t, regs->di) << WAIT_FD_SHIFT;
+	}
+	struct go_offsets *o = NULL;
+	u64 lg = 0;
+	if (go_parked(t, &o, &lg) && !lg)
+		code |= WAIT_GO_IDLE;
+	return code;
 }
 
 // Per-cgroup aggregation, for the exporter: set before load, and off for a
@@ -664,6 +838,16 @@ static __always_inline struct task_val *task_entry(struct task_struct *t)
 		return NULL;
 	}
 	return bpf_map_lookup_elem(&tasks, &k);
+}
+
+// busy_to adds to this CPU's busy time the time task t, running on it,
+// ran since the last switch or accounting (t's time is accounted at the
+// same points, so that under -a the two agree window by window).
+static __always_inline void busy_to(struct last_val *l, struct task_struct *t, u64 now)
+{
+	if (l->sw_ts && t->pid && now > l->sw_ts)
+		l->busy_ns += now - l->sw_ts;
+	l->sw_ts = now;
 }
 
 static __always_inline bool is_fault_src(u32 src)
@@ -910,7 +1094,7 @@ static __noinline void offcpu_out(void *ctx, struct offcpu_start *e, u64 now)
 }
 
 // offcpu_in adds the blocked time of a thread switching in to its stacks.
-static __noinline void offcpu_in(struct task_struct *next, struct offcpu_start *v, u64 now)
+static __noinline void offcpu_in(struct task_struct *next, struct offcpu_start *v, u32 wait, u64 now)
 {
 	u32 zero = 0;
 	u32 tid = next->pid;
@@ -940,6 +1124,7 @@ static __noinline void offcpu_in(struct task_struct *next, struct offcpu_start *
 			.slot = SLOT_OFFCPU,
 			.buf = bufp ? (*bufp & 1) : 0,
 			.gstack = v->gstack,
+			.wait = wait,
 		};
 		u64 *ns = bpf_map_lookup_elem(&samples, &k);
 		if (ns) {
@@ -956,6 +1141,91 @@ static __noinline void offcpu_in(struct task_struct *next, struct offcpu_start *
 				st->map_errors++;
 		}
 	}
+}
+
+// peer_wait says whether wait code w is a wait on another process whose
+// waker names it: a pipe, a Unix socket, a child (wait4, waitid), System V
+// IPC, or a futex (its waker released the lock or signalled the
+// condition). Network, timer and disk wake-ups come from interrupts,
+// where the current task is not the waker.
+static __always_inline bool peer_wait(u32 w)
+{
+	if (w & (WAIT_IOWAIT | WAIT_PREEMPTED | WAIT_KTHREAD | WAIT_GO_IDLE))
+		return false;
+	u32 fd = (w & WAIT_FD_MASK) >> WAIT_FD_SHIFT;
+	if (fd == FD_FIFO || fd == FD_SOCK_UNIX)
+		return true;
+	switch (w & WAIT_NR_MASK) {
+	case 61: case 247:            // wait4 waitid
+	case 65: case 69: case 70: case 220: // semop msgsnd msgrcv semtimedop
+	case 202: case 449: case 455: // futex futex_waitv futex_wait
+		return true;
+	}
+	return false;
+}
+
+// wait_in adds a target thread's time off the CPU, dt ns ending now in log2
+// bucket b, to its wait code's totals, and to its waker's when it waited
+// on another process.
+static __noinline void wait_in(struct task_struct *t, struct thread_state *s, u64 dt, u32 b)
+{
+	u32 w = s->wait;
+	struct wait_val *v = bpf_map_lookup_elem(&waits, &w);
+	if (!v) {
+		static const struct wait_val zero_wait;
+		long err = bpf_map_update_elem(&waits, &w, &zero_wait, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(&waits, &w);
+		if (!v) {
+			struct stats_val *st = get_stats();
+			if (st && err)
+				st->map_errors++;
+			return;
+		}
+	}
+	// Per CPU: plain adds.
+	v->ns += dt;
+	v->count++;
+	if (b < HIST_BUCKETS)
+		v->hist[b]++;
+	if (!s->waker_tgid || !peer_wait(w))
+		return;
+	struct peer_key pk = {.tgid = t->tgid, .waker_tgid = s->waker_tgid, .wait = w};
+	__builtin_memcpy(pk.waker_comm, s->waker_comm, sizeof(pk.waker_comm));
+	s->waker_tgid = 0;
+	struct peer_val *pv = bpf_map_lookup_elem(&peers, &pk);
+	if (!pv) {
+		struct peer_val init = {};
+		long err = bpf_map_update_elem(&peers, &pk, &init, BPF_NOEXIST);
+		pv = bpf_map_lookup_elem(&peers, &pk);
+		if (!pv) {
+			struct stats_val *st = get_stats();
+			if (st && err)
+				st->map_errors++;
+			return;
+		}
+	}
+	__sync_fetch_and_add(&pv->ns, dt);
+	__sync_fetch_and_add(&pv->count, 1);
+}
+
+// sched_waking fires in the waker's context (sched_wakeup may fire on the
+// woken task's CPU, from an interrupt): the current task is who woke p.
+// Only target threads with a state record are noted, and nothing is
+// created here.
+SEC("tp_btf/sched_waking")
+int BPF_PROG(on_waking, struct task_struct *p)
+{
+	if (by_cgroup || !is_target(p))
+		return 0;
+	struct thread_state *s = bpf_task_storage_get(&thread_state, p, 0, 0);
+	if (!s)
+		return 0;
+	struct task_struct *cur = bpf_get_current_task_btf();
+	if (cur->pid == 0)
+		return 0; // an interrupt on an idle CPU: no waker task
+	s->waker_tgid = cur->tgid;
+	bpf_get_current_comm(s->waker_comm, sizeof(s->waker_comm));
+	return 0;
 }
 
 SEC("tp_btf/sched_wakeup")
@@ -983,6 +1253,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	u64 now = bpf_ktime_get_ns();
 	l->busy = 1;
 	barrier();
+	busy_to(l, prev, now);
 
 	if (prev_target) {
 		long state = task_state(prev);
@@ -998,9 +1269,17 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 			// By cgroup, the off-CPU reason rides in the timestamp's
 			// low bits (OFFCPU_MASK ns of resolution).
 			s->offcpu_ts = by_cgroup ? (now & ~OFFCPU_MASK) | offcpu_reason_of(state) : now;
-			// Voluntary: the thread blocked (not preempted).
-			if (!preempt && state != TASK_RUNNING)
+			// Voluntary: the thread blocked (not preempted). Its wait
+			// code is taken now, while its registers still say which
+			// call it blocked in; a wake-up before this switch-in
+			// names its waker afresh.
+			if (!preempt && state != TASK_RUNNING) {
+				s->wait = by_cgroup ? 0 : wait_code(prev, state);
+				s->waker_tgid = 0;
 				offcpu_out(ctx, &s->off, now);
+			} else {
+				s->wait = WAIT_PREEMPTED;
+			}
 		}
 	} else {
 		leave(l, prev);
@@ -1015,7 +1294,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	struct thread_state *s = thread_of(next);
 	if (!s)
 		return 0;
-	offcpu_in(next, &s->off, now);
+	offcpu_in(next, &s->off, s->wait, now);
 
 	u32 zero = 0;
 	struct hist_val *h = bpf_map_lookup_elem(&hists, &zero);
@@ -1042,6 +1321,8 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 			u32 b = log2_bucket(now - ts);
 			if (h)
 				h->offcpu[b]++;
+			if (!by_cgroup)
+				wait_in(next, s, now - ts, b);
 			if (by_cgroup) {
 				if (!cv)
 					cv = cgroup_of(next);
@@ -1077,21 +1358,27 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	if (target_mode != MODE_PIDS)
-		return 0;
 	u32 tgid = p->tgid;
-	u8 *v = bpf_map_lookup_elem(&targets, &tgid);
-	if (!v || *v != TARGET_AT_EXEC)
+	u8 *v = target_mode == MODE_PIDS ? bpf_map_lookup_elem(&targets, &tgid) : NULL;
+	if (!v || *v != TARGET_AT_EXEC) {
+		// A new image: the Go runtime offsets user space found for the
+		// old one no longer hold (it checks the new binary). A command
+		// released at its exec keeps those it was given for the binary
+		// it execs.
+		bpf_map_delete_elem(&go_procs, &tgid);
 		return 0;
+	}
 	// Counts up to here belong to the launcher: this CPU's accounting of
 	// p starts now, and so do its migrations.
 	*v = TARGET_YES;
 	struct last_val *l = get_last();
 	if (!l)
 		return 0;
+	u64 now = bpf_ktime_get_ns();
 	l->busy = 1;
 	barrier();
-	take_over(l, p, bpf_ktime_get_ns(), true);
+	busy_to(l, p, now);
+	take_over(l, p, now, true);
 	struct task_val *tv = task_entry(p);
 	if (tv)
 		tv->migrations = p->se.nr_migrations;
@@ -1126,9 +1413,11 @@ int BPF_PROG(on_exit, struct task_struct *t)
 	if (is_target(t)) {
 		struct last_val *l = get_last();
 		if (l) {
+			u64 now = bpf_ktime_get_ns();
 			l->busy = 1;
 			barrier();
-			account(l, t, bpf_ktime_get_ns(), 0);
+			busy_to(l, t, now);
+			account(l, t, now, 0);
 			barrier();
 			l->busy = 0;
 		}
@@ -1161,6 +1450,8 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 		return 0;
 	s->fires[slot & 1]++; // & 1: a provable bound for the verifier (SAMPLE_SLOTS)
 	struct task_struct *t = (struct task_struct *)bpf_get_current_task_btf();
+	if (!l->busy)
+		busy_to(l, t, bpf_ktime_get_ns());
 	if (!is_target(t)) {
 		if (slot == SLOT_CLOCK)
 			other_sample(t);
@@ -1245,3 +1536,5 @@ const enum target_state *unused_target_state __attribute__((unused));
 const enum slot_source *unused_slot_source __attribute__((unused));
 const enum sample_slot *unused_sample_slot __attribute__((unused));
 const enum offcpu_reason *unused_offcpu_reason __attribute__((unused));
+const enum wait_bits *unused_wait_bits __attribute__((unused));
+const enum fd_kind *unused_fd_kind __attribute__((unused));

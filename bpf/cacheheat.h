@@ -76,4 +76,39 @@ enum offcpu_reason {
 	OFFCPU_REASONS = 5,
 };
 
+// A wait code: what the kernel knew of a target thread when it left the
+// CPU, packed in a u32. The BPF side only records it; user space names
+// the off-CPU reason from it with a table (collector/wait.go), so the
+// classification is data, tested without a kernel. The syscall number is
+// x86-64's (the programs are x86-only, see in_kernel). Values are written
+// in decimal: bpf/contract_test.go reads this file.
+enum wait_bits {
+	WAIT_NR_MASK = 1023,       // bits 0-9: the system call the thread blocked in
+	WAIT_NR_NONE = 1023,       // not in a system call (an exception: a page fault)
+	WAIT_FD_SHIFT = 10,        // bits 10-13: enum fd_kind of the call's file descriptor
+	WAIT_FD_MASK = 15360,      // 0xf << 10
+	WAIT_IOWAIT = 16384,       // 1 << 14: in_iowait, blocked in io_schedule (block I/O)
+	WAIT_UNINTERRUPTIBLE = 32768, // 1 << 15: TASK_UNINTERRUPTIBLE
+	WAIT_NOLOAD = 65536,       // 1 << 16: TASK_IDLE, an idle kernel worker
+	WAIT_GO_IDLE = 131072,     // 1 << 17: a Go thread in the scheduler with no goroutine locked to it
+	WAIT_KTHREAD = 262144,     // 1 << 18: a kernel thread, no system call to read
+	WAIT_PREEMPTED = 524288,   // 1 << 19: still runnable, preempted or yielded
+};
+
+// What a system call's file descriptor (its first argument) is, from the
+// inode's type and, for a socket, its address family.
+enum fd_kind {
+	FD_NONE = 0,       // the call takes no file descriptor (or it was not read)
+	FD_REG = 1,        // a regular file
+	FD_DIR = 2,
+	FD_CHR = 3,        // a character device: a terminal, /dev/...
+	FD_BLK = 4,        // a block device
+	FD_FIFO = 5,       // a pipe or FIFO
+	FD_SOCK_INET = 6,  // an IPv4 or IPv6 socket
+	FD_SOCK_UNIX = 7,  // a Unix-domain socket
+	FD_SOCK_OTHER = 8, // netlink and other families
+	FD_ANON = 9,       // an anonymous inode: eventfd, timerfd, signalfd, epoll
+	FD_BAD = 10,       // not an open descriptor
+};
+
 #endif

@@ -22,6 +22,22 @@ type CacheheatCgroupVal struct {
 	OffcpuNs [5]uint64
 }
 
+type CacheheatFdKind uint32
+
+const (
+	CacheheatFdKindFD_NONE       CacheheatFdKind = 0
+	CacheheatFdKindFD_REG        CacheheatFdKind = 1
+	CacheheatFdKindFD_DIR        CacheheatFdKind = 2
+	CacheheatFdKindFD_CHR        CacheheatFdKind = 3
+	CacheheatFdKindFD_BLK        CacheheatFdKind = 4
+	CacheheatFdKindFD_FIFO       CacheheatFdKind = 5
+	CacheheatFdKindFD_SOCK_INET  CacheheatFdKind = 6
+	CacheheatFdKindFD_SOCK_UNIX  CacheheatFdKind = 7
+	CacheheatFdKindFD_SOCK_OTHER CacheheatFdKind = 8
+	CacheheatFdKindFD_ANON       CacheheatFdKind = 9
+	CacheheatFdKindFD_BAD        CacheheatFdKind = 10
+)
+
 type CacheheatGoOffsets struct {
 	_         structs.HostLayout
 	G_m       uint32
@@ -57,6 +73,8 @@ type CacheheatLastVal struct {
 	FaultsStale uint64
 	Busy        uint32
 	_           [4]byte
+	SwTs        uint64
+	BusyNs      uint64
 }
 
 type CacheheatMode uint32
@@ -96,6 +114,20 @@ type CacheheatOtherKey struct {
 	Comm [16]int8
 }
 
+type CacheheatPeerKey struct {
+	_         structs.HostLayout
+	Tgid      uint32
+	WakerTgid uint32
+	Wait      uint32
+	WakerComm [16]int8
+}
+
+type CacheheatPeerVal struct {
+	_     structs.HostLayout
+	Ns    uint64
+	Count uint64
+}
+
 type CacheheatSampleKey struct {
 	_      structs.HostLayout
 	Pid    uint32
@@ -106,6 +138,7 @@ type CacheheatSampleKey struct {
 	Slot   uint16
 	Buf    uint16
 	Gstack uint32
+	Wait   uint32
 }
 
 type CacheheatSampleSlot uint32
@@ -183,11 +216,36 @@ type CacheheatThreadState struct {
 		Gstack uint32
 		LastNs uint64
 	}
+	Wait      uint32
+	WakerTgid uint32
+	WakerComm [16]int8
 }
 
 type CacheheatTotalsVal struct {
 	_      structs.HostLayout
 	Counts [40]uint64
+}
+
+type CacheheatWaitBits uint32
+
+const (
+	CacheheatWaitBitsWAIT_NR_MASK         CacheheatWaitBits = 1023
+	CacheheatWaitBitsWAIT_NR_NONE         CacheheatWaitBits = 1023
+	CacheheatWaitBitsWAIT_FD_SHIFT        CacheheatWaitBits = 10
+	CacheheatWaitBitsWAIT_FD_MASK         CacheheatWaitBits = 15360
+	CacheheatWaitBitsWAIT_IOWAIT          CacheheatWaitBits = 16384
+	CacheheatWaitBitsWAIT_UNINTERRUPTIBLE CacheheatWaitBits = 32768
+	CacheheatWaitBitsWAIT_NOLOAD          CacheheatWaitBits = 65536
+	CacheheatWaitBitsWAIT_GO_IDLE         CacheheatWaitBits = 131072
+	CacheheatWaitBitsWAIT_KTHREAD         CacheheatWaitBits = 262144
+	CacheheatWaitBitsWAIT_PREEMPTED       CacheheatWaitBits = 524288
+)
+
+type CacheheatWaitVal struct {
+	_     structs.HostLayout
+	Ns    uint64
+	Count uint64
+	Hist  [40]uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -245,6 +303,7 @@ const (
 	CacheheatMapOffcpuStacks       = "offcpu_stacks"
 	CacheheatMapOffcpuStats        = "offcpu_stats"
 	CacheheatMapOthers             = "others"
+	CacheheatMapPeers              = "peers"
 	CacheheatMapSamples            = "samples"
 	CacheheatMapStacks0            = "stacks0"
 	CacheheatMapStacks1            = "stacks1"
@@ -254,6 +313,7 @@ const (
 	CacheheatMapTaskScratch        = "task_scratch"
 	CacheheatMapTasks              = "tasks"
 	CacheheatMapThreadState        = "thread_state"
+	CacheheatMapWaits              = "waits"
 	CacheheatProgOnExec            = "on_exec"
 	CacheheatProgOnExit            = "on_exit"
 	CacheheatProgOnFork            = "on_fork"
@@ -261,6 +321,7 @@ const (
 	CacheheatProgOnSwitch          = "on_switch"
 	CacheheatProgOnWakeup          = "on_wakeup"
 	CacheheatProgOnWakeupNew       = "on_wakeup_new"
+	CacheheatProgOnWaking          = "on_waking"
 	CacheheatProgSampleClock       = "sample_clock"
 	CacheheatProgSampleMiss        = "sample_miss"
 	CacheheatVarByCgroup           = "by_cgroup"
@@ -275,12 +336,14 @@ const (
 	CacheheatVarTargetCgroup       = "target_cgroup"
 	CacheheatVarTargetCgroupLevel  = "target_cgroup_level"
 	CacheheatVarTargetMode         = "target_mode"
+	CacheheatVarUnusedFdKind       = "unused_fd_kind"
 	CacheheatVarUnusedMode         = "unused_mode"
 	CacheheatVarUnusedOffcpuReason = "unused_offcpu_reason"
 	CacheheatVarUnusedSampleSlot   = "unused_sample_slot"
 	CacheheatVarUnusedSizes        = "unused_sizes"
 	CacheheatVarUnusedSlotSource   = "unused_slot_source"
 	CacheheatVarUnusedTargetState  = "unused_target_state"
+	CacheheatVarUnusedWaitBits     = "unused_wait_bits"
 )
 
 // LoadCacheheat returns the embedded CollectionSpec for Cacheheat.
@@ -332,6 +395,7 @@ type CacheheatProgramSpecs struct {
 	OnSwitch    *ebpf.ProgramSpec `ebpf:"on_switch"`
 	OnWakeup    *ebpf.ProgramSpec `ebpf:"on_wakeup"`
 	OnWakeupNew *ebpf.ProgramSpec `ebpf:"on_wakeup_new"`
+	OnWaking    *ebpf.ProgramSpec `ebpf:"on_waking"`
 	SampleClock *ebpf.ProgramSpec `ebpf:"sample_clock"`
 	SampleMiss  *ebpf.ProgramSpec `ebpf:"sample_miss"`
 }
@@ -391,6 +455,7 @@ type CacheheatMapSpecs struct {
 	OffcpuStacks   *ebpf.MapSpec `ebpf:"offcpu_stacks"`
 	OffcpuStats    *ebpf.MapSpec `ebpf:"offcpu_stats"`
 	Others         *ebpf.MapSpec `ebpf:"others"`
+	Peers          *ebpf.MapSpec `ebpf:"peers"`
 	Samples        *ebpf.MapSpec `ebpf:"samples"`
 	Stacks0        *ebpf.MapSpec `ebpf:"stacks0"`
 	Stacks1        *ebpf.MapSpec `ebpf:"stacks1"`
@@ -400,6 +465,7 @@ type CacheheatMapSpecs struct {
 	TaskScratch    *ebpf.MapSpec `ebpf:"task_scratch"`
 	Tasks          *ebpf.MapSpec `ebpf:"tasks"`
 	ThreadState    *ebpf.MapSpec `ebpf:"thread_state"`
+	Waits          *ebpf.MapSpec `ebpf:"waits"`
 }
 
 // CacheheatVariableSpecs contains global variables before they are loaded into the kernel.
@@ -418,12 +484,14 @@ type CacheheatVariableSpecs struct {
 	TargetCgroup       *ebpf.VariableSpec `ebpf:"target_cgroup"`
 	TargetCgroupLevel  *ebpf.VariableSpec `ebpf:"target_cgroup_level"`
 	TargetMode         *ebpf.VariableSpec `ebpf:"target_mode"`
+	UnusedFdKind       *ebpf.VariableSpec `ebpf:"unused_fd_kind"`
 	UnusedMode         *ebpf.VariableSpec `ebpf:"unused_mode"`
 	UnusedOffcpuReason *ebpf.VariableSpec `ebpf:"unused_offcpu_reason"`
 	UnusedSampleSlot   *ebpf.VariableSpec `ebpf:"unused_sample_slot"`
 	UnusedSizes        *ebpf.VariableSpec `ebpf:"unused_sizes"`
 	UnusedSlotSource   *ebpf.VariableSpec `ebpf:"unused_slot_source"`
 	UnusedTargetState  *ebpf.VariableSpec `ebpf:"unused_target_state"`
+	UnusedWaitBits     *ebpf.VariableSpec `ebpf:"unused_wait_bits"`
 }
 
 // CacheheatObjects contains all objects after they have been loaded into the kernel.
@@ -497,6 +565,7 @@ type CacheheatMaps struct {
 	OffcpuStacks   *ebpf.Map `ebpf:"offcpu_stacks"`
 	OffcpuStats    *ebpf.Map `ebpf:"offcpu_stats"`
 	Others         *ebpf.Map `ebpf:"others"`
+	Peers          *ebpf.Map `ebpf:"peers"`
 	Samples        *ebpf.Map `ebpf:"samples"`
 	Stacks0        *ebpf.Map `ebpf:"stacks0"`
 	Stacks1        *ebpf.Map `ebpf:"stacks1"`
@@ -506,6 +575,7 @@ type CacheheatMaps struct {
 	TaskScratch    *ebpf.Map `ebpf:"task_scratch"`
 	Tasks          *ebpf.Map `ebpf:"tasks"`
 	ThreadState    *ebpf.Map `ebpf:"thread_state"`
+	Waits          *ebpf.Map `ebpf:"waits"`
 }
 
 func (m *CacheheatMaps) Close() error {
@@ -561,6 +631,7 @@ func (m *CacheheatMaps) Close() error {
 		m.OffcpuStacks,
 		m.OffcpuStats,
 		m.Others,
+		m.Peers,
 		m.Samples,
 		m.Stacks0,
 		m.Stacks1,
@@ -570,6 +641,7 @@ func (m *CacheheatMaps) Close() error {
 		m.TaskScratch,
 		m.Tasks,
 		m.ThreadState,
+		m.Waits,
 	)
 }
 
@@ -589,12 +661,14 @@ type CacheheatVariables struct {
 	TargetCgroup       *ebpf.Variable `ebpf:"target_cgroup"`
 	TargetCgroupLevel  *ebpf.Variable `ebpf:"target_cgroup_level"`
 	TargetMode         *ebpf.Variable `ebpf:"target_mode"`
+	UnusedFdKind       *ebpf.Variable `ebpf:"unused_fd_kind"`
 	UnusedMode         *ebpf.Variable `ebpf:"unused_mode"`
 	UnusedOffcpuReason *ebpf.Variable `ebpf:"unused_offcpu_reason"`
 	UnusedSampleSlot   *ebpf.Variable `ebpf:"unused_sample_slot"`
 	UnusedSizes        *ebpf.Variable `ebpf:"unused_sizes"`
 	UnusedSlotSource   *ebpf.Variable `ebpf:"unused_slot_source"`
 	UnusedTargetState  *ebpf.Variable `ebpf:"unused_target_state"`
+	UnusedWaitBits     *ebpf.Variable `ebpf:"unused_wait_bits"`
 }
 
 // CacheheatPrograms contains all programs after they have been loaded into the kernel.
@@ -608,6 +682,7 @@ type CacheheatPrograms struct {
 	OnSwitch    *ebpf.Program `ebpf:"on_switch"`
 	OnWakeup    *ebpf.Program `ebpf:"on_wakeup"`
 	OnWakeupNew *ebpf.Program `ebpf:"on_wakeup_new"`
+	OnWaking    *ebpf.Program `ebpf:"on_waking"`
 	SampleClock *ebpf.Program `ebpf:"sample_clock"`
 	SampleMiss  *ebpf.Program `ebpf:"sample_miss"`
 }
@@ -621,6 +696,7 @@ func (p *CacheheatPrograms) Close() error {
 		p.OnSwitch,
 		p.OnWakeup,
 		p.OnWakeupNew,
+		p.OnWaking,
 		p.SampleClock,
 		p.SampleMiss,
 	)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync"
@@ -118,6 +119,27 @@ func (g *goProcs) add(k *kernel, pid int) {
 	if err != nil {
 		return
 	}
+	g.register(k, pid, target, exe)
+}
+
+// addCommand registers a command's offsets from the binary it is about to
+// exec, before it is released: its threads may block from their first
+// moments, and the stacks taken then need the goroutines' too. The BPF side
+// keeps them across that exec (on_exec); a later exec drops them, and add
+// checks the new binary.
+func (g *goProcs) addCommand(k *kernel, pid int, path string) {
+	if g == nil || runtime.GOARCH != "amd64" {
+		return
+	}
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
+	g.register(k, pid, path, path)
+}
+
+// register sets pid's offsets from binary target, read at path (the same
+// file: /proc/PID/exe or the binary itself).
+func (g *goProcs) register(k *kernel, pid int, target, path string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if prev, ok := g.done[pid]; ok && prev == target {
@@ -126,7 +148,7 @@ func (g *goProcs) add(k *kernel, pid int) {
 	g.done[pid] = target
 	o, seen := g.byExe[target]
 	if !seen {
-		if off, err := goOffsets(exe); err == nil {
+		if off, err := goOffsets(path); err == nil {
 			o = &off
 		}
 		g.byExe[target] = o

@@ -13,13 +13,16 @@ import (
 // check that can fail without touching the kernel is made here, so that a
 // bad target or an unmeasurable selection costs nothing to undo.
 type plan struct {
-	host      profile.Host
-	cpu       host.CPUInfo
-	cpus      []int
-	target    Target // resolved: a cgroup by its path below the mount
-	kc        kernelConfig
-	statuses  []profile.EventStatus // one per requested event, then any added
-	sampleEvs [2]string             // by sample slot; "" for no miss sampling
+	host     profile.Host
+	cpu      host.CPUInfo
+	cpus     []int
+	target   Target // resolved: a cgroup by its path below the mount
+	kc       kernelConfig
+	statuses []profile.EventStatus // one per requested event, then any added
+	// hostEvents is the probe of every other event of the CPU's
+	// catalogue (profile.Header.HostEvents).
+	hostEvents []profile.EventStatus
+	sampleEvs  [2]string // by sample slot; "" for no miss sampling
 }
 
 // makePlan is the recording's first stage.
@@ -65,7 +68,26 @@ func (r *Recorder) makePlan() (*plan, error) {
 		p.sampleEvs[slotMiss] = ev.Name
 	}
 	p.host.Mode = HostMode(p.statuses)
+	p.hostEvents = probeOthers(ModelCatalogue(cpu), p.statuses, ProbeEvent)
 	return p, nil
+}
+
+// probeOthers probes the events of cat that statuses does not name, so a
+// recording says of every event its host knows whether it could have been
+// counted: advice then names only events the host can count.
+func probeOthers(cat []Event, statuses []profile.EventStatus, probe func(Event) profile.EventStatus) []profile.EventStatus {
+	asked := map[string]bool{}
+	for _, st := range statuses {
+		asked[st.Name] = true
+	}
+	var out []profile.EventStatus
+	for _, ev := range cat {
+		if !asked[ev.Name] {
+			asked[ev.Name] = true
+			out = append(out, probe(ev))
+		}
+	}
+	return out
 }
 
 // resolveTarget checks the target and sets the kernel's target mode for

@@ -214,6 +214,7 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 	if err != nil {
 		return nil, err
 	}
+	defer rec.mmaps.close()
 	exited := make(chan struct{})
 	stopWatch := make(chan struct{})
 	defer close(stopWatch)
@@ -298,6 +299,17 @@ func (r *Recorder) begin(p *plan, k *kernel, fk *funcKernel, cm *command, am *ap
 			rec.goProcs.add(k, pid)
 		}
 	}
+	if !o.ByCgroup {
+		// Mappings are followed from before the command is released, so
+		// its exec and first maps are seen.
+		mw, err := newMmapWatcher(p.cpus, rec.sym, mmapKeep(p, k))
+		if err != nil {
+			o.Warn(fmt.Sprintf("%v: processes that exit within a window may be left unnamed", err))
+		} else {
+			rec.mmaps = mw
+			mw.start()
+		}
+	}
 	rec.start = time.Now()
 	header := r.header(p, rec.start)
 	if fk != nil {
@@ -329,11 +341,40 @@ func (r *Recorder) begin(p *plan, k *kernel, fk *funcKernel, cm *command, am *ap
 		rec.fk, rec.fprev = fk, fk.zeroSnap()
 	}
 	if cm != nil {
+		rec.goProcs.addCommand(k, cm.cmd.Process.Pid, cm.cmd.Path)
 		if err := cm.release(); err != nil {
 			return nil, err
 		}
 	}
 	return rec, nil
+}
+
+// mmapKeep says which processes' mappings the recorder follows: every
+// process under -a, a target's (and its children's, added at fork) under
+// -p and for a command, a process of the target cgroup or below under -G.
+func mmapKeep(p *plan, k *kernel) func(pid int) bool {
+	switch p.target.Kind {
+	case profile.TargetAll:
+		return nil
+	case profile.TargetCgroup:
+		prefix := strings.TrimSuffix(p.target.Cgroup, "/")
+		return func(pid int) bool {
+			b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+			if err != nil {
+				return false
+			}
+			for _, line := range strings.Split(string(b), "\n") {
+				if cg, ok := strings.CutPrefix(line, "0::"); ok {
+					return cg == prefix || strings.HasPrefix(cg, prefix+"/")
+				}
+			}
+			return false
+		}
+	}
+	return func(pid int) bool {
+		var v uint8
+		return k.objs.Targets.Lookup(uint32(pid), &v) == nil
+	}
 }
 
 // header describes the recording about to start.
@@ -352,7 +393,8 @@ func (r *Recorder) header(p *plan, start time.Time) profile.Header {
 		FormatVersion: profile.FormatVersion(),
 		Tool:          o.Tool, StartTime: start, Host: p.host,
 		Target: p.target.header(), Settings: settings, Events: p.statuses,
-		PMU: SimulatedPMU(p.cpu),
+		HostEvents: p.hostEvents,
+		PMU:        SimulatedPMU(p.cpu),
 	}
 }
 
@@ -513,6 +555,10 @@ type run struct {
 	fprev   *funcSnap
 	flost   struct{ unmatched, inflightFull, eventsDropped uint64 }
 	cgNames *cgroupNames // by-cgroup mode
+	// mmaps follows the mappings processes make as they make them; nil
+	// when the host refused its events (processes are then read from
+	// /proc alone) or when no stacks are taken.
+	mmaps *mmapWatcher
 }
 
 // drained is what the kernel holds at a window's end: the first stage of
@@ -572,6 +618,9 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 	if last && d.empty(endNS-rc.lastNS) {
 		return nil
 	}
+	if rc.mmaps != nil {
+		rc.mmaps.drain() // the mappings the window's samples were taken in
+	}
 	rc.readMappings(d.samples)
 	if !last {
 		rc.stretch.add(endNS-rc.lastNS, int64(r.opts.Interval))
@@ -619,6 +668,9 @@ func (rc *run) window(d *drained, endNS int64, last bool) *profile.Window {
 	win := buildWindow(rc.prev, d.cur, d.samples, d.lost, m)
 	if rc.kern != nil {
 		win.Others = rc.kern.drainOthers()
+		if !rc.meta.noProcesses {
+			win.Peers = rc.kern.drainPeers()
+		}
 	}
 	win.Functions = d.funcs
 	if rc.am != nil {

@@ -281,6 +281,7 @@ func (k *kernel) attachTracepoints() error {
 	}{
 		{k.objs.OnSwitch, "sched_switch"},
 		{k.objs.OnWakeup, "sched_wakeup"},
+		{k.objs.OnWaking, "sched_waking"},
 		{k.objs.OnWakeupNew, "sched_wakeup_new"},
 		{k.objs.OnFork, "sched_process_fork"},
 		{k.objs.OnExec, "sched_process_exec"},
@@ -482,6 +483,9 @@ func (k *kernel) snapshot() (*snapshot, error) {
 	if s.host, err = k.readCounters(); err != nil {
 		return nil, err
 	}
+	if err := k.readBusy(s); err != nil {
+		return nil, err
+	}
 	if k.cfg.byCgroup {
 		if err := k.snapshotCgroups(s); err != nil {
 			return nil, err
@@ -490,9 +494,79 @@ func (k *kernel) snapshot() (*snapshot, error) {
 	if err := k.readHists(s); err != nil {
 		return nil, err
 	}
+	if !k.cfg.byCgroup {
+		if s.waits, err = k.readWaits(); err != nil {
+			return nil, err
+		}
+	}
 	s.idleNS = k.stat.idle()
 	return s, nil
 }
+
+// readWaits reads the target's cumulative off-CPU time by wait code,
+// summed over CPUs. The map holds the few codes the target blocked with,
+// and never shrinks.
+func (k *kernel) readWaits() (map[uint32]waitVal, error) {
+	out := map[uint32]waitVal{}
+	var code uint32
+	var vals []bpf.CacheheatWaitVal
+	it := k.objs.Waits.Iterate()
+	for it.Next(&code, &vals) {
+		var w waitVal
+		for _, v := range vals {
+			w.ns += v.Ns
+			w.count += v.Count
+			if w.hist == nil {
+				w.hist = make([]uint64, len(v.Hist))
+			}
+			for b, n := range v.Hist {
+				w.hist[b] += n
+			}
+		}
+		out[code] = w
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("reading the wait map: %w", err)
+	}
+	return out, nil
+}
+
+// drainPeers takes the target's waits on other processes since the last
+// drain, by the process that woke it, longest first.
+func (k *kernel) drainPeers() []profile.Peer {
+	var key bpf.CacheheatPeerKey
+	var v bpf.CacheheatPeerVal
+	var keys []bpf.CacheheatPeerKey
+	it := k.objs.Peers.Iterate()
+	for it.Next(&key, &v) {
+		keys = append(keys, key)
+	}
+	var out []profile.Peer
+	for _, key := range keys {
+		if err := k.objs.Peers.LookupAndDelete(&key, &v); err != nil {
+			continue
+		}
+		reason, call, _ := waitOf(key.Wait)
+		out = append(out, profile.Peer{
+			PID: int(key.Tgid), WakerPID: int(key.WakerTgid), WakerComm: cString(key.WakerComm[:]),
+			Reason: reason, Call: call, NS: v.Ns, Count: v.Count,
+		})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].NS != out[j].NS {
+			return out[i].NS > out[j].NS
+		}
+		return out[i].WakerPID < out[j].WakerPID
+	})
+	// The longest waits say on whom; the tail would grow every window.
+	if len(out) > maxPeers {
+		out = out[:maxPeers]
+	}
+	return out
+}
+
+// maxPeers is how many waker entries a window lists.
+const maxPeers = 20
 
 // readTasks reads every thread's counts, and prunes the records of the
 // threads that exited. Walking the map visits all its buckets, which
@@ -628,6 +702,22 @@ func (k *kernel) readStats(s *snapshot) error {
 	s.offStats = make([]offcpuVal, len(oc))
 	for cpu, v := range oc {
 		s.offStats[cpu] = offcpuVal{blockedNS: v.BlockedNs, sampledNS: v.SampledNs, stackErrors: v.StackErrors, mapErrors: v.MapErrors}
+	}
+	return nil
+}
+
+// readBusy reads each CPU's busy time (busy_ns). It is read after the
+// task map and the counters, so that a window's busy time covers at
+// least the target's time counted in it.
+func (k *kernel) readBusy(s *snapshot) error {
+	var zero uint32
+	var last []bpf.CacheheatLastVal
+	if err := k.objs.Last.Lookup(&zero, &last); err != nil {
+		return fmt.Errorf("reading per-cpu state: %w", err)
+	}
+	s.busyNS = make([]uint64, len(last))
+	for cpu, v := range last {
+		s.busyNS[cpu] = v.BusyNs
 	}
 	return nil
 }
@@ -821,7 +911,7 @@ func (k *kernel) drainSamples() ([]rawSample, uint64, error) {
 		}
 		out = append(out, rawSample{
 			pid: int(key.Pid), tid: int(key.Tid), cpu: int(key.Cpu), slot: int(key.Slot),
-			user: us, kernel: ks, count: cnts[i],
+			user: us, kernel: ks, count: cnts[i], wait: key.Wait,
 		})
 	}
 	k.drains++

@@ -499,6 +499,44 @@ func TestRecordAll(t *testing.T) {
 					t.Fatalf("-a: %s on cpu %d: target %d != host %d", c.Event, i, c.PerCPU[i], c.HostPerCPU[i])
 				}
 			}
+			if c.Event != "cpu-clock" {
+				continue
+			}
+			// A CPU's cpu-clock is its busy time: never more than the
+			// window, and over all CPUs at least what this process's
+			// spinning thread ran (most of a window, whatever the host
+			// does beside it). The idle task's time is not in it. Busy
+			// time and the process's time advance at the same switches
+			// and samples but are read a moment apart: a sample period
+			// (10 ms at 99 Hz) of slack, and windows shorter than 100 ms
+			// (the last) are not held to it.
+			span := uint64(w.EndNS - w.StartNS)
+			if span < 100e6 {
+				continue
+			}
+			slack := span/20 + 20e6
+			var sum uint64
+			for cpu, v := range c.HostPerCPU {
+				sum += v
+				if v > span+slack {
+					t.Errorf("window %d cpu %d: cpu-clock %d ns in a %d ns window", w.Index, cpu, v, span)
+				}
+			}
+			var mine, idle uint64
+			for _, p := range w.Processes {
+				if p.PID == os.Getpid() {
+					mine += p.Counts["cpu-clock"]
+				}
+			}
+			for _, v := range w.IdleNS {
+				idle += v
+			}
+			if sum+slack < mine {
+				t.Errorf("window %d: cpu-clock of all CPUs %d ns, less than this process's %d", w.Index, sum, mine)
+			}
+			if idle > 0 && sum+idle > uint64(len(c.HostPerCPU))*uint64(w.EndNS-w.StartNS)*11/10 {
+				t.Errorf("window %d: busy %d ns + idle %d ns over %d CPUs: idle counted as busy", w.Index, sum, idle, len(c.HostPerCPU))
+			}
 		}
 	}
 	if samples == 0 {

@@ -35,9 +35,21 @@ type snapshot struct {
 	stats    []statsVal  // [cpu]
 	offStats []offcpuVal // [cpu]
 	idleNS   []uint64    // [cpu] cumulative idle time, /proc/stat; nil: unknown
+	// busyNS is each CPU's cumulative time running any task but its idle
+	// task (busy_ns in bpf/cacheheat.c); nil: not read.
+	busyNS []uint64
 	// cgroups and cgroupFull: by-cgroup mode only (cgroups.go).
 	cgroups    map[uint64]*cgroupVal
 	cgroupFull uint64
+	// waits is the target's cumulative off-CPU time by wait code, summed
+	// over CPUs (the waits map of bpf/cacheheat.c).
+	waits map[uint32]waitVal
+}
+
+// waitVal is one wait code's cumulative time, count and log2 histogram.
+type waitVal struct {
+	ns, count uint64
+	hist      []uint64
 }
 
 // offcpuVal is one CPU's cumulative off-CPU totals (offcpu_stat in
@@ -51,6 +63,7 @@ type rawSample struct {
 	pid, tid, cpu, slot int
 	user, kernel        []uint64
 	count               uint64
+	wait                uint32 // off-CPU samples: the switch-out's wait code
 }
 
 // source is the seam over the kernel: the window arithmetic above it is
@@ -62,7 +75,7 @@ type source interface {
 
 // symbolizer turns addresses into frames (package symbolize).
 type symbolizer interface {
-	User(pid int, addrs []uint64) []profile.Frame
+	UserStack(pid int, addrs []uint64) []profile.Frame
 	Kernel(addrs []uint64) []profile.Frame
 	// Generation names pid's snapshot of mappings: user frames resolved
 	// under one generation hold until it changes.
@@ -139,7 +152,60 @@ func buildWindow(prev, cur *snapshot, samples []rawSample, lostStacks uint64, m 
 	if cur.offStats != nil {
 		w.OffCPU = &off
 	}
+	if cur.waits != nil {
+		w.Waits = windowWaits(prev.waits, cur.waits)
+	}
 	return w
+}
+
+// windowWaits is the target's off-CPU time by wait over the window, one
+// entry per reason, call and descriptor kind, longest first.
+func windowWaits(prev, cur map[uint32]waitVal) []profile.Wait {
+	type key struct{ reason, call, fd string }
+	by := map[key]*profile.Wait{}
+	for code, c := range cur {
+		p := prev[code]
+		if c.count == p.count && c.ns == p.ns {
+			continue
+		}
+		reason, call, fd := waitOf(code)
+		k := key{reason, call, fd}
+		w := by[k]
+		if w == nil {
+			w = &profile.Wait{Reason: reason, Call: call, FD: fd}
+			by[k] = w
+		}
+		w.NS += delta(c.ns, p.ns)
+		w.Count += delta(c.count, p.count)
+		for i := range min(len(c.hist), profile.HistBuckets) {
+			d := delta(c.hist[i], at(p.hist, i))
+			if d == 0 {
+				continue
+			}
+			for len(w.Hist) <= i {
+				w.Hist = append(w.Hist, 0)
+			}
+			w.Hist[i] += d
+		}
+	}
+	out := make([]profile.Wait, 0, len(by))
+	for _, w := range by {
+		out = append(out, *w)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.NS != b.NS {
+			return a.NS > b.NS
+		}
+		if a.Reason != b.Reason {
+			return a.Reason < b.Reason
+		}
+		if a.Call != b.Call {
+			return a.Call < b.Call
+		}
+		return a.FD < b.FD
+	})
+	return out
 }
 
 // windowCounters is each measured event's counts over the window, per CPU:
@@ -148,10 +214,20 @@ func windowCounters(prev, cur *snapshot, m windowMeta) []profile.Counter {
 	var out []profile.Counter
 	for slot, name := range m.events {
 		c := profile.Counter{Event: name, PerCPU: make([]uint64, m.ncpu), HostPerCPU: make([]uint64, m.ncpu)}
+		// A CPU's cpu-clock is the time it ran tasks, not its idle task:
+		// perf's per-CPU counter counts wall time, idle included, which
+		// would show every CPU 100% busy.
+		busy := name == "cpu-clock" && cur.busyNS != nil && prev.busyNS != nil
 		for cpu := 0; cpu < m.ncpu; cpu++ {
 			hc := at(at(cur.host, slot), cpu)
 			hp := at(at(prev.host, slot), cpu)
 			c.HostPerCPU[cpu] = delta(hc.scaled(), hp.scaled())
+			if busy {
+				// Not clipped to the counter's delta: both are read at
+				// slightly different moments, and busy time is counted
+				// at the same switches and samples as the target's time.
+				c.HostPerCPU[cpu] = delta(at(cur.busyNS, cpu), at(prev.busyNS, cpu))
+			}
 			c.Enabled += delta(hc.Enabled, hp.Enabled)
 			c.Running += delta(hc.Running, hp.Running)
 			if m.allTasks {
@@ -271,9 +347,10 @@ func windowSamples(samples []rawSample, w *profile.Window, m windowMeta) ([]prof
 }
 
 // offCPUStack turns a drained off-CPU sample (its count is nanoseconds)
-// into a stack entry, classified by its frames.
+// into a stack entry, classified by its wait code and frames.
 func offCPUStack(s rawSample, w *profile.Window, m windowMeta) profile.OffCPUStack {
-	os := profile.OffCPUStack{PID: s.pid, TID: s.tid, NS: s.count, Reason: profile.OffCPUOther}
+	wait, call, fd := waitOf(s.wait)
+	os := profile.OffCPUStack{PID: s.pid, TID: s.tid, NS: s.count, Reason: wait, Wait: wait, WaitCall: call, WaitFD: fd}
 	if m.stackTable == nil {
 		return os
 	}
@@ -284,7 +361,7 @@ func offCPUStack(s rawSample, w *profile.Window, m windowMeta) profile.OffCPUSta
 		kernel = trimTracing(m.stackTable.sym.Kernel(s.kernel))
 		os.KernelStack = m.stackTable.add(profile.Stack{Kernel: true, Frames: kernel}, w)
 	}
-	os.Reason = profile.ClassifyOffCPU(user, kernel)
+	os.Reason = profile.ClassifyOffCPU(wait, user, kernel)
 	return os
 }
 
@@ -390,7 +467,7 @@ func (t *stackTable) user(pid int, addrs []uint64, w *profile.Window) uint64 {
 	if id, ok := t.ids[k]; ok {
 		return id
 	}
-	id := t.add(profile.Stack{Frames: t.sym.User(pid, addrs)}, w)
+	id := t.add(profile.Stack{Frames: t.sym.UserStack(pid, addrs)}, w)
 	t.remember(k, id)
 	return id
 }
@@ -428,7 +505,7 @@ func (t *stackTable) userFrames(pid int, addrs []uint64, w *profile.Window) (uin
 	if len(addrs) == 0 {
 		return 0, nil
 	}
-	f := t.sym.User(pid, addrs)
+	f := t.sym.UserStack(pid, addrs)
 	return t.add(profile.Stack{Frames: f}, w), f
 }
 
@@ -446,9 +523,9 @@ func (t *stackTable) add(s profile.Stack, w *profile.Window) uint64 {
 // address), for when no symbolizer is available.
 type rawSymbolizer struct{}
 
-func (rawSymbolizer) User(_ int, addrs []uint64) []profile.Frame { return rawFrames(addrs) }
-func (rawSymbolizer) Kernel(addrs []uint64) []profile.Frame      { return rawFrames(addrs) }
-func (rawSymbolizer) Generation(int) uint64                      { return 0 }
+func (rawSymbolizer) UserStack(_ int, addrs []uint64) []profile.Frame { return rawFrames(addrs) }
+func (rawSymbolizer) Kernel(addrs []uint64) []profile.Frame           { return rawFrames(addrs) }
+func (rawSymbolizer) Generation(int) uint64                           { return 0 }
 
 func rawFrames(addrs []uint64) []profile.Frame {
 	out := make([]profile.Frame, len(addrs))

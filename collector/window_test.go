@@ -130,3 +130,33 @@ func TestAppMetricsTail(t *testing.T) {
 		t.Errorf("metrics file left behind: %v", err)
 	}
 }
+
+// TestCPUClockExcludesIdle: a CPU's cpu-clock, for every task and for the
+// target under -a, is the time it ran tasks (busy_ns), not the wall time
+// perf's per-CPU counter counts, idle task included.
+func TestCPUClockExcludesIdle(t *testing.T) {
+	prev := &snapshot{
+		host:   [][]counterValue{{{Value: 0, Enabled: 1, Running: 1}, {Value: 0, Enabled: 1, Running: 1}}},
+		busyNS: []uint64{0, 0},
+	}
+	cur := &snapshot{
+		// Both CPUs' counters ran the whole second; CPU 0 was busy
+		// 250 ms of it, CPU 1 idle throughout.
+		host:   [][]counterValue{{{Value: 1e9, Enabled: 2, Running: 2}, {Value: 1e9, Enabled: 2, Running: 2}}},
+		busyNS: []uint64{250e6, 0},
+	}
+	m := windowMeta{events: []string{"cpu-clock"}, ncpu: 2, allTasks: true, startNS: 0, endNS: 1e9}
+	w := buildWindow(prev, cur, nil, 0, m)
+	want := profile.Counts{250e6, 0}
+	if got := w.Counters[0].HostPerCPU; !reflect.DeepEqual(got, want) {
+		t.Errorf("host per-cpu cpu-clock = %v, want busy time %v", got, want)
+	}
+	if got := w.Counters[0].PerCPU; !reflect.DeepEqual(got, want) {
+		t.Errorf("-a target per-cpu cpu-clock = %v, want busy time %v", got, want)
+	}
+	// Another event keeps the counter's value.
+	m.events = []string{"page-faults"}
+	if got := buildWindow(prev, cur, nil, 0, m).Counters[0].HostPerCPU; got[1] != 1e9 {
+		t.Errorf("page-faults host per-cpu = %v, want the counter's", got)
+	}
+}

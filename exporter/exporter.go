@@ -136,6 +136,14 @@ func (e *Exporter) Header(h profile.Header) {
 			e.unsupported = append(e.unsupported, [2]string{ev.Name, ev.Reason})
 		}
 	}
+	// The host's other events it cannot count are listed too, so that a
+	// dashboard panel on one of them says why it is empty: on Zen, for
+	// one, LLC-loads has no mapping even with a PMU.
+	for _, ev := range h.HostEvents {
+		if ev.Status != profile.StatusMeasured {
+			e.unsupported = append(e.unsupported, [2]string{ev.Name, ev.Reason})
+		}
+	}
 	e.perCPU = make([][]uint64, len(e.events))
 	for _, r := range dropReasons {
 		e.dropped[r] += 0

@@ -11,33 +11,56 @@ func frames(names ...string) []Frame {
 }
 
 // TestClassifyOffCPU: real stacks from recordings of the O3 workloads and
-// the Go runtime, each with the reason and the function to blame.
+// the Go runtime, each with the reason and the function to blame: as
+// recordings without wait codes read them (kernel reason ""), and with the
+// kernel's reason, which decides alone for disk, network, peers, faults
+// and the run queue, and which user frames refine otherwise.
 func TestClassifyOffCPU(t *testing.T) {
 	futexK := frames("__schedule", "schedule", "futex_do_wait", "__futex_wait", "futex_wait", "do_futex", "__x64_sys_futex", "do_syscall_64")
 	for _, c := range []struct {
 		name         string
+		wait         string
 		user, kernel []Frame
 		reason       string
 		blamed       string
 	}{
-		{"rcu reader on a locked thread", frames("runtime.futex", "runtime.notesleep", "runtime.stoplockedm", "runtime.schedule", "runtime.park_m", "runtime.mcall", "runtime.gopark", "runtime.semacquire1", "sync.runtime_SemacquireRWMutexR", "main.read", "runtime.goexit"), futexK, OffCPULock, "sync.runtime_SemacquireRWMutexR"},
-		{"rcu writer", frames("runtime.futex", "runtime.park_m", "runtime.mcall", "runtime.gopark", "runtime.semacquire1", "sync.runtime_SemacquireRWMutex", "sync.(*RWMutex).Lock", "main.write"), futexK, OffCPULock, "sync.(*RWMutex).Lock"},
-		{"locked goroutine in time.Sleep", frames("runtime.futex", "runtime.notesleep", "runtime.stoplockedm", "runtime.park_m", "runtime.mcall", "runtime.gopark", "time.Sleep", "main.write"), futexK, OffCPUSleep, "time.Sleep"},
-		{"idle M", frames("runtime.futex", "runtime.notesleep", "runtime.stopm", "runtime.findRunnable", "runtime.schedule"), futexK, OffCPUIdle, "runtime.findRunnable"},
-		{"sysmon", frames("runtime.usleep", "runtime.sysmon", "runtime.mstart1"), frames("schedule", "do_nanosleep", "hrtimer_nanosleep"), OffCPUIdle, "runtime.sysmon"},
-		{"signal receiver", frames("runtime.futex", "runtime.notetsleep_internal", "runtime.notetsleepg", "os/signal.signal_recv", "os/signal.loop"), futexK, OffCPUIdle, "os/signal.signal_recv"},
-		{"GC stop-the-world", frames("runtime.futex", "runtime.notetsleep", "runtime.stopTheWorldWithSema", "runtime.gcStart", "runtime.mallocgc", "main.alloc"), futexK, OffCPUOther, "runtime.gcStart"},
-		{"pthread mutex", frames("__lll_lock_wait", "pthread_mutex_lock", "worker"), futexK, OffCPULock, "pthread_mutex_lock"},
-		{"bare futex", frames("syscall", "my_lock", "worker"), futexK, OffCPULock, "syscall"},
-		{"Go runtime futex, stack cut short", frames("runtime.futex"), futexK, OffCPUOther, "runtime.futex"},
-		{"Go runtime note", frames("runtime.futex", "runtime.notetsleep_internal", "internal/runtime/x.f"), futexK, OffCPUOther, "runtime.futex"},
-		{"fault", frames("memcpy"), frames("schedule", "io_schedule", "folio_wait_bit", "filemap_fault", "handle_mm_fault", "exc_page_fault"), OffCPUPageFault, "memcpy"},
-		{"read from a pipe", frames("read", "main"), frames("schedule", "pipe_read", "vfs_read", "ksys_read"), OffCPUIO, "read"},
-		{"epoll loop", frames("epoll_wait", "loop"), frames("schedule", "schedule_hrtimeout_range", "ep_poll", "do_epoll_wait"), OffCPUIdle, "epoll_wait"},
-		{"nanosleep", frames("clock_nanosleep", "main"), frames("schedule", "do_nanosleep"), OffCPUSleep, "clock_nanosleep"},
-		{"waitpid", frames("wait4", "main"), frames("schedule", "do_wait", "kernel_wait4"), OffCPUOther, "wait4"},
+		{"rcu reader on a locked thread", "", frames("runtime.futex", "runtime.notesleep", "runtime.stoplockedm", "runtime.schedule", "runtime.park_m", "runtime.mcall", "runtime.gopark", "runtime.semacquire1", "sync.runtime_SemacquireRWMutexR", "main.read", "runtime.goexit"), futexK, OffCPULock, "sync.runtime_SemacquireRWMutexR"},
+		{"rcu writer", "", frames("runtime.futex", "runtime.park_m", "runtime.mcall", "runtime.gopark", "runtime.semacquire1", "sync.runtime_SemacquireRWMutex", "sync.(*RWMutex).Lock", "main.write"), futexK, OffCPULock, "sync.(*RWMutex).Lock"},
+		{"locked goroutine in time.Sleep", "", frames("runtime.futex", "runtime.notesleep", "runtime.stoplockedm", "runtime.park_m", "runtime.mcall", "runtime.gopark", "time.Sleep", "main.write"), futexK, OffCPUSleep, "time.Sleep"},
+		{"idle M", "", frames("runtime.futex", "runtime.notesleep", "runtime.stopm", "runtime.findRunnable", "runtime.schedule"), futexK, OffCPUIdle, "runtime.findRunnable"},
+		{"sysmon", "", frames("runtime.usleep", "runtime.sysmon", "runtime.mstart1"), frames("schedule", "do_nanosleep", "hrtimer_nanosleep"), OffCPUIdle, "runtime.sysmon"},
+		{"signal receiver", "", frames("runtime.futex", "runtime.notetsleep_internal", "runtime.notetsleepg", "os/signal.signal_recv", "os/signal.loop"), futexK, OffCPUIdle, "os/signal.signal_recv"},
+		{"GC stop-the-world", "", frames("runtime.futex", "runtime.notetsleep", "runtime.stopTheWorldWithSema", "runtime.gcStart", "runtime.mallocgc", "main.alloc"), futexK, OffCPUOther, "runtime.gcStart"},
+		{"pthread mutex", "", frames("__lll_lock_wait", "pthread_mutex_lock", "worker"), futexK, OffCPULock, "pthread_mutex_lock"},
+		{"bare futex", "", frames("syscall", "my_lock", "worker"), futexK, OffCPULock, "syscall"},
+		{"Go runtime futex, stack cut short", "", frames("runtime.futex"), futexK, OffCPUOther, "runtime.futex"},
+		{"Go runtime note", "", frames("runtime.futex", "runtime.notetsleep_internal", "internal/runtime/x.f"), futexK, OffCPUOther, "runtime.futex"},
+		{"fault", "", frames("memcpy"), frames("schedule", "io_schedule", "folio_wait_bit", "filemap_fault", "handle_mm_fault", "exc_page_fault"), OffCPUPageFault, "memcpy"},
+		{"read from a pipe", "", frames("read", "main"), frames("schedule", "pipe_read", "vfs_read", "ksys_read"), OffCPUIPC, "read"},
+		{"read from a TCP socket", "", frames("recv", "main"), frames("schedule", "schedule_timeout", "sk_wait_data", "tcp_recvmsg_locked", "tcp_recvmsg"), OffCPUNetwork, "recv"},
+		{"epoll loop", "", frames("epoll_wait", "loop"), frames("schedule", "schedule_hrtimeout_range", "ep_poll", "do_epoll_wait"), OffCPUPoll, "epoll_wait"},
+		{"nanosleep", "", frames("clock_nanosleep", "main"), frames("schedule", "do_nanosleep"), OffCPUSleep, "clock_nanosleep"},
+		{"waitpid", "", frames("wait4", "main"), frames("schedule", "do_wait", "kernel_wait4"), OffCPUIPC, "wait4"},
+		{"disk read", "", frames("read", "main"), frames("schedule", "io_schedule", "folio_wait_bit_common", "filemap_read"), OffCPUDiskIO, "read"},
+
+		// With the kernel's reason.
+		{"pipe, kernel says ipc", OffCPUIPC, frames("read", "main"), nil, OffCPUIPC, "read"},
+		{"pipe from Go, idle frames below", OffCPUIPC, frames("syscall.read", "os.(*File).Read", "main.loop"), nil, OffCPUIPC, "syscall.read"},
+		{"direct disk I/O", OffCPUDiskIO, frames("pread64", "main"), nil, OffCPUDiskIO, "pread64"},
+		{"socket", OffCPUNetwork, frames("recv", "main"), nil, OffCPUNetwork, "recv"},
+		{"fault, no stacks", OffCPUPageFault, nil, nil, OffCPUPageFault, "[unknown]"},
+		{"futex of a condition variable: a pool thread waiting for work", OffCPULock, frames("futex_wait", "__pthread_cond_wait_common", "pthread_cond_wait", "pool_worker"), futexK, OffCPUIdle, "pthread_cond_wait"},
+		{"futex of a mutex", OffCPULock, frames("__lll_lock_wait", "pthread_mutex_lock", "worker"), futexK, OffCPULock, "pthread_mutex_lock"},
+		{"pthread_join", OffCPULock, frames("__futex_abstimed_wait_common", "__pthread_clockjoin_ex", "main"), futexK, OffCPUIdle, "__pthread_clockjoin_ex"},
+		{"WaitGroup", OffCPULock, frames("runtime.gopark", "runtime.semacquire1", "sync.runtime_SemacquireWaitGroup", "sync.(*WaitGroup).Wait", "main.main"), futexK, OffCPUIdle, "sync.(*WaitGroup).Wait"},
+		{"bare futex, kernel says lock", OffCPULock, frames("syscall", "my_lock", "worker"), futexK, OffCPULock, "syscall"},
+		{"Go runtime futex, kernel says lock", OffCPULock, frames("runtime.futex", "runtime.notetsleep_internal"), futexK, OffCPUOther, "runtime.futex"},
+		{"sysmon, kernel says sleep", OffCPUSleep, frames("runtime.usleep", "runtime.sysmon"), nil, OffCPUIdle, "runtime.sysmon"},
+		{"epoll, kernel says poll", OffCPUPoll, frames("epoll_wait", "loop"), nil, OffCPUPoll, "epoll_wait"},
+		{"the kernel's lock, no stacks", OffCPULock, nil, nil, OffCPULock, "[unknown]"},
+		{"preempted", OffCPURunq, frames("main.spin"), nil, OffCPURunq, "main.spin"},
 	} {
-		reason, blamed := ExplainOffCPU(c.user, c.kernel)
+		reason, blamed := ExplainOffCPU(c.wait, c.user, c.kernel)
 		if reason != c.reason || blamed != c.blamed {
 			t.Errorf("%s: %s in %s, want %s in %s", c.name, reason, blamed, c.reason, c.blamed)
 		}

@@ -75,6 +75,12 @@ type Header struct {
 	Settings      Settings  `json:"settings"`
 	// Events lists every event that was asked for, measured or not.
 	Events []EventStatus `json:"events"`
+	// HostEvents is what the recording host said, when the recording
+	// started, of every other event of its catalogue: whether it could
+	// have been counted, and why not. Advice ("add -e NAME") names only
+	// events the host can count; a recording made before this field has
+	// none, and HostStatus falls back on the host's mode.
+	HostEvents []EventStatus `json:"host_events,omitempty"`
 	// PMU is set when the hardware events were not counted by a real PMU:
 	// a simulated PMU's software stand-ins (see SimulatedWarning).
 	PMU *PMU `json:"pmu,omitempty"`
@@ -102,6 +108,31 @@ type PMU struct {
 	// MuxIntervalNS is how often stand-ins were rotated over the counters
 	// when more were asked for than fit.
 	MuxIntervalNS int64 `json:"mux_interval_ns,omitempty"`
+}
+
+// HostStatus is what the recording host said of event name: its status
+// in Events when it was asked for, else in HostEvents. known is false when
+// the recording does not say (an older recording, or a name outside the
+// host's catalogue); then, on a host in software mode, the status of a
+// hardware event that was asked for and found no PMU stands for it (a
+// host without a PMU can count no hardware event), which hardware says
+// whether name is one.
+func (h Header) HostStatus(name string, hardware bool) (st EventStatus, known bool) {
+	for _, l := range [][]EventStatus{h.Events, h.HostEvents} {
+		for _, e := range l {
+			if e.Name == name {
+				return e, true
+			}
+		}
+	}
+	if hardware && h.Host.Mode == "software" {
+		for _, e := range h.Events {
+			if e.Kind != "software" && e.Status == StatusUnsupported {
+				return EventStatus{Name: name, Status: e.Status, Reason: e.Reason, Errno: e.Errno}, true
+			}
+		}
+	}
+	return EventStatus{}, false
 }
 
 // Simulated says whether the recording's hardware counts are a simulated
@@ -230,6 +261,45 @@ type Window struct {
 	// Functions holds the calls of --func functions that returned in the
 	// window.
 	Functions []FunctionWindow `json:"functions,omitempty"`
+	// Waits is the target's time off the CPU in the window by what the
+	// kernel said it waited in: every switch-out to its switch-in, exact
+	// (not sampled), preemptions included; nil in recordings made before
+	// wait codes.
+	Waits []Wait `json:"waits,omitempty"`
+	// Peers is the target's time waiting on other processes (a pipe, a
+	// Unix socket, a child, a futex) by the process that woke it.
+	Peers []Peer `json:"peers,omitempty"`
+}
+
+// Wait is the target's time in one kind of wait over a window: a reason,
+// the system call and the kind of file descriptor it waited in.
+type Wait struct {
+	// Reason is the off-CPU reason the kernel's account gives (OffCPU*
+	// reasons; stacks refine lock, poll, sleep and other).
+	Reason string `json:"reason"`
+	// Call is the system call ("read", "futex"), "" outside one (a page
+	// fault, a preemption, a kernel thread).
+	Call string `json:"call,omitempty"`
+	// FD is what the call's file descriptor was: "pipe", "socket",
+	// "unix-socket", "file", "block-device", "char-device", "anon", ...
+	FD    string `json:"fd,omitempty"`
+	NS    uint64 `json:"ns"`
+	Count uint64 `json:"count"`
+	// Hist is the waits' log2 nanosecond histogram (HistBuckets layout),
+	// trailing zero buckets left out.
+	Hist Counts `json:"hist,omitempty"`
+}
+
+// Peer is a target process's time blocked on another process in a
+// window, by the process that woke it (sched_waking's current task).
+type Peer struct {
+	PID       int    `json:"pid"`
+	WakerPID  int    `json:"waker_pid"`
+	WakerComm string `json:"waker_comm"`
+	Reason    string `json:"reason"`
+	Call      string `json:"call,omitempty"`
+	NS        uint64 `json:"ns"`
+	Count     uint64 `json:"count"`
 }
 
 // OffCPU is where the target's threads were blocked in a window: every
@@ -254,29 +324,115 @@ type OffCPUStack struct {
 	// NS is the weighted blocked time with this stack (each sampled
 	// switch-out counted k times), before Scale.
 	NS uint64 `json:"ns"`
-	// Reason is why the thread was blocked (OffCPU* reasons), classified
-	// from the frames at record time.
+	// Reason is why the thread was blocked (OffCPU* reasons), from its
+	// wait code and frames at record time.
 	Reason string `json:"reason"`
+	// Wait is the reason its wait code alone gives (Window.Waits'
+	// reason), before the frames refined it, and WaitCall and WaitFD the
+	// system call and descriptor kind of that wait; all "" in older
+	// recordings. Readers split each wait's exact time (a Window.Waits
+	// entry: reason, call, descriptor) over its stacks' reasons.
+	Wait     string `json:"wait,omitempty"`
+	WaitCall string `json:"wait_call,omitempty"`
+	WaitFD   string `json:"wait_fd,omitempty"`
 }
 
+// WaitKey names one kind of wait: a Window.Waits entry's reason, call
+// and descriptor kind, the stratum an off-CPU stack's time is scaled in.
+type WaitKey struct{ Reason, Call, FD string }
+
+// Key is the wait the stack was taken in.
+func (s OffCPUStack) Key() WaitKey { return WaitKey{s.Wait, s.WaitCall, s.WaitFD} }
+
+// Key is the kind of the wait.
+func (w Wait) Key() WaitKey { return WaitKey{w.Reason, w.Call, w.FD} }
+
 // OffCPUScale is the factor from sampled to all blocked time over the
-// recording: 1 when every switch-out had stacks, or none did. It is taken
-// over the whole recording, not window by window: each stack's time is
-// already an unbiased estimate, and a window with few sampled switch-outs
-// has a ratio far from 1 by chance (one was seen at thousands, which made
-// an idle 4 s recording block for hours and invented a lock wait).
-func (r *Recording) OffCPUScale() float64 {
-	var blocked, sampled uint64
-	for _, w := range r.Windows {
-		if w.OffCPU != nil {
-			blocked += w.OffCPU.BlockedNS
-			sampled += w.OffCPU.SampledNS
+// recording, for stacks without a wait (OffCPUScaler.Scale of a zero key).
+func (r *Recording) OffCPUScale() float64 { return r.OffCPUScaler().Scale(WaitKey{}) }
+
+// OffCPUScaler sums the recording's windows into an OffCPUScaler.
+func (r *Recording) OffCPUScaler() *OffCPUScaler {
+	var s OffCPUScaler
+	for i := range r.Windows {
+		s.Add(&r.Windows[i])
+	}
+	return &s
+}
+
+// OffCPUScaler turns off-CPU stack times (each sampled switch-out counted
+// 1/chance times: unbiased, but of high variance when few are taken) into
+// shares of the exact blocked time. With wait codes it is stratified by
+// wait (reason, system call and descriptor kind): each wait's exact time
+// (Window.Waits) is split over the stacks taken in that wait by their
+// weighted time, so a few heavily weighted stacks of idle threads cannot
+// take time from the lock waits, nor one long unsampled futex wait (a
+// pthread_join) be given to the few madvise stacks of the same reason.
+// Without wait codes, one stratum: all blocked time over all sampled
+// time. Either is taken over the whole recording, not window by window: a
+// window with few sampled switch-outs has a ratio far from 1 by chance
+// (one was seen at thousands, which made an idle 4 s recording block for
+// hours and invented a lock wait).
+type OffCPUScaler struct {
+	blocked, sampled uint64
+	// exact is each wait's exact blocked time, weighted the weighted time
+	// of the stacks taken in it; nil without wait codes.
+	exact    map[WaitKey]uint64
+	weighted map[WaitKey]uint64
+}
+
+// Add takes a window's off-CPU times.
+func (s *OffCPUScaler) Add(w *Window) {
+	if w.OffCPU != nil {
+		s.blocked += w.OffCPU.BlockedNS
+		s.sampled += w.OffCPU.SampledNS
+		for _, st := range w.OffCPU.Stacks {
+			if st.Wait != "" {
+				if s.weighted == nil {
+					s.weighted = map[WaitKey]uint64{}
+				}
+				s.weighted[st.Key()] += st.NS
+			}
 		}
 	}
-	if sampled == 0 {
+	for _, wt := range w.Waits {
+		if wt.Reason == OffCPURunq {
+			continue // preemptions: no stacks are taken for them
+		}
+		if s.exact == nil {
+			s.exact = map[WaitKey]uint64{}
+		}
+		s.exact[wt.Key()] += wt.NS
+	}
+}
+
+// Scale is the factor from a stack's weighted time to its share of the
+// exact blocked time, for a stack taken in wait k (a zero key for a stack
+// without one); 1 when nothing was sampled.
+func (s *OffCPUScaler) Scale(k WaitKey) float64 {
+	if k.Reason != "" && s.exact != nil {
+		if w := s.weighted[k]; w > 0 {
+			return float64(s.exact[k]) / float64(w)
+		}
 		return 1
 	}
-	return float64(blocked) / float64(sampled)
+	if s.sampled == 0 {
+		return 1
+	}
+	return float64(s.blocked) / float64(s.sampled)
+}
+
+// Unsampled is the exact blocked time of the waits no stack was taken
+// in, by their reason: time the stacks cannot split, shown under the
+// kernel's reason.
+func (s *OffCPUScaler) Unsampled() map[string]float64 {
+	out := map[string]float64{}
+	for k, ns := range s.exact {
+		if s.weighted[k] == 0 && ns > 0 {
+			out[k.Reason] += float64(ns)
+		}
+	}
+	return out
 }
 
 // OtherProcess is a process that is not a target, by its cpu-clock

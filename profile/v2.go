@@ -453,6 +453,15 @@ func (e *encoder2) appendSections(b []byte, win *Window, ext []byte) []byte {
 			sec = binary.AppendUvarint(sec, o.Stacks[i].NS)
 		}
 		b = appendSection(b, sectionOffCPU, sec)
+		if hasWaits(o.Stacks) {
+			sec := appendLen(nil, len(o.Stacks), false)
+			for i := range o.Stacks {
+				sec = binary.AppendUvarint(sec, e.str(o.Stacks[i].Wait))
+				sec = binary.AppendUvarint(sec, e.str(o.Stacks[i].WaitCall))
+				sec = binary.AppendUvarint(sec, e.str(o.Stacks[i].WaitFD))
+			}
+			b = appendSection(b, sectionOffCPUWait, sec)
+		}
 	}
 	if win.IdleNS != nil {
 		b = appendSection(b, sectionIdle, appendCounts(nil, win.IdleNS))
@@ -1382,9 +1391,10 @@ func (d *dec2) tail(t *tables2, w *Window) {
 // sectionReaders read the sections with a binary layout, each from the
 // section's bytes alone (the JSON extension is read in sections).
 var sectionReaders = map[uint64]func(d *dec2, t *tables2, w *Window){
-	sectionOffCPU: (*dec2).offCPU,
-	sectionIdle:   func(d *dec2, t *tables2, w *Window) { w.IdleNS = d.counts(nil) },
-	sectionOthers: (*dec2).others,
+	sectionOffCPU:     (*dec2).offCPU,
+	sectionIdle:       func(d *dec2, t *tables2, w *Window) { w.IdleNS = d.counts(nil) },
+	sectionOthers:     (*dec2).others,
+	sectionOffCPUWait: (*dec2).offCPUWait,
 	sectionContainers: func(d *dec2, t *tables2, w *Window) {
 		for len(d.b) > 0 && d.err == nil {
 			i := d.uvarint()
@@ -1445,6 +1455,37 @@ func (d *dec2) others(t *tables2, w *Window) {
 	}
 }
 
+// hasWaits says whether any stack has a wait reason (sectionOffCPUWait).
+func hasWaits(st []OffCPUStack) bool {
+	for i := range st {
+		if st[i].Wait != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// offCPUWait reads the off-CPU stacks' wait reasons, in the order of the
+// off-CPU section, which comes first.
+func (d *dec2) offCPUWait(t *tables2, w *Window) {
+	n := d.length(1)
+	if w.OffCPU == nil || n != len(w.OffCPU.Stacks) {
+		d.fail("%d off-CPU wait reasons for %d stacks", n, offCPULen(w))
+		return
+	}
+	for i := range w.OffCPU.Stacks {
+		st := &w.OffCPU.Stacks[i]
+		st.Wait, st.WaitCall, st.WaitFD = d.str(t), d.str(t), d.str(t)
+	}
+}
+
+func offCPULen(w *Window) int {
+	if w.OffCPU == nil {
+		return -1
+	}
+	return len(w.OffCPU.Stacks)
+}
+
 // offCPU reads the off-CPU section (encoder2.window).
 func (d *dec2) offCPU(t *tables2, w *Window) {
 	o := &OffCPU{BlockedNS: d.uvarint(), SampledNS: d.uvarint()}
@@ -1474,6 +1515,10 @@ const (
 	sectionIdle = 4
 	// sectionOthers: Window.Others, (process, samples) pairs (format 2.1).
 	sectionOthers = 5
+	// sectionOffCPUWait: each off-CPU stack's OffCPUStack.Wait, WaitCall
+	// and WaitFD, three string ids per stack of sectionOffCPU, in its
+	// order (format 2.1, added with wait codes; older readers skip it).
+	sectionOffCPUWait = 6
 )
 
 // windowBudget is how many count values a window of n decompressed bytes

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cacheheat/cacheheat/export"
@@ -57,6 +58,9 @@ func runExport(name string, args []string, stdout io.Writer) error {
 	}
 	if rec.Warning != "" {
 		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", termSafe(rec.Warning))
+	}
+	if *event != "" && !slices.Contains(rec.Header.Settings.SampleEvents, *event) {
+		return usageErrorf("export: the recording has no samples of %q; its sample events: %s", *event, strings.Join(rec.Header.Settings.SampleEvents, ", "))
 	}
 	o := export.Options{From: *from, To: *to, PID: *pid, Event: *event}
 	write := func(w io.Writer) error { return export.Folded(w, rec, o) }

@@ -94,6 +94,7 @@ func TestExportUsage(t *testing.T) {
 		{"garbage", []string{"export", garbage, "--folded"}, exitFormat, "not a cacheheat recording"},
 		{"over itself", []string{"export", v1, "--pprof", "-o", v1}, exitUsage, "would overwrite"},
 		{"v1 folded", []string{"export", v1, "--folded", "--pid", "9147"}, exitOK, "o3-ffn;"},
+		{"no such event", []string{"export", v1, "--folded", "--event", "bogus"}, exitUsage, `no samples of "bogus"; its sample events: cpu-clock`},
 	} {
 		var out, errb bytes.Buffer
 		code := run(tc.args, &out, &errb)

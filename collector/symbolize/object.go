@@ -29,6 +29,14 @@ type object struct {
 	// buildID identifies the file's contents: the GNU build id in hex, or
 	// a Go binary's build id; empty when it has neither.
 	buildID string
+	// path and inode find the file again to check return addresses
+	// (unwind.go): reader is open while it is needed, readerErr set when
+	// it cannot be opened, calls caches each offset's answer.
+	path      string
+	inode     uint64
+	reader    *os.File
+	readerErr bool
+	calls     map[uint64]bool
 }
 
 type segment struct {

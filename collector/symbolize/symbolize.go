@@ -37,6 +37,9 @@ type Symbolizer struct {
 	files map[fileKey]*object
 	// unopened remembers mapped files that could not be opened, for Stats.
 	unopened map[string]error
+	// readers are the objects with a file open to check return
+	// addresses (unwind.go).
+	readers []*object
 	// deferred counts the files opened but not indexed yet (see
 	// indexFile); past maxDeferred, files are indexed at once.
 	deferred int
@@ -65,6 +68,9 @@ type process struct {
 	// process that execs another file needs a new snapshot.
 	exe fileKey
 	gen uint64
+	// before are the mappings of the program the process ran before its
+	// last exec (Exec), for addresses maps does not cover.
+	before []mapping
 	// perfMap holds a JIT's symbols from /tmp/perf-PID.map (absolute
 	// addresses), nil when it writes none.
 	perfMap      *funcTable
@@ -162,6 +168,102 @@ func (s *Symbolizer) snapshotLocked(pid int) error {
 	p.gen = s.gen
 	s.procs[pid] = p
 	return nil
+}
+
+// Mapped is one executable mapping as the kernel reported it when it was
+// made (perf's PERF_RECORD_MMAP2): its address range, file offset, the
+// file's inode and path ("//anon" or "[vdso]" for what is no file).
+type Mapped struct {
+	Start, Len, Pgoff, Inode uint64
+	Path                     string
+}
+
+// Map adds a mapping pid made to its snapshot (creating one without
+// reading /proc: the process may be gone already), replacing what it
+// overlaps, and indexes the file it maps now, while it is still there.
+// A process that exits is then resolved with the files it mapped.
+func (s *Symbolizer) Map(pid int, mm Mapped) {
+	if mm.Len == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.procs[pid]
+	if p == nil {
+		p = &process{}
+		s.procs[pid] = p
+	}
+	m := mapping{start: mm.Start, end: mm.Start + mm.Len, pgoff: mm.Pgoff, inode: mm.Inode, module: mm.Path}
+	switch {
+	case mm.Inode == 0 && (mm.Path == "//anon" || mm.Path == ""):
+		m.module = ModuleAnon
+	case m.isFile():
+		m.obj = s.objectFor(pid, &m)
+	case m.module == ModuleVDSO:
+		m.obj = s.vdsoFor(&m)
+	}
+	// Keep what the new mapping does not cover: the kernel replaces
+	// overlapped ranges (MAP_FIXED), and a mapping split keeps its file
+	// offset at each piece's start.
+	kept := p.maps[:0:0]
+	for _, o := range p.maps {
+		if o.end <= m.start || o.start >= m.end {
+			kept = append(kept, o)
+			continue
+		}
+		if o.start < m.start {
+			left := o
+			left.end = m.start
+			kept = append(kept, left)
+		}
+		if o.end > m.end {
+			right := o
+			right.pgoff += m.end - o.start
+			right.start = m.end
+			kept = append(kept, right)
+		}
+	}
+	kept = append(kept, m)
+	sort.Slice(kept, func(i, j int) bool { return kept[i].start < kept[j].start })
+	p.maps = kept
+	s.gen++
+	p.gen = s.gen
+}
+
+// Exec starts pid's mappings afresh: it runs a new program, whose
+// mappings Map adds as the kernel reports them. The old program's stay
+// behind them for addresses no new mapping covers: a window's samples
+// of the process before its exec (a shell's fork of itself) are resolved
+// after it.
+func (s *Symbolizer) Exec(pid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := &process{}
+	if old := s.procs[pid]; old != nil {
+		p.perfMap, p.perfMapStamp = old.perfMap, old.perfMapStamp
+		p.before = old.maps
+	}
+	s.gen++
+	p.gen = s.gen
+	s.procs[pid] = p
+}
+
+// Fork gives child its parent's mappings, as a fork does: the kernel
+// reports no mapping for them. A parent never seen is read from /proc.
+func (s *Symbolizer) Fork(parent, child int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pp := s.procs[parent]
+	if pp == nil {
+		if err := s.snapshotLocked(parent); err != nil {
+			return
+		}
+		pp = s.procs[parent]
+	}
+	p := &process{maps: append([]mapping(nil), pp.maps...), exe: pp.exe}
+	s.gen++
+	p.gen = s.gen
+	s.procs[child] = p
 }
 
 // exeKey identifies the file a process runs (/proc/PID/exe); zero when it
@@ -270,16 +372,28 @@ func (s *Symbolizer) User(pid int, addrs []uint64) []profile.Frame {
 	return frames
 }
 
+// UserStack resolves a user stack of pid, innermost first, as walked by
+// frame pointers: User, cut at the first caller that cannot be a return
+// address and marked when the kernel's depth limit cut it (unwind.go).
+func (s *Symbolizer) UserStack(pid int, addrs []uint64) []profile.Frame {
+	frames := s.User(pid, addrs)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.checkStack(s.procs[pid], addrs, frames)
+}
+
 // frame resolves addr; ready indexes a deferred file first.
 func (p *process) frame(addr uint64, ready func(*object)) profile.Frame {
 	if p == nil {
 		return profile.Frame{Module: ModuleUnknown, Offset: addr}
 	}
-	i := sort.Search(len(p.maps), func(i int) bool { return p.maps[i].end > addr })
-	if i == len(p.maps) || addr < p.maps[i].start {
+	m := find(p.maps, addr)
+	if m == nil {
+		m = find(p.before, addr)
+	}
+	if m == nil {
 		return profile.Frame{Module: ModuleUnknown, Offset: addr}
 	}
-	m := &p.maps[i]
 	if !m.isFile() && m.module != ModuleVDSO {
 		// Anonymous memory has no file to be relative to; its absolute
 		// address is what a JIT's map and a debugger show.
@@ -294,6 +408,15 @@ func (p *process) frame(addr uint64, ready func(*object)) profile.Frame {
 		f.BuildID = m.obj.buildID
 	}
 	return f
+}
+
+// find returns the mapping of maps (sorted) that holds addr, or nil.
+func find(maps []mapping, addr uint64) *mapping {
+	i := sort.Search(len(maps), func(i int) bool { return maps[i].end > addr })
+	if i == len(maps) || addr < maps[i].start {
+		return nil
+	}
+	return &maps[i]
 }
 
 // objectFor returns the index of the file mapped by m, from the cache when
@@ -356,7 +479,7 @@ func (s *Symbolizer) indexFile(f *os.File, m *mapping, checkInode bool) (*object
 	// files a process maps, samples hit few, and parsing the others would
 	// be most of a recorder's work. The open file is kept until then, so
 	// the process may exit and the file be deleted meanwhile.
-	obj := &object{name: m.module, file: f}
+	obj := &object{name: m.module, file: f, path: filepath.Join(s.root, strings.TrimSuffix(m.module, " (deleted)")), inode: m.inode}
 	s.deferred++
 	s.files[key] = obj
 	if s.deferred > maxDeferred {

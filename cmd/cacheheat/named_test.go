@@ -1,0 +1,124 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cacheheat/cacheheat/collector/symbolize"
+	"github.com/cacheheat/cacheheat/profile"
+)
+
+// TestShortLivedNamed records programs that run 20 ms and exit, static and
+// dynamic (PIE), under -- CMD, -p of their parent and -a, and requires
+// their samples to be named: the recorder follows the mappings the kernel
+// reports as they are made, so a process that is gone when its window
+// closes is still symbolized. A caller frame is never a wrong one: a
+// stack is cut where a frame cannot be a return address.
+func TestShortLivedNamed(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: cacheheat record loads BPF programs")
+	}
+	if testing.Short() {
+		t.Skip("records short-lived programs for ~20 s; skipped with -short")
+	}
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		if cc, err = exec.LookPath("gcc"); err != nil {
+			t.Skip("needs a C compiler (cc or gcc) to build the short-lived programs")
+		}
+	}
+	bin := cacheheatBinary(t)
+	dir := t.TempDir()
+	src := filepath.Join("testdata", "programs", "crunch.c")
+	progs := map[string][]string{"crunch-dyn": {"-O2", "-g"}, "crunch-static": {"-O2", "-g", "-static"}}
+	for name, flags := range progs {
+		out, err := exec.Command(cc, append(flags, "-o", filepath.Join(dir, name), src)...).CombinedOutput()
+		if err != nil {
+			if name == "crunch-static" {
+				t.Logf("no static build here (%v): %s", err, out)
+				delete(progs, name)
+				continue
+			}
+			t.Fatalf("building %s: %v\n%s", name, err, out)
+		}
+	}
+	for name := range progs {
+		loop := fmt.Sprintf("for i in $(seq 40); do %s 20 >/dev/null; done", filepath.Join(dir, name))
+		for _, mode := range []string{"command", "pid", "all"} {
+			t.Run(name+"/"+mode, func(t *testing.T) {
+				rec := filepath.Join(dir, name+"-"+mode+".rec")
+				switch mode {
+				case "command":
+					if out, err := exec.Command(bin, "record", "-q", "-o", rec, "--", "sh", "-c", loop).CombinedOutput(); err != nil {
+						t.Fatalf("record: %v\n%s", err, out)
+					}
+				default:
+					// The loop is the test's own: -p follows it and its
+					// children; under -a only its children count.
+					sh := exec.Command("sh", "-c", "sleep 0.5; "+loop)
+					if err := sh.Start(); err != nil {
+						t.Fatal(err)
+					}
+					args := []string{"record", "-q", "-o", rec}
+					if mode == "pid" {
+						args = append(args, "-p", strconv.Itoa(sh.Process.Pid))
+					} else {
+						args = append(args, "-a", "-d", "3s")
+					}
+					out, err := exec.Command(bin, args...).CombinedOutput()
+					sh.Wait()
+					if err != nil {
+						t.Fatalf("record: %v\n%s", err, out)
+					}
+				}
+				r, err := profile.ReadFile(rec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				named, total, cut := namedShare(r, name)
+				t.Logf("%s %s: %d of %d samples named, %d stacks cut", name, mode, named, total, cut)
+				if total < 20 {
+					t.Skipf("only %d samples of %s: the host gave it too little CPU to judge", total, name)
+				}
+				if float64(named) < 0.95*float64(total) {
+					t.Errorf("%s under %s: %d of %d samples named (%.0f%%), want at least 95%%", name, mode, named, total, 100*float64(named)/float64(total))
+				}
+			})
+		}
+	}
+}
+
+// namedShare counts the samples of processes named comm, those whose
+// innermost user frame names a function, and the stacks cut for a frame
+// that was no return address. It fails on a caller frame in no mapping.
+func namedShare(r *profile.Recording, comm string) (named, total, cut uint64) {
+	comms := map[int]string{}
+	for _, w := range r.Windows {
+		for _, p := range w.Processes {
+			comms[p.PID] = p.Comm
+		}
+	}
+	for _, w := range r.Windows {
+		for _, s := range w.Samples {
+			if s.Event != "cpu-clock" || comms[s.PID] != comm || s.UserStack == 0 {
+				continue
+			}
+			total += s.Count
+			fs := r.Stacks[s.UserStack].Frames
+			if len(fs) > 0 && fs[0].Function != "" && !strings.HasPrefix(fs[0].Function, "[") {
+				named += s.Count
+			}
+			for _, f := range fs {
+				if symbolize.IsMarker(f) && f.Function == symbolize.CutNoFramePointer {
+					cut++
+				}
+			}
+		}
+	}
+	return named, total, cut
+}

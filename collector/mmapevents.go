@@ -1,0 +1,276 @@
+package collector
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cacheheat/cacheheat/collector/symbolize"
+)
+
+// The kernel reports every executable mapping a process makes and every
+// exec, as perf record uses them (PERF_RECORD_MMAP2 and PERF_RECORD_COMM
+// of a software dummy event per CPU, read from its ring buffer). The
+// recorder follows them as they happen, so that a process that runs for
+// 20 ms and exits before its window closes is still symbolized with the
+// files it mapped, where /proc/PID/maps read at the window's end finds
+// nothing. Processes that ran before the recording started are read from
+// /proc, as perf synthesizes their mappings.
+
+// mmapRingPages is each CPU's ring buffer, in pages (a power of two): 256
+// KiB holds the mappings of a few hundred process starts, and the watcher
+// drains it every mmapPoll.
+const mmapRingPages = 64
+
+// mmapPoll is how often the watcher drains the rings: soon after a
+// process maps its files, while it (and /proc/PID/map_files) is still
+// there.
+const mmapPoll = 20 * time.Millisecond
+
+// mmapRecord is one mapping, exec or fork the kernel reported.
+type mmapRecord struct {
+	time uint64
+	pid  int
+	exec bool // a COMM record of an exec: the mappings before it are gone
+	// parent is set on a fork: pid starts with its parent's mappings.
+	parent int
+	m      symbolize.Mapped
+}
+
+// mmapWatcher reads the rings of all CPUs and hands what it reads to the
+// symbolizer, for the processes keep accepts.
+type mmapWatcher struct {
+	rings []*mmapRing
+	sym   *symbolize.Symbolizer
+	keep  func(pid int) bool
+
+	mu   sync.Mutex // one drain at a time
+	lost atomic.Uint64
+	stop chan struct{}
+	done chan struct{}
+}
+
+// newMmapWatcher opens a dummy event on each CPU. A host that refuses it
+// (an old kernel, a seccomp profile) records as before: processes are
+// read from /proc alone.
+func newMmapWatcher(cpus []int, sym *symbolize.Symbolizer, keep func(pid int) bool) (*mmapWatcher, error) {
+	w := &mmapWatcher{sym: sym, keep: keep, stop: make(chan struct{}), done: make(chan struct{})}
+	for _, cpu := range cpus {
+		r, err := openMmapRing(cpu)
+		if err != nil {
+			w.closeRings()
+			return nil, err
+		}
+		w.rings = append(w.rings, r)
+	}
+	return w, nil
+}
+
+// start drains the rings every mmapPoll until close.
+func (w *mmapWatcher) start() {
+	go func() {
+		defer close(w.done)
+		t := time.NewTicker(mmapPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-t.C:
+				w.drain()
+			}
+		}
+	}()
+}
+
+// drain reads every ring, orders the records by time (a process moves
+// between CPUs, and its exec must come before the mappings that follow
+// it) and applies them.
+func (w *mmapWatcher) drain() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var recs []mmapRecord
+	for _, r := range w.rings {
+		var lost uint64
+		recs, lost = r.read(recs)
+		w.lost.Add(lost)
+	}
+	sort.SliceStable(recs, func(i, j int) bool { return recs[i].time < recs[j].time })
+	for _, rec := range recs {
+		if w.keep != nil && !w.keep(rec.pid) {
+			continue
+		}
+		switch {
+		case rec.exec:
+			w.sym.Exec(rec.pid)
+		case rec.parent != 0:
+			w.sym.Fork(rec.parent, rec.pid)
+		default:
+			w.sym.Map(rec.pid, rec.m)
+		}
+	}
+}
+
+// close stops the watcher after a last drain and releases the rings.
+func (w *mmapWatcher) close() {
+	if w == nil {
+		return
+	}
+	select {
+	case <-w.stop:
+	default:
+		close(w.stop)
+		<-w.done
+	}
+	w.drain()
+	w.closeRings()
+}
+
+func (w *mmapWatcher) closeRings() {
+	for _, r := range w.rings {
+		r.close()
+	}
+	w.rings = nil
+}
+
+// mmapRing is one CPU's dummy event and its ring buffer.
+type mmapRing struct {
+	fd   int
+	mem  []byte
+	meta *unix.PerfEventMmapPage
+	data []byte
+}
+
+func openMmapRing(cpu int) (*mmapRing, error) {
+	attr := unix.PerfEventAttr{
+		Type:        unix.PERF_TYPE_SOFTWARE,
+		Config:      unix.PERF_COUNT_SW_DUMMY,
+		Size:        uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
+		Sample_type: unix.PERF_SAMPLE_TIME,
+		// Executable mappings only (no mmap_data), with the file's
+		// identity (mmap2), execs (comm, comm_exec), forks (task: a
+		// child runs in its parent's mappings until it execs), and each
+		// record's time (sample_id_all) to order the CPUs' records.
+		Bits: unix.PerfBitMmap | unix.PerfBitMmap2 | unix.PerfBitComm | unix.PerfBitCommExec | unix.PerfBitTask | unix.PerfBitSampleIDAll,
+	}
+	fd, err := unix.PerfEventOpen(&attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("opening the mapping events on cpu %d: %w", cpu, err)
+	}
+	page := os.Getpagesize()
+	mem, err := unix.Mmap(fd, 0, (1+mmapRingPages)*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("mapping the ring buffer of cpu %d: %w", cpu, err)
+	}
+	r := &mmapRing{fd: fd, mem: mem, meta: (*unix.PerfEventMmapPage)(unsafe.Pointer(&mem[0]))}
+	off, size := r.meta.Data_offset, r.meta.Data_size
+	if off == 0 || size == 0 { // kernels before 4.1 leave them 0
+		off, size = uint64(page), uint64(mmapRingPages*page)
+	}
+	r.data = mem[off : off+size]
+	return r, nil
+}
+
+// read appends the ring's records to recs and frees their space; lost is
+// what the kernel dropped because the ring was full.
+func (r *mmapRing) read(recs []mmapRecord) (_ []mmapRecord, lost uint64) {
+	head := atomic.LoadUint64(&r.meta.Data_head)
+	tail := atomic.LoadUint64(&r.meta.Data_tail)
+	size := uint64(len(r.data))
+	var hdr [8]byte
+	for tail+8 <= head {
+		r.copyAt(hdr[:], tail)
+		typ := binary.LittleEndian.Uint32(hdr[0:])
+		misc := binary.LittleEndian.Uint16(hdr[4:])
+		n := uint64(binary.LittleEndian.Uint16(hdr[6:]))
+		if n < 8 || tail+n > head || n > size {
+			break // torn or corrupt: drop the rest
+		}
+		body := make([]byte, n-8)
+		r.copyAt(body, tail+8)
+		tail += n
+		switch typ {
+		case unix.PERF_RECORD_MMAP2:
+			if rec, ok := parseMmap2(body); ok {
+				recs = append(recs, rec)
+			}
+		case unix.PERF_RECORD_COMM:
+			if misc&unix.PERF_RECORD_MISC_COMM_EXEC != 0 && len(body) >= 16 {
+				recs = append(recs, mmapRecord{pid: int(binary.LittleEndian.Uint32(body)), exec: true,
+					time: binary.LittleEndian.Uint64(body[len(body)-8:])})
+			}
+		case unix.PERF_RECORD_FORK:
+			// pid, ppid, tid, ptid, time; a new thread (pid = ppid)
+			// shares its process's mappings.
+			if len(body) >= 24 {
+				pid, ppid := binary.LittleEndian.Uint32(body), binary.LittleEndian.Uint32(body[4:])
+				if pid != ppid && ppid != 0 {
+					recs = append(recs, mmapRecord{pid: int(pid), parent: int(ppid), time: binary.LittleEndian.Uint64(body[16:])})
+				}
+			}
+		case unix.PERF_RECORD_LOST:
+			if len(body) >= 16 {
+				lost += binary.LittleEndian.Uint64(body[8:])
+			}
+		}
+	}
+	atomic.StoreUint64(&r.meta.Data_tail, tail)
+	return recs, lost
+}
+
+// copyAt copies from the ring at position pos, wrapping around its end.
+func (r *mmapRing) copyAt(dst []byte, pos uint64) {
+	size := uint64(len(r.data))
+	start := pos % size
+	n := copy(dst, r.data[start:])
+	if n < len(dst) {
+		copy(dst[n:], r.data)
+	}
+}
+
+func (r *mmapRing) close() {
+	if r.mem != nil {
+		unix.Munmap(r.mem)
+		r.mem = nil
+	}
+	if r.fd >= 0 {
+		unix.Close(r.fd)
+		r.fd = -1
+	}
+}
+
+// parseMmap2 reads a PERF_RECORD_MMAP2 body: pid, tid, addr, len, pgoff,
+// maj, min, ino, ino_generation, prot, flags, the file name (NUL padded
+// to 8 bytes), then sample_id's time.
+func parseMmap2(b []byte) (mmapRecord, bool) {
+	const fixed = 4 + 4 + 8 + 8 + 8 + 4 + 4 + 8 + 8 + 4 + 4
+	if len(b) < fixed+8 {
+		return mmapRecord{}, false
+	}
+	le := binary.LittleEndian
+	rec := mmapRecord{pid: int(le.Uint32(b[0:]))}
+	rec.m.Start = le.Uint64(b[8:])
+	rec.m.Len = le.Uint64(b[16:])
+	rec.m.Pgoff = le.Uint64(b[24:])
+	rec.m.Inode = le.Uint64(b[40:])
+	prot := le.Uint32(b[56:])
+	name := b[fixed : len(b)-8]
+	if i := bytes.IndexByte(name, 0); i >= 0 {
+		name = name[:i]
+	}
+	rec.m.Path = string(name)
+	rec.time = le.Uint64(b[len(b)-8:])
+	if prot&unix.PROT_EXEC == 0 {
+		return mmapRecord{}, false
+	}
+	return rec, true
+}

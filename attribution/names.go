@@ -18,6 +18,7 @@ const (
 	mSaturatedShare       metric.ID = "share of windows saturated"
 	mRunnablePerCPU       metric.ID = "runnable threads per allowed CPU"
 	mWorkingThreads       metric.ID = "working threads"
+	mTargetBusy           metric.ID = "target on-CPU share of the allowed CPUs"
 	mOthersShare          metric.ID = "other processes' share of the allowed CPUs"
 	mLockWaitShare        metric.ID = "lock wait share"
 	mLockWaitRate         metric.ID = "lock wait per second"

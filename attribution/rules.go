@@ -177,6 +177,12 @@ func (r *Rule) bound(id metric.ID, op string) Threshold {
 // cpu-saturation's, and where noisy-neighbour leaves the finding to it.
 var runnableOver = Threshold{Metric: mRunnablePerCPU, Op: ">", Value: 1.25, Unit: metric.UnitTimes, Why: "only more runnable threads than CPUs make the target queue behind itself (3 busy threads on 2 CPUs are 1.5 per CPU); as many busy threads as CPUs, with helper threads waking behind them, measured 1.05-1.1 here, and fewer threads would not help; threads that sleep and wake briefly add little, and queueing behind other processes is noisy-neighbour"}
 
+// ownBusy: the target itself keeps its CPUs busy. Without it, many
+// threads that wake briefly and wait behind other processes' work look
+// runnable in numbers (512 sleeping threads beside a 2-thread load
+// measured 2.9 runnable per CPU, using 3% of the CPUs themselves).
+var ownBusy = Threshold{Metric: mTargetBusy, Op: ">=", Value: 0.5, Unit: metric.UnitRatio, Why: "the target's own on-CPU time fills at least half of the CPUs it may use: its threads queue behind its own work, not as a few wake-ups behind other processes (noisy-neighbour's case)"}
+
 // Rules returns the rule table, for docs and tests.
 func Rules() []Rule {
 	out := make([]Rule, len(table))
@@ -497,12 +503,13 @@ var table = []Rule{
 		ID:      RuleCPUSaturation,
 		Title:   "CPU saturation (the target's own threads queue for its CPUs)",
 		Needs:   []Need{hist(profile.HistRunqLatency), event(metric.CPUClock)},
-		Formula: "per window (warm-up left out): p99 of the runq-latency histogram (wakeup or preemption to running, summed over CPUs); saturated windows = windows with p99 over the threshold / all windows; runnable threads = (target on-CPU time + target run-queue wait, from the runq-latency histogram's bucket midpoints) / window length: how many of its threads were running or waiting to run on average, median over windows; allowed CPUs = the target's affinity at the start (or the recorded CPUs)",
+		Formula: "per window (warm-up left out): p99 of the runq-latency histogram (wakeup or preemption to running, summed over CPUs); saturated windows = windows with p99 over the threshold / all windows; runnable threads = (target on-CPU time + target run-queue wait, from the runq-latency histogram's bucket midpoints) / window length: how many of its threads were running or waiting to run on average, median over windows; own share = the target's on-CPU time / the allowed CPUs' time; allowed CPUs = the target's affinity at the start (or the recorded CPUs)",
 		Thresholds: []Threshold{
 			{Metric: mRunqEvents, Op: ">=", Value: 20, Unit: metric.UnitEvents, Why: "floor: a p99 of fewer events is the maximum of a handful"},
 			{Metric: mRunqP99, Op: ">", Value: 1e6, Unit: metric.UnitNS, Why: "the scheduler's base slice is 0.75-3 ms: a p99 wait over 1 ms means runnable threads queue behind full slices of others"},
 			{Metric: mSaturatedShare, Op: ">=", Value: 0.5, Unit: metric.UnitRatio, Why: "saturation in most of the recording, not a burst (bursts are latency-tail's job)"},
 			runnableOver,
+			ownBusy,
 		},
 		Source:     "Brendan Gregg's USE method (CPU saturation = run-queue latency); runqlat (bcc); threshold: scheduler slice length",
 		Advice:     "Use fewer threads (a pool sized to the CPUs) or give the target more CPUs.",

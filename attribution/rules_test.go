@@ -172,6 +172,17 @@ var ruleCases = []ruleCase{
 		}
 		return b.done()
 	}},
+	{"cpu-saturation", "target on-CPU share of the allowed CPUs", func(t *testing.T, x float64) *profile.Recording {
+		// The target runs 0.5x of two CPUs and its threads wait 2 s a
+		// second in the run queue (bucket 20): over 1.25 runnable per CPU
+		// either way, its own work filling half the CPUs or not.
+		on := u(0.5 * x * 1e9)
+		return newRec(t, 2, 4, swEvents...).software().
+			threads(4, map[string]uint64{metric.CPUClock: on / 2}).
+			counter(metric.CPUClock, []uint64{on, on}).
+			hist(profile.HistRunqLatency, 0, 10, 98).
+			hist(profile.HistRunqLatency, 1, 20, 1272).done()
+	}},
 	{"noisy-neighbour", "other processes' share of the allowed CPUs", func(t *testing.T, x float64) *profile.Recording {
 		// Two working threads on two CPUs, each running 40% of the time;
 		// other processes run x*10% of the time, the rest is idle.

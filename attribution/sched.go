@@ -81,6 +81,13 @@ func (m *Metrics) steadyRunnable() []float64 {
 	return out
 }
 
+// ownBusy is the target's on-CPU time over the steady windows as a share
+// of the allowed CPUs' time.
+func (m *Metrics) ownBusy(allowed []int) float64 {
+	on, secs := m.steadyTime()
+	return ratio(on, secs*1e9*float64(len(allowed)))
+}
+
 // AllowedCPUs are the recorded CPUs the target may run on: its affinity
 // when the recording has it, else every recorded CPU.
 func (m *Metrics) AllowedCPUs() []int {
@@ -314,14 +321,14 @@ func evalCPUSaturation(m *Metrics, r *Rule) []Finding {
 	runnable := median(m.steadyRunnable())
 	over := runnable / float64(len(allowed))
 	med := median(p99s)
-	ev, ok := allPass(p99t, med, sharet, share, overt, over)
+	ev, ok := allPass(p99t, med, sharet, share, overt, over, r.T(mTargetBusy), m.ownBusy(allowed))
 	if !ok {
 		return nil
 	}
 	ev[0].Metric = "runq-latency p99 (median of saturated windows)"
 	first, last := m.Windows[sat[0]], m.Windows[sat[len(sat)-1]]
 	return []Finding{{
-		Advice:   fmt.Sprintf("The target keeps %.1f threads running or waiting to run, on average, on the %d CPUs it may use (%s), so its own threads queue behind each other. Use fewer threads (a pool sized to the CPUs) or give it more CPUs (affinity, cpuset).", runnable, len(allowed), joinInts(allowed)),
+		Advice:   fmt.Sprintf("The target keeps %.1f threads running or waiting to run, on average, on the %d CPUs it may use (%s), and itself uses %.0f%% of them, so its own threads queue behind each other. Use fewer threads (a pool sized to the CPUs) or give it more CPUs (affinity, cpuset).", runnable, len(allowed), joinInts(allowed), 100*m.ownBusy(allowed)),
 		Severity: severity(p99t, med),
 		Scope:    Scope{CPUs: allowed, StartNS: first.StartNS, EndNS: last.EndNS},
 		Evidence: ev,
@@ -338,7 +345,7 @@ func evalNoisyNeighbour(m *Metrics, r *Rule) []Finding {
 	allowed := m.AllowedCPUs()
 	working := m.steadyWorking()
 	// The target's own oversubscription is cpu-saturation's finding.
-	if runnableOver.pass(median(m.steadyRunnable()) / float64(len(allowed))) {
+	if runnableOver.pass(median(m.steadyRunnable())/float64(len(allowed))) && ownBusy.pass(m.ownBusy(allowed)) {
 		return nil
 	}
 	med := median(p99s)

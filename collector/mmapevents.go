@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cacheheat/cacheheat/collector/symbolize"
+	"github.com/cacheheat/cacheheat/symbolize"
 )
 
 // The kernel reports every executable mapping a process makes and every

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cacheheat/cacheheat/collector/symbolize"
+	"github.com/cacheheat/cacheheat/symbolize"
 	"github.com/cacheheat/cacheheat/host"
 	"github.com/cacheheat/cacheheat/profile"
 )

@@ -12,6 +12,7 @@ import (
 	pprof "github.com/google/pprof/profile"
 
 	"github.com/cacheheat/cacheheat/profile"
+	"github.com/cacheheat/cacheheat/symbolize"
 )
 
 // Options select what is exported.
@@ -24,6 +25,12 @@ type Options struct {
 	// Event is the sample event of the folded output; "" is the
 	// recording's primary sample event (cpu-clock).
 	Event string
+	// Lines resolves frames to source lines and inlined frames: the
+	// pprof profile's locations carry them, and folded output with
+	// FoldedLines writes "func (file:line)" frames. nil: functions only.
+	Lines *symbolize.Lines
+	// FoldedLines writes folded frames with their source line.
+	FoldedLines bool
 }
 
 // key identifies identical samples summed over the selected windows.
@@ -146,6 +153,7 @@ func Pprof(w io.Writer, rec *profile.Recording, o Options) error {
 	p.Period = weight[events[0]]
 
 	b := newBuilder(p)
+	b.lines = o.Lines
 	nodeOf := rec.Header.Host.Topology.NodeOf()
 	cgroup := ""
 	if rec.Header.Target.Kind == profile.TargetCgroup {
@@ -171,12 +179,12 @@ func Pprof(w io.Writer, rec *profile.Recording, o Options) error {
 		c := col[k.event]
 		smp.Value[c] = int64(n)
 		smp.Value[c+1] = int64(n) * weight[k.event]
-		frames := rec.SampleFrames(profile.Sample{UserStack: k.user, KernelStack: k.kernel})
+		frames, caller := sampleFrames(rec, k)
 		if len(frames) == 0 {
-			frames = []profile.Frame{{Function: "[no stack]"}}
+			frames, caller = []profile.Frame{{Function: "[no stack]"}}, []bool{false}
 		}
-		for _, f := range frames {
-			smp.Location = append(smp.Location, b.location(f))
+		for i, f := range frames {
+			smp.Location = append(smp.Location, b.location(f, caller[i]))
 		}
 		p.Sample = append(p.Sample, smp)
 	}
@@ -190,17 +198,25 @@ func Pprof(w io.Writer, rec *profile.Recording, o Options) error {
 type builder struct {
 	p         *pprof.Profile
 	mappings  map[[2]string]*pprof.Mapping
-	functions map[string]*pprof.Function
-	locations map[profile.Frame]*pprof.Location
+	functions map[[2]string]*pprof.Function
+	locations map[locKey]*pprof.Location
+	lines     *symbolize.Lines
 }
 
 func newBuilder(p *pprof.Profile) *builder {
 	return &builder{p: p, mappings: map[[2]string]*pprof.Mapping{},
-		functions: map[string]*pprof.Function{}, locations: map[profile.Frame]*pprof.Location{}}
+		functions: map[[2]string]*pprof.Function{}, locations: map[locKey]*pprof.Location{}}
 }
 
-func (b *builder) location(f profile.Frame) *pprof.Location {
-	if l, ok := b.locations[f]; ok {
+// locKey is a frame, and whether it is a caller's (its lines are the
+// call's, one byte before the return address).
+type locKey struct {
+	f      profile.Frame
+	caller bool
+}
+
+func (b *builder) location(f profile.Frame, caller bool) *pprof.Location {
+	if l, ok := b.locations[locKey{f, caller}]; ok {
 		return l
 	}
 	mk := [2]string{f.Module, f.BuildID}
@@ -214,18 +230,92 @@ func (b *builder) location(f profile.Frame) *pprof.Location {
 		b.mappings[mk] = m
 		b.p.Mapping = append(b.p.Mapping, m)
 	}
-	name := f.String()
-	fn, ok := b.functions[name]
-	if !ok {
-		fn = &pprof.Function{ID: uint64(len(b.p.Function) + 1), Name: name, SystemName: name, Filename: f.Module}
-		b.functions[name] = fn
-		b.p.Function = append(b.p.Function, fn)
+	l := &pprof.Location{ID: uint64(len(b.p.Location) + 1), Mapping: m, Address: f.Offset}
+	// With lines, one pprof.Line per inlining level, innermost first (the
+	// last is the function the others were inlined into), as pprof reads
+	// them; the symbolized name stays the outermost's.
+	if lines := resolveLines(b.lines, f, caller); len(lines) > 0 {
+		for i, ln := range lines {
+			name := ln.Function
+			if name == "" || i == len(lines)-1 {
+				name = f.String()
+			}
+			l.Line = append(l.Line, pprof.Line{Function: b.function(name, ln.File), Line: int64(ln.Line)})
+		}
+	} else {
+		l.Line = []pprof.Line{{Function: b.function(f.String(), f.Module)}}
 	}
-	l := &pprof.Location{ID: uint64(len(b.p.Location) + 1), Mapping: m, Address: f.Offset,
-		Line: []pprof.Line{{Function: fn}}}
-	b.locations[f] = l
+	b.locations[locKey{f, caller}] = l
 	b.p.Location = append(b.p.Location, l)
 	return l
+}
+
+// function interns a function by name and file.
+func (b *builder) function(name, file string) *pprof.Function {
+	k := [2]string{name, file}
+	fn, ok := b.functions[k]
+	if !ok {
+		fn = &pprof.Function{ID: uint64(len(b.p.Function) + 1), Name: name, SystemName: name, Filename: file}
+		b.functions[k] = fn
+		b.p.Function = append(b.p.Function, fn)
+	}
+	return fn
+}
+
+// resolveLines is f's source lines, none without a resolver or a marker
+// frame; caller says f is a caller's frame, whose offset is a return
+// address.
+func resolveLines(l *symbolize.Lines, f profile.Frame, caller bool) []symbolize.Line {
+	if l == nil || symbolize.IsMarker(f) {
+		return nil
+	}
+	resolve := l.Resolve
+	if caller {
+		resolve = l.ResolveCaller
+	}
+	lines, _ := resolve(f)
+	return lines
+}
+
+// sampleFrames are a sample's frames, innermost first (its kernel stack,
+// then its user stack), and for each whether it is a caller's: the first
+// frame of each stack is where the thread was (in the kernel, or
+// entering it), every other one a return address.
+func sampleFrames(rec *profile.Recording, k key) ([]profile.Frame, []bool) {
+	var frames []profile.Frame
+	var caller []bool
+	for _, id := range []uint64{k.kernel, k.user} {
+		if id == 0 {
+			continue
+		}
+		for i, f := range rec.Stacks[id].Frames {
+			frames = append(frames, f)
+			caller = append(caller, i > 0)
+		}
+	}
+	return frames, caller
+}
+
+// foldedFrames are a stack's folded frames, outermost first: with lines,
+// each inlining level a frame of its own, "func (file:line)".
+func foldedFrames(frames []profile.Frame, caller []bool, o Options) []string {
+	var out []string
+	for i := len(frames) - 1; i >= 0; i-- {
+		f := frames[i]
+		lines := resolveLines(o.Lines, f, caller[i])
+		if !o.FoldedLines || len(lines) == 0 {
+			out = append(out, f.String())
+			continue
+		}
+		for j := len(lines) - 1; j >= 0; j-- {
+			name := lines[j].Function
+			if name == "" || j == len(lines)-1 {
+				name = f.String()
+			}
+			out = append(out, fmt.Sprintf("%s (%s:%d)", name, lines[j].File, lines[j].Line))
+		}
+	}
+	return out
 }
 
 // Folded writes collapsed stacks, one line per distinct stack: the
@@ -247,10 +337,10 @@ func Folded(w io.Writer, rec *profile.Recording, o Options) error {
 		}
 		sb.Reset()
 		sb.WriteString(foldName(s.commOf(k.pid)))
-		frames := rec.SampleFrames(profile.Sample{UserStack: k.user, KernelStack: k.kernel})
-		for i := len(frames) - 1; i >= 0; i-- {
+		frames, caller := sampleFrames(rec, k)
+		for _, name := range foldedFrames(frames, caller, o) {
 			sb.WriteByte(';')
-			sb.WriteString(foldName(frames[i].String()))
+			sb.WriteString(foldName(name))
 		}
 		line := sb.String()
 		if _, ok := sums[line]; !ok {

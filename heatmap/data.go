@@ -39,6 +39,9 @@ type Report struct {
 	Banner string `json:"banner,omitempty"`
 	// Functions are the --func functions (heatmap/functions.go).
 	Functions []FunctionView `json:"functions,omitempty"`
+	// HotLines is the hot-lines section (heatmap/lines.go), nil without
+	// a line resolver or lines.
+	HotLines *HotLinesView `json:"hot_lines,omitempty"`
 }
 
 // Build computes the whole report's data. maxCells <= 0 means
@@ -594,6 +597,8 @@ type SampleView struct {
 	Inclusive []profile.FunctionStat `json:"inclusive"`
 	Stacks    []StackStat            `json:"stacks"`
 	Flame     FlameNode              `json:"flame"`
+	// Unnamed is what of the samples names no function, and why.
+	Unnamed profile.UnnamedSummary `json:"unnamed"`
 }
 
 // StackStat is one distinct stack (innermost frame first) and its count.
@@ -638,7 +643,7 @@ type flameBuild struct {
 }
 
 func sampleView(m *model.Model, ev string, smp *model.Samples) SampleView {
-	v := SampleView{Event: ev, Stacks: []StackStat{}, Total: smp.Total}
+	v := SampleView{Event: ev, Stacks: []StackStat{}, Total: smp.Total, Unnamed: smp.UnnamedSummary(0)}
 	root := &flameBuild{children: map[string]*flameBuild{}}
 	stacks := smp.ByStack
 	keys := make([]model.StackPair, 0, len(stacks))

@@ -8,11 +8,13 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"path/filepath"
 	"strings"
 
 	"github.com/cacheheat/cacheheat/attribution"
 	"github.com/cacheheat/cacheheat/model"
 	"github.com/cacheheat/cacheheat/profile"
+	"github.com/cacheheat/cacheheat/symbolize"
 )
 
 //go:embed report.tmpl
@@ -44,6 +46,9 @@ type Options struct {
 	// of the recording. NoFindings leaves the section out.
 	Findings   *attribution.Result
 	NoFindings bool
+	// Lines resolves frames to source lines for the hot-lines section,
+	// from the binaries on this host; nil leaves the section out.
+	Lines *symbolize.Lines
 }
 
 // TemplateFuncs are the formatting helpers of the report's templates,
@@ -57,6 +62,7 @@ var TemplateFuncs = template.FuncMap{
 	"join":  strings.Join,
 	"float": func(v int64) float64 { return float64(v) },
 	"sub":   func(a, b int) int { return a - b },
+	"base":  filepath.Base,
 	// plural writes "1 window", "2 windows", "3 processes".
 	"plural": profile.Plural,
 	// cpus writes ids as ranges: "0-3,8".
@@ -110,6 +116,7 @@ func Render(w io.Writer, rec *profile.Recording, opts Options) error {
 // set, is shown as it is instead; nil for both leaves no findings.
 func RenderModel(w io.Writer, m *model.Model, res *attribution.Result, opts Options) error {
 	r := Build(m, opts.MaxCells)
+	r.HotLines = HotLines(m, opts.Lines)
 	switch {
 	case opts.NoFindings:
 	case opts.Findings != nil:

@@ -245,6 +245,17 @@ var cacheheatReport = (function () {
       b.parentNode.hidden = true;
     });
   });
+  // Hot lines: the search box shows the functions whose name or files
+  // match, as a substring (case-insensitive).
+  var ls = document.getElementById('lines-search');
+  if (ls) {
+    ls.addEventListener('input', function () {
+      var q = ls.value.toLowerCase();
+      Array.prototype.forEach.call(document.querySelectorAll('.hotfn'), function (d) {
+        d.hidden = q !== '' && d.getAttribute('data-search').toLowerCase().indexOf(q) < 0;
+      });
+    });
+  }
   if (D.offcpu_flame) {
     var offEl = document.getElementById('flame-offcpu');
     if (offEl) { flames.push(cacheheatFlame.draw(offEl, D.offcpu_flame, offEl.closest('.flame-box'), 'us blocked')); }

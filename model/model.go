@@ -90,6 +90,9 @@ type Samples struct {
 	// PerCPU counts the samples on each CPU, window by window (nil where
 	// a window has none): the per-core heatmap's samples metric.
 	PerCPU []profile.Counts
+	// Unnamed counts the samples whose innermost frame names no function,
+	// by process and reason (unnamed.go); nil when all are named.
+	Unnamed map[int]map[string]uint64
 }
 
 // SampleRate is one sample event's rate over the recording: the mean over
@@ -176,6 +179,8 @@ type Builder struct {
 	procs   profile.ProcessTotaler
 	tids    map[int]bool // threads seen; -PID for a process without thread detail
 	rates   map[string]*rateSum
+	// unnamedOf caches why a stack pair's samples are unnamed ("": named).
+	unnamedOf map[StackPair]string
 }
 
 type rateSum struct {
@@ -199,7 +204,7 @@ func NewBuilder(h profile.Header, stacks map[uint64]profile.Stack) *Builder {
 		AppMetrics: map[string]float64{},
 	}
 	b := &Builder{m: m, ncpu: h.Host.Topology.MaxCPU() + 1, seenEv: map[string]bool{}, seenSmp: map[string]bool{},
-		tids: map[int]bool{}, rates: map[string]*rateSum{}}
+		tids: map[int]bool{}, rates: map[string]*rateSum{}, unnamedOf: map[StackPair]string{}}
 	for _, e := range h.Events {
 		if e.Status == profile.StatusMeasured && !b.seenEv[e.Name] {
 			b.seenEv[e.Name] = true
@@ -327,6 +332,7 @@ func (b *Builder) samples(wi int, ss []profile.Sample) {
 		a.Total += s.Count
 		a.ByPID[s.PID] += s.Count
 		a.ByStack[StackPair{s.UserStack, s.KernelStack}] += s.Count
+		b.unnamed(a, s)
 		if s.CPU < 0 || s.CPU >= b.ncpu {
 			continue
 		}
@@ -369,6 +375,9 @@ func (b *Builder) Model(t *profile.Trailer, truncated bool, warning string) *Mod
 	if s := m.Samples[m.PrimarySample]; s != nil {
 		for i := range m.Processes {
 			m.Processes[i].Samples = s.ByPID[m.Processes[i].PID]
+			if u := s.UnnamedSummary(m.Processes[i].PID); u.Samples > 0 {
+				m.Processes[i].Unnamed = &u
+			}
 		}
 	}
 	m.Stretch = profile.Stretched(m.Light)

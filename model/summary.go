@@ -2,7 +2,9 @@ package model
 
 import (
 	"math"
+	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/cacheheat/cacheheat/profile"
 )
@@ -110,6 +112,7 @@ func (m *Model) samplesSummary() profile.SamplesSummary {
 	}
 	if s := m.Samples[ev]; s != nil {
 		ss.Total = s.Total
+		ss.Unnamed = s.UnnamedSummary(0)
 		self, _ := m.FunctionCounts(s)
 		ss.TopFunctions = profile.TopN(self, topSampleFunctions)
 	}
@@ -136,15 +139,39 @@ func (m *Model) FunctionCounts(s *Samples) (self, total map[string]uint64) {
 }
 
 // FrameNames names a stack pair's frames innermost first, or
-// "[unknown]" alone when it has none.
+// "[unknown]" alone when it has none. A run of frames that name no
+// function in one module is one frame, "[module]": a hundred addresses
+// of a JIT or a stripped library say no more than one, and would make
+// one stack as deep as the flame graph is tall.
 func (m *Model) FrameNames(p StackPair) []string {
 	fr := m.Frames(p)
 	if len(fr) == 0 {
 		return []string{"[unknown]"}
 	}
-	names := make([]string, len(fr))
-	for i, f := range fr {
-		names[i] = f.String()
+	names := make([]string, 0, len(fr))
+	lastMod := ""
+	for _, f := range fr {
+		if f.Function != "" {
+			names = append(names, f.String())
+			lastMod = ""
+			continue
+		}
+		mod := unnamedModule(f)
+		if mod != lastMod {
+			names = append(names, mod)
+		}
+		lastMod = mod
 	}
 	return names
+}
+
+// unnamedModule names a frame without a function by its module alone.
+func unnamedModule(f profile.Frame) string {
+	switch {
+	case f.Module == "":
+		return "[unknown]"
+	case strings.HasPrefix(f.Module, "["):
+		return f.Module
+	}
+	return "[" + filepath.Base(f.Module) + "]"
 }

@@ -98,8 +98,10 @@ type ProcessSummary struct {
 	Cmdline []string          `json:"cmdline,omitempty"`
 	Totals  map[string]uint64 `json:"totals"`
 	// Samples counts the process's stack samples of the primary sample
-	// event (samples.event); Summarize fills it.
+	// event (samples.event); Summarize fills it. Unnamed is what of them
+	// was left unnamed and why (absent when all were named).
 	Samples uint64          `json:"samples"`
+	Unnamed *UnnamedSummary `json:"unnamed,omitempty"`
 	Threads []ThreadSummary `json:"threads,omitempty"`
 
 	// Container: the process's container id or pod uid, when it had one.
@@ -132,6 +134,17 @@ type SamplesSummary struct {
 	RequestedHz  float64        `json:"requested_hz"`
 	AchievedHz   float64        `json:"achieved_hz"`
 	TopFunctions []FunctionStat `json:"top_functions"`
+	// Unnamed is what of the samples was left unnamed, and why.
+	Unnamed UnnamedSummary `json:"unnamed"`
+}
+
+// UnnamedSummary counts samples whose innermost frame names no function:
+// how many, their share, and how many for each reason (why a process
+// that exited, stripped file, JIT code or hidden kernel symbols).
+type UnnamedSummary struct {
+	Samples uint64            `json:"samples"`
+	Share   float64           `json:"share"`
+	Reasons map[string]uint64 `json:"reasons"`
 }
 
 // FunctionStat counts samples whose innermost resolved frame (self) is a

@@ -164,24 +164,14 @@ func TestAnalyzeEndToEnd(t *testing.T) {
 			for _, f := range res.Findings {
 				fired[f.Rule] = true
 			}
-			if c.none && len(res.Findings) > 0 {
-				t.Errorf("want no finding, got %v", fired)
-			}
-			if c.name == "pinned-spin" {
-				// core-hotspot needs room to spread: another core idle at
-				// least half the time. On a shared host the other core
-				// may be busy with someone else's work, and then the rule
-				// must stay quiet.
-				r, err := profile.ReadFile(rec)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if busy := attribution.NewMetrics(r).CPUBusy(0); busy >= 0.5 {
-					if fired["core-hotspot"] {
-						t.Errorf("core-hotspot fired although cpu 0 was busy %.0f%% of the time", 100*busy)
+			// A finding about other processes (noisy-neighbour) says
+			// what the shared host did, not the target: allowed anywhere.
+			if c.none {
+				for r := range fired {
+					if !aboutOthers[r] {
+						t.Errorf("want no finding about the target, got %v", fired)
+						break
 					}
-					t.Logf("cpu 0 busy %.0f%% with other work: core-hotspot rightly not fired", 100*busy)
-					return
 				}
 			}
 			if len(c.anyOf) > 0 {

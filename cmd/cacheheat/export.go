@@ -10,6 +10,7 @@ import (
 
 	"github.com/cacheheat/cacheheat/export"
 	"github.com/cacheheat/cacheheat/internal/outfile"
+	"github.com/cacheheat/cacheheat/symbolize"
 )
 
 func init() {
@@ -20,6 +21,7 @@ func runExport(name string, args []string, stdout io.Writer) error {
 	fs := newFlagSet(name, "FILE --pprof|--folded [-o OUT] [--from D] [--to D] [--pid PID]", `  cacheheat export r.rec --pprof                writes r.pb.gz; go tool pprof -top r.pb.gz
   cacheheat export r.rec --folded | flamegraph.pl > r.svg
   cacheheat export r.rec --folded --from 10s --to 20s --pid 1234 -o r.folded
+  cacheheat export r.rec --folded --lines          frames as 'func (file:line)', inlined ones too
 `, stdout)
 	asPprof := fs.Bool("pprof", false, "gzip'd pprof profile (go tool pprof, Pyroscope, Parca); default output FILE with .pb.gz")
 	asFolded := fs.Bool("folded", false, "collapsed stacks, 'comm;outer;...;inner count' per line (flamegraph.pl, speedscope); default output stdout")
@@ -28,6 +30,8 @@ func runExport(name string, args []string, stdout io.Writer) error {
 	to := fs.Duration("to", 0, "keep windows that start before this offset (default: the end)")
 	pid := fs.Int("pid", 0, "keep this process's samples only")
 	event := fs.String("event", "", "sample event of the folded output (default: the recording's primary sample event, cpu-clock)")
+	lines := fs.Bool("lines", false, "folded: frames as 'func (file:line)', inlined functions as frames of their own (pprof profiles always carry lines)")
+	noLines := fs.Bool("no-lines", false, "pprof: functions only, without reading the binaries' debug information")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -62,7 +66,12 @@ func runExport(name string, args []string, stdout io.Writer) error {
 	if *event != "" && !slices.Contains(rec.Header.Settings.SampleEvents, *event) {
 		return usageErrorf("export: the recording has no samples of %q; its sample events: %s", *event, strings.Join(rec.Header.Settings.SampleEvents, ", "))
 	}
-	o := export.Options{From: *from, To: *to, PID: *pid, Event: *event}
+	o := export.Options{From: *from, To: *to, PID: *pid, Event: *event, FoldedLines: *lines}
+	// Lines come from the binaries the frames name, on this host; a file
+	// that is gone or changed keeps its frames without them.
+	if (*asPprof && !*noLines) || *lines {
+		o.Lines = symbolize.NewLines()
+	}
 	write := func(w io.Writer) error { return export.Folded(w, rec, o) }
 	if *asPprof {
 		write = func(w io.Writer) error { return export.Pprof(w, rec, o) }

@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cacheheat/cacheheat/collector/symbolize"
+	"github.com/cacheheat/cacheheat/symbolize"
+	pprof "github.com/google/pprof/profile"
+
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -121,4 +123,62 @@ func namedShare(r *profile.Recording, comm string) (named, total, cut uint64) {
 		}
 	}
 	return named, total, cut
+}
+
+// TestLinesEndToEnd: a recording of rcu bad resolves to source lines at
+// read time: the report's hot lines show rcu.go's lines with their text,
+// the pprof profile carries lines and inlined frames (go tool pprof
+// -lines, -list), and folded --lines writes func (file:line) frames.
+func TestLinesEndToEnd(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: cacheheat record loads BPF programs")
+	}
+	bin := cacheheatBinary(t)
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "rcu.rec")
+	if out, err := exec.Command(bin, "record", "-q", "-o", rec, "--", bin, "workload", "run", "rcu", "--variant", "bad", "-t", "2", "-d", "2s").CombinedOutput(); err != nil {
+		t.Fatalf("record: %v\n%s", err, out)
+	}
+	html := filepath.Join(dir, "rcu.html")
+	if out, err := exec.Command(bin, "report", rec, "-o", html).CombinedOutput(); err != nil {
+		t.Fatalf("report: %v\n%s", err, out)
+	}
+	page, _ := os.ReadFile(html)
+	if !strings.Contains(string(page), `id="hotlines"`) || !strings.Contains(string(page), ">rcu.go:") || !strings.Contains(string(page), "c = shared") {
+		t.Errorf("the report's hot lines lack rcu.go's lines and their text")
+	}
+	pb := filepath.Join(dir, "rcu.pb.gz")
+	if out, err := exec.Command(bin, "export", rec, "--pprof", "-o", pb).CombinedOutput(); err != nil {
+		t.Fatalf("export: %v\n%s", err, out)
+	}
+	f, err := os.Open(pb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := pprof.Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines, inlined int
+	for _, l := range p.Location {
+		for _, ln := range l.Line {
+			if ln.Line > 0 && strings.HasSuffix(ln.Function.Filename, "rcu.go") {
+				lines++
+			}
+		}
+		if len(l.Line) > 1 {
+			inlined++
+		}
+	}
+	if lines == 0 || inlined == 0 {
+		t.Errorf("pprof profile: %d locations with rcu.go lines, %d with inlined frames; want both", lines, inlined)
+	}
+	folded, err := exec.Command(bin, "export", rec, "--folded", "--lines").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(folded), "rcu.go:") {
+		t.Errorf("folded --lines has no rcu.go frames:\n%.2000s", folded)
+	}
 }

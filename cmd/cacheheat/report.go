@@ -12,6 +12,7 @@ import (
 	"github.com/cacheheat/cacheheat/internal/outfile"
 	"github.com/cacheheat/cacheheat/model"
 	"github.com/cacheheat/cacheheat/profile"
+	"github.com/cacheheat/cacheheat/symbolize"
 )
 
 func init() {
@@ -23,6 +24,7 @@ func runReport(name string, args []string, stdout io.Writer) error {
   cacheheat report r.rec -o /tmp/r.html
 `, stdout)
 	out := fs.StringP("output", "o", "", "HTML file to write (default: FILE with .html)")
+	noLines := fs.Bool("no-lines", false, "leave out the hot-lines section (source lines from the binaries' debug information on this host)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -54,7 +56,11 @@ func runReport(name string, args []string, stdout io.Writer) error {
 		return err
 	}
 	m, res := mb.Model(s.Trailer, s.Truncated, s.Warning), ab.Result()
-	if err := outfile.Write(*out, func(w io.Writer) error { return heatmap.RenderModel(w, m, &res, heatmap.Options{}) }); err != nil {
+	opts := heatmap.Options{}
+	if !*noLines {
+		opts.Lines = symbolize.NewLines()
+	}
+	if err := outfile.Write(*out, func(w io.Writer) error { return heatmap.RenderModel(w, m, &res, opts) }); err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, *out)

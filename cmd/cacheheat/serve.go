@@ -17,6 +17,7 @@ import (
 	"github.com/cacheheat/cacheheat/compare"
 	"github.com/cacheheat/cacheheat/heatmap"
 	"github.com/cacheheat/cacheheat/profile"
+	"github.com/cacheheat/cacheheat/symbolize"
 	"github.com/cacheheat/cacheheat/web"
 )
 
@@ -27,8 +28,11 @@ func init() {
 // webRenderers connect the web pages to the report packages: the same
 // HTML as 'cacheheat report' and 'cacheheat diff -o'.
 func webRenderers() web.Renderers {
+	// One line resolver for the server's life: each binary's debug
+	// information is read once.
+	lines := symbolize.NewLines()
 	return web.Renderers{
-		Report: func(w io.Writer, rec *profile.Recording) error { return heatmap.Render(w, rec, heatmap.Options{}) },
+		Report: func(w io.Writer, rec *profile.Recording) error { return heatmap.Render(w, rec, heatmap.Options{Lines: lines}) },
 		Diff: func(w io.Writer, base, newRec *profile.Recording) error {
 			res := compare.Compare(base, newRec, compare.DefaultOptions())
 			return heatmap.WriteDiff(w, base, newRec, &res)

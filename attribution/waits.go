@@ -65,10 +65,12 @@ func (m *Metrics) waitNS(reason string) (total float64, per []float64) {
 // startupShare: disk I/O whose first windows hold this share of it...
 const startupShare = 0.9
 
-// startupWindows: ...within this share of the recording's windows is the
-// program starting (loading its binary, libraries and data), not its
-// steady state.
-const startupWindows = 0.25
+// startupWindows: ...within this share of the recording's windows, the
+// rest nearly without it, is the program starting (loading its binary,
+// libraries and data), not its steady state. Half, not less: on a busy
+// host the same start-up reads take three windows of ten where they took
+// one (seen beside a 2-thread load).
+const startupWindows = 0.5
 
 // ioSpan finds where disk I/O happened: the windows holding startupShare
 // of it, from the first; startup is set when they end within the first

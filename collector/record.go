@@ -77,6 +77,11 @@ type Options struct {
 	// CPU is this host's CPU (LiveCPU) when the caller has read it
 	// already, to look Events up; nil: Run reads it.
 	CPU *host.CPUInfo
+	// Runs runs a command target this many times, one after the other,
+	// after Warmup runs more (record -r, --warmup); each run's totals
+	// are kept (profile.RunTotal). 0 or 1 with no warm-up: one run, as
+	// before, without run totals.
+	Runs, Warmup int
 }
 
 // Status is the recorder's progress, for the status line and the live view.
@@ -136,8 +141,24 @@ func (o Options) check() error {
 		return fmt.Errorf("-F %d: want a positive frequency", o.SampleHz)
 	case o.Output == "" && len(o.Sinks) == 0:
 		return errors.New("no output file")
+	case o.Runs < 0:
+		return fmt.Errorf("-r %d: want a number of runs, 1 or more", o.Runs)
+	case o.Warmup < 0:
+		return fmt.Errorf("--warmup %d: want a number of runs, 0 or more", o.Warmup)
+	case o.repeated() && len(o.Target.Command) == 0:
+		return fmt.Errorf("-r and --warmup repeat a command: give one after --")
 	}
 	return CheckSampleRate(o.SampleHz)
+}
+
+// repeated says whether the command runs more than once, with run totals.
+func (o Options) repeated() bool { return o.Runs > 1 || o.Warmup > 0 }
+
+// setCommand makes c the command Abort kills: the run going now.
+func (r *Recorder) setCommand(c *command) {
+	r.mu.Lock()
+	r.cm = c
+	r.mu.Unlock()
 }
 
 // Abort ends the recording file without a trailer, leaving it readable up
@@ -173,7 +194,7 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 	// command that cannot start is a usage error with nothing loaded.
 	var cm *command
 	var am *appMetrics
-	if p.target.Kind == profile.TargetCommand {
+	if len(p.target.Command) > 0 {
 		if cm, am, err = r.startCommandTarget(p); err != nil {
 			return nil, err
 		}
@@ -219,6 +240,9 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 	stopWatch := make(chan struct{})
 	defer close(stopWatch)
 	switch {
+	case cm != nil && r.opts.repeated():
+		rec.runner = newRunner(r, p, k, rec, cm, []string{am.env()})
+		go rec.runner.loop(exited, stopWatch)
 	case cm != nil:
 		go watchCommand(cm, k, rec.sym, rec.goProcs, exited, stopWatch)
 	case p.target.Kind == profile.TargetPID:
@@ -248,8 +272,12 @@ func (r *Recorder) startCommandTarget(p *plan) (*command, *appMetrics, error) {
 		am.close()
 		return nil, nil, err
 	}
-	p.target.PIDs = []int{cm.cmd.Process.Pid}
-	p.kc.execPIDs = p.target.PIDs
+	// Under -a the command is what decides when the recording ends, not
+	// a target: every task is.
+	if p.target.Kind == profile.TargetCommand {
+		p.target.PIDs = []int{cm.cmd.Process.Pid}
+		p.kc.execPIDs = p.target.PIDs
+	}
 	r.mu.Lock()
 	r.cm = cm
 	r.mu.Unlock()
@@ -341,7 +369,7 @@ func (r *Recorder) begin(p *plan, k *kernel, fk *funcKernel, cm *command, am *ap
 		rec.fk, rec.fprev = fk, fk.zeroSnap()
 	}
 	if cm != nil {
-		rec.goProcs.addCommand(k, cm.cmd.Process.Pid, cm.cmd.Path)
+		rec.goProcs.addCommand(k, cm.cmd.Process.Pid, cm.path)
 		if err := cm.release(); err != nil {
 			return nil, err
 		}
@@ -473,13 +501,29 @@ func (r *Recorder) loop(ctx context.Context, rec *run, exited <-chan struct{}) (
 // finish closes the last window, stops a command target and ends the file
 // with the trailer, which says why the recording ended and what was lost.
 func (r *Recorder) finish(rec *run, end string, cm *command, am *appMetrics) (*profile.Trailer, error) {
+	if rec.runner != nil {
+		rec.runner.stop() // no run starts after this; one going is cut short
+	}
 	if err := r.closeWindow(rec, true); err != nil {
 		return nil, err
 	}
 	tr := profile.Trailer{EndReason: end, EndTime: time.Now(), Drops: rec.drops, Windows: rec.windows}
 	finished := end == profile.EndTargetExit
+	if rec.runner != nil {
+		cm = rec.runner.current()
+	}
 	if cm != nil {
 		finished = stopCommand(cm, am, end, &tr) || finished
+	}
+	if rec.runner != nil {
+		tr.Runs = rec.runner.count()
+		if msg, status := rec.runner.finish(); msg != "" {
+			tr.Warnings = append(tr.Warnings, msg)
+			r.opts.Warn(msg)
+			if status != 0 {
+				tr.RunsFailed = msg
+			}
+		}
 	}
 	if msg := rec.stretch.warning(rec.windows); msg != "" {
 		tr.Warnings = append(tr.Warnings, msg)
@@ -559,6 +603,8 @@ type run struct {
 	// when the host refused its events (processes are then read from
 	// /proc alone) or when no stacks are taken.
 	mmaps *mmapWatcher
+	// runner runs a repeated command (-r); nil for one run.
+	runner *runner
 }
 
 // drained is what the kernel holds at a window's end: the first stage of
@@ -615,7 +661,7 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 	if err != nil {
 		return err
 	}
-	if last && d.empty(endNS-rc.lastNS) {
+	if last && d.empty(endNS-rc.lastNS) && !rc.runner.pending() {
 		return nil
 	}
 	if rc.mmaps != nil {
@@ -626,6 +672,9 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 		rc.stretch.add(endNS-rc.lastNS, int64(r.opts.Interval))
 	}
 	win := rc.window(d, endNS, last)
+	if rc.runner != nil {
+		rc.runner.window(win, rc.meta.sampleEvs[slotClock])
+	}
 	x, err := r.windowExtras(rc, d.cur, win)
 	if err != nil {
 		return err

@@ -164,6 +164,13 @@ type command struct {
 	gate *os.File
 	done chan struct{}
 	err  error
+	// path is the binary the gate execs (cmd.Path is the gate's own).
+	path string
+	// released is when the gate let the command exec.
+	released time.Time
+	// peakRSS is the largest VmHWM of the command's process read while it
+	// ran (sampled: a lower bound of its peak).
+	peakRSSKB int64
 }
 
 // startCommand starts argv behind the gate with env added to the
@@ -202,7 +209,7 @@ func startCommand(argv []string, env []string) (*command, error) {
 		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
 	}
 	r.Close()
-	cm := &command{cmd: c, gate: w, done: make(chan struct{})}
+	cm := &command{cmd: c, gate: w, done: make(chan struct{}), path: path}
 	go func() {
 		cm.err = c.Wait()
 		close(cm.done)
@@ -213,6 +220,7 @@ func startCommand(argv []string, env []string) (*command, error) {
 // release lets the gated command exec.
 func (c *command) release() error {
 	defer c.gate.Close()
+	c.released = time.Now()
 	if _, err := c.gate.Write([]byte{1}); err != nil {
 		return fmt.Errorf("starting the command: %w", err)
 	}

@@ -57,11 +57,21 @@ type Options struct {
 	// follow the convention).
 	HigherIsBetter []string
 	LowerIsBetter  []string
+	// WindowFloor is the smallest change a comparison of windows calls
+	// (WindowFloor by default): see EvidenceWindows.
+	WindowFloor float64
+	// RunAlpha and RunThreshold are Alpha and Threshold for a comparison
+	// of runs: runs are independent, so a smaller change can be called
+	// (a 5% slower program is the case CI wants caught), and at
+	// benchstat's level, 0.05, five runs a side can decide two gate
+	// metrics (the smallest p-value of 5 against 5 is 0.0079).
+	RunAlpha, RunThreshold float64
 }
 
 // DefaultOptions are the command's defaults.
 func DefaultOptions() Options {
-	return Options{Alpha: 0.01, Threshold: 0.05, Confidence: 0.95, BootstrapIters: 2000, MinWindows: 3, Warmup: 1}
+	return Options{Alpha: 0.01, Threshold: 0.05, Confidence: 0.95, BootstrapIters: 2000, MinWindows: 3, Warmup: 1, WindowFloor: WindowFloor,
+		RunAlpha: 0.05, RunThreshold: 0.01}
 }
 
 // MetricResult is one metric's comparison.
@@ -87,6 +97,10 @@ type MetricResult struct {
 	Exact       bool    `json:"exact"`
 	Significant bool    `json:"significant"`
 	Verdict     string  `json:"verdict"`
+	// Gate marks a metric that decides the exit code in a comparison of
+	// runs (the others are reported); in a comparison of windows every
+	// metric does.
+	Gate bool `json:"gate,omitempty"`
 	// Base and New are the per-window values, for the report's plots.
 	Base []float64 `json:"-"`
 	New  []float64 `json:"-"`
@@ -127,6 +141,9 @@ type Side struct {
 	Used      int      `json:"windows_used"`
 	IntervalS float64  `json:"interval_s"`
 	Events    []string `json:"events"` // measured events
+	// Runs is the number of runs compared (record -r, warm-up and failed
+	// runs left out); 0 for a recording of one run.
+	Runs int `json:"runs,omitempty"`
 	// AppMetrics are the command's final reported values (trailer).
 	AppMetrics map[string]float64 `json:"app_metrics,omitempty"`
 }
@@ -143,6 +160,10 @@ type Result struct {
 	Skipped    []Skipped      `json:"skipped"`
 	Warnings   []string       `json:"warnings"`
 	Counts     map[string]int `json:"counts"` // verdict -> metrics
+	// Evidence says what was compared: EvidenceRuns or EvidenceWindows,
+	// and Floor the smallest change window tests call (WindowFloor).
+	Evidence string  `json:"evidence"`
+	Floor    float64 `json:"floor,omitempty"`
 	// Need, when the comparison could not decide some metrics, says how
 	// many windows a side needs; nil when every metric was decidable.
 	Need *WindowsNeeded `json:"windows_needed,omitempty"`
@@ -164,6 +185,9 @@ type WindowsNeeded struct {
 	// corrected for.
 	SmallestP float64 `json:"smallest_p"`
 	Family    int     `json:"family"`
+	// Unit is what MinWindows and Record count: EvidenceWindows (the
+	// default) or EvidenceRuns (runs a side, record -r).
+	Unit string `json:"unit,omitempty"`
 }
 
 // Regressed reports whether any metric regressed.
@@ -196,15 +220,37 @@ func Compare(base, new *profile.Recording, opts Options) Result {
 // CompareReduced is Compare of two recordings already reduced (Reducer),
 // for a reader that streams them.
 func CompareReduced(base, new *Reduced, opts Options) Result {
-	res := CompareSeries(base.Series, new.Series, opts)
+	var res Result
+	if len(usedRuns(base.Runs)) >= 2 && len(usedRuns(new.Runs)) >= 2 {
+		res = CompareRuns(base.Runs, new.Runs, opts)
+	} else {
+		res = CompareSeries(base.Series, new.Series, opts)
+		if len(usedRuns(base.Runs))+len(usedRuns(new.Runs)) > 0 {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("only one side has two or more runs (%d, %d): compared window by window; record both with -r N to compare runs", len(usedRuns(base.Runs)), len(usedRuns(new.Runs))))
+		}
+	}
 	res.Base, res.New = base.Side, new.Side
+	res.Base.Runs, res.New.Runs = len(usedRuns(base.Runs)), len(usedRuns(new.Runs))
 	res.Warnings = append(recordingWarnings(base, new), res.Warnings...)
-	if res.Need != nil {
+	if res.Need != nil && res.Need.Unit != EvidenceRuns {
 		if d := min(base.DurationS, new.DurationS); d > 0 {
 			res.Need.MaxIntervalS = d / float64(res.Need.Record)
 		}
 	}
+	if c := commandsDiffer(base.Side.Command, new.Side.Command); c != "" {
+		res.Warnings = append(res.Warnings, c)
+	}
 	return res
+}
+
+// commandsDiffer warns when the sides ran different commands: compared
+// anyway (a new build at another path is the usual case), but a run total
+// of another program says nothing about this one.
+func commandsDiffer(a, b []string) string {
+	if len(a) == 0 || len(b) == 0 || strings.Join(a, "\x00") == strings.Join(b, "\x00") {
+		return ""
+	}
+	return fmt.Sprintf("the recordings ran different commands (%q, %q): compared as given", strings.Join(a, " "), strings.Join(b, " "))
 }
 
 func recordingWarnings(base, new *Reduced) []string {
@@ -259,7 +305,7 @@ func CompareSeries(base, new []Series, opts Options) Result {
 	res := Result{
 		Alpha: opts.Alpha, Threshold: opts.Threshold, Confidence: opts.Confidence,
 		Metrics: []MetricResult{}, Skipped: []Skipped{}, Warnings: []string{},
-		Counts: map[string]int{},
+		Counts: map[string]int{}, Evidence: EvidenceWindows, Floor: opts.WindowFloor,
 	}
 	selected := compilePatterns(opts.Metrics)
 	dirs := directionOverrides{higher: compilePatterns(opts.HigherIsBetter), lower: compilePatterns(opts.LowerIsBetter)}
@@ -400,7 +446,10 @@ func correct(res *Result, tested []int, opts Options) {
 		m := &res.Metrics[tested[i]]
 		m.PAdj = adj
 		m.Significant = adj < opts.Alpha
-		m.Verdict = verdict(m.Significant, m.Ratio, m.Direction, opts.Threshold)
+		m.Gate = true
+		// Windows of one run cannot show run-to-run variance: a change
+		// is called only beyond the floor.
+		m.Verdict = verdict(m.Significant, m.Ratio, m.Direction, math.Max(opts.Threshold, opts.WindowFloor))
 	}
 	res.Tested = len(tested)
 }

@@ -31,9 +31,37 @@ func (r *Result) Headline() string {
 	case r.Undecided():
 		word = "UNDECIDED"
 	}
-	return fmt.Sprintf("%s: %s, %s, %s in %d tested metrics (alpha %g, threshold %g%%)", word,
+	return fmt.Sprintf("%s: %s, %s, %s in %d %s (alpha %g, threshold %g%%); %s", word,
 		plural(r.Counts[VerdictRegression], "regression"), plural(r.Counts[VerdictImprovement], "improvement"),
-		plural(r.Counts[VerdictChanged], "neutral change"), r.Tested, r.Alpha, r.Threshold*100)
+		plural(r.Counts[VerdictChanged], "neutral change"), r.Tested, gateWord(r), r.Alpha, r.Threshold*100, r.EvidenceText())
+}
+
+func gateWord(r *Result) string {
+	if r.Evidence == EvidenceRuns {
+		return "gating metrics"
+	}
+	return "tested metrics"
+}
+
+// EvidenceText says in words what the comparison tested.
+func (r *Result) EvidenceText() string {
+	if r.Evidence == EvidenceRuns {
+		return fmt.Sprintf("evidence: per-run totals of %d and %d runs (Mann-Whitney U, medians with order-statistics intervals); the gate is %s, the rest reported", r.Base.Runs, r.New.Runs, gateNames(r))
+	}
+	return fmt.Sprintf("evidence: per-window rates of one run a side; the difference between two runs cannot be measured from one, so changes under %g%% are not called, and a program doing more work at the same rates is not seen: record both with -r N to compare runs", math.Max(r.Threshold, r.Floor)*100)
+}
+
+func gateNames(r *Result) string {
+	var names []string
+	for _, m := range r.Metrics {
+		if m.Gate {
+			names = append(names, m.Name)
+		}
+	}
+	if len(names) == 0 {
+		return "empty"
+	}
+	return strings.Join(names, " and ")
 }
 
 func plural(n int, word string) string {
@@ -81,6 +109,10 @@ func (n *WindowsNeeded) Explain() string {
 	what := fmt.Sprintf("%d metrics (%s%s)", len(n.Metrics), strings.Join(names, ", "), more)
 	if len(n.Metrics) == 0 {
 		what = "anything (no usable window)"
+	}
+	if n.Unit == EvidenceRuns {
+		return fmt.Sprintf("cannot decide %s: with these runs the smallest p-value the test can give is %.3g, over the %d-metric gate that cannot reach alpha, so no result would be evidence either way. Record at least %d runs a side (record -r %d).",
+			what, n.SmallestP, n.Family, n.Record, n.Record)
 	}
 	s := fmt.Sprintf("cannot decide %s: with these windows the smallest p-value the test can give is %.3g, over the %d-metric family that cannot reach alpha, so no result would be evidence either way. "+
 		"Record at least %d windows a side (%d used after the warm-up)", what, n.SmallestP, n.Family, n.Record, n.MinWindows)
@@ -171,6 +203,10 @@ func FormatValue(v float64, unit string) string {
 		return profile.FormatNS(v)
 	case unit == "/s":
 		return si(v) + "/s"
+	case unit == "s":
+		return profile.FormatNS(v * 1e9)
+	case unit == "kB":
+		return si(v) + " kB"
 	case unit == metric.UnitPerKiloInstr:
 		return fmt.Sprintf("%.3g MPKI", v)
 	}

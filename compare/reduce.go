@@ -30,6 +30,8 @@ type Reducer struct {
 	// prevApp is the previous window's app metrics, whose counters the
 	// next window's work is measured from (appWork).
 	prevApp map[string]float64
+	// runs are the run totals the windows carried.
+	runs []profile.RunTotal
 }
 
 // Reduced is one recording reduced for a comparison.
@@ -41,6 +43,8 @@ type Reduced struct {
 	Warning   string
 	Stretch   profile.Stretch
 	DurationS float64 // first window's start to last window's end
+	// Runs are the recording's run totals (record -r), warm-up included.
+	Runs []profile.RunTotal
 }
 
 // NewReducer starts the reduction of a recording with header h, leaving
@@ -67,6 +71,7 @@ func (r *Reducer) Add(w *profile.Window) {
 	r.windows++
 	r.lastNS = w.EndNS
 	r.stretch.Add(d, interval)
+	r.runs = append(r.runs, w.Runs...)
 	work := appWork(r.prevApp, w.AppMetrics)
 	r.prevApp = w.AppMetrics
 	if d <= 0 || (interval > 0 && 2*d < interval) || profile.IsStretched(d, interval) {
@@ -80,7 +85,7 @@ func (r *Reducer) Add(w *profile.Window) {
 
 // Reduced completes the reduction with how the recording ended.
 func (r *Reducer) Reduced(t *profile.Trailer, truncated bool, warning string) *Reduced {
-	out := &Reduced{Series: r.x.series(), Side: r.side(t), Truncated: truncated, Warning: warning, Stretch: r.stretch}
+	out := &Reduced{Series: r.x.series(), Side: r.side(t), Truncated: truncated, Warning: warning, Stretch: r.stretch, Runs: r.runs}
 	if r.windows > 0 {
 		out.DurationS = float64(r.lastNS-r.firstNS) / 1e9
 	}

@@ -269,7 +269,51 @@ type Window struct {
 	// Peers is the target's time waiting on other processes (a pipe, a
 	// Unix socket, a child, a futex) by the process that woke it.
 	Peers []Peer `json:"peers,omitempty"`
+	// Runs are the runs of a repeated command (record -r) that ended
+	// before this window closed, each once: with its samples, which the
+	// window's drain completes.
+	Runs []RunTotal `json:"runs,omitempty"`
 }
+
+// RunTotal is one run of a command recorded with record -r: what it cost
+// as a whole, the unit a CI gate compares (as perf stat -r and hyperfine
+// do), where windows are the unit of a long-running service.
+type RunTotal struct {
+	// Index numbers the runs from 0, warm-up runs included; Warmup marks
+	// the runs left out of comparisons (--warmup).
+	Index  int  `json:"index"`
+	Warmup bool `json:"warmup,omitempty"`
+	// StartNS and EndNS are the run's start (its release) and end (its
+	// exit), since the header's start time; WallNS is their difference.
+	StartNS int64 `json:"start_ns"`
+	EndNS   int64 `json:"end_ns"`
+	WallNS  int64 `json:"wall_ns"`
+	// UserNS and SysNS are the command's CPU time as wait4 reports it
+	// (its waited-for descendants included). MaxRSSKB is its process's
+	// peak resident set since its exec (VmHWM), read every 20 ms while it
+	// ran: a lower bound, 0 for a run too short to read.
+	UserNS   int64 `json:"user_ns"`
+	SysNS    int64 `json:"sys_ns"`
+	MaxRSSKB int64 `json:"max_rss_kb"`
+	// ExitStatus is the run's exit status (128+signal when a signal
+	// ended it, ExitSignal naming it).
+	ExitStatus int    `json:"exit_status"`
+	ExitSignal string `json:"exit_signal,omitempty"`
+	// Counts are the target's totals of each measured event over the
+	// run (the BPF side's per-CPU target totals at its start and end).
+	Counts map[string]uint64 `json:"counts"`
+	// Samples counts the run's processes' samples of the primary sample
+	// event, and Functions those samples by the innermost user frame's
+	// function (at most MaxRunFunctions of them, the most sampled).
+	Samples   uint64            `json:"samples"`
+	Functions map[string]uint64 `json:"functions,omitempty"`
+}
+
+// MaxRunFunctions bounds RunTotal.Functions.
+const MaxRunFunctions = 50
+
+// CPUNS is the run's user plus system CPU time.
+func (r RunTotal) CPUNS() int64 { return r.UserNS + r.SysNS }
 
 // Wait is the target's time in one kind of wait over a window: a reason,
 // the system call and the kind of file descriptor it waited in.
@@ -570,6 +614,11 @@ type Trailer struct {
 	// own final values.
 	AppMetricsPartial bool     `json:"app_metrics_partial,omitempty"`
 	Warnings          []string `json:"warnings,omitempty"`
+	// Runs is how many runs of a repeated command (record -r) were
+	// recorded, warm-up included; RunsFailed says why they stopped early
+	// when a run failed (its exit status is ExitStatus).
+	Runs       int    `json:"runs,omitempty"`
+	RunsFailed string `json:"runs_failed,omitempty"`
 }
 
 // String describes the target in one line, the same in every output:

@@ -64,6 +64,9 @@ func runDiff(name string, args []string, stdout io.Writer) error {
 		if len(res.Need.Metrics) == 0 {
 			what = "anything" // neither recording had a usable window
 		}
+		if res.Need.Unit == compare.EvidenceRuns {
+			return usageErrorf("diff: cannot decide %s with %d and %d runs: record at least %d runs a side (record -r %d)", what, res.Base.Runs, res.New.Runs, res.Need.Record, res.Need.Record)
+		}
 		return usageErrorf("diff: cannot decide %s with %d and %d usable windows: record at least %d windows a side", what, res.Base.Used, res.New.Used, res.Need.Record)
 	}
 	return nil
@@ -119,18 +122,23 @@ func parseDiffArgs(name string, args []string, stdout io.Writer) (diffArgs, erro
   cacheheat diff --json --metric 'app.*' --metric 'context-switches*' base.rec new.rec
   cacheheat diff --higher-is-better hits base.rec new.rec
 
-Each metric both recordings share is tested per window with a Mann-Whitney
-U test, Holm-corrected; it regressed when significant at --alpha and its
-median moved beyond --threshold in its worse direction. Exit 0: no
-regression; 1: a regression; 2: usage, or too few windows to decide (the
-output says how many are needed); 4: unreadable recording.
+Recordings of repeated runs (record -r N, both sides with 2 or more) are
+compared run by run, as benchstat does: per-run wall and CPU time gate
+(--metric names other gates), with counters and functions' shares of the
+samples reported. Otherwise each metric both recordings share is tested per
+window. Either way with a Mann-Whitney U test, Holm-corrected; a metric
+regressed when significant at --alpha and its median moved beyond
+--threshold in its worse direction (and, for windows of one run a side,
+beyond 20%). Exit 0: no regression; 1: a regression; 2: usage, or too few
+runs or windows to decide (the output says how many are needed); 4:
+unreadable recording.
 `, stdout)
 	var a diffArgs
 	fs.StringVarP(&a.html, "output", "o", "", "write the HTML diff report to this file")
 	fs.StringVar(&a.markdown, "markdown", "", "write a short markdown summary (for a pull-request comment) to this file")
 	fs.BoolVar(&a.asJSON, "json", false, "print the result as JSON instead of the table")
-	threshold := fs.String("threshold", "5%", "smallest change of the median that counts (\"5%\" or 0.05)")
-	alpha := fs.Float64("alpha", 0.01, "family-wise significance level after Holm's correction")
+	threshold := fs.String("threshold", "5%", "smallest change of the median that counts (\"5%\" or 0.05; default 1% for runs)")
+	alpha := fs.Float64("alpha", 0.01, "family-wise significance level after Holm's correction (default 0.05 for runs)")
 	metrics := fs.StringSlice("metric", nil, "compare only metrics matching this pattern ('*' wildcard; repeatable)")
 	higher := fs.StringSlice("higher-is-better", nil, "declare metrics matching this pattern higher-is-better (repeatable)")
 	lower := fs.StringSlice("lower-is-better", nil, "declare metrics matching this pattern lower-is-better (repeatable)")
@@ -150,6 +158,13 @@ output says how many are needed); 4: unreadable recording.
 		return a, usageErrorf("diff: --alpha %g: want a probability between 0 and 1, such as 0.01", *alpha)
 	}
 	a.opts.Threshold, a.opts.Alpha = thr, *alpha
+	// Given, they hold for runs too; left out, runs have their own.
+	if fs.Changed("threshold") {
+		a.opts.RunThreshold = thr
+	}
+	if fs.Changed("alpha") {
+		a.opts.RunAlpha = *alpha
+	}
 	a.opts.Metrics, a.opts.HigherIsBetter, a.opts.LowerIsBetter = *metrics, *higher, *lower
 	for _, out := range []string{a.html, a.markdown} {
 		if out == "" {

@@ -36,6 +36,10 @@ func exitCode(err error) int {
 	switch {
 	case errors.Is(err, errRegression):
 		return exitRegression
+	case errors.Is(err, errRunFailed):
+		// The command failed on a run: the job fails as the command
+		// would, with the runs before it recorded.
+		return exitRegression
 	case errors.As(err, &ue):
 		return exitUsage
 	case errors.As(err, &he):

@@ -108,8 +108,16 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "recorded %s to %s (end: %s)\n", plural(tr.Windows, "window"), termSafe(opts.Output), tr.EndReason)
+	if tr.RunsFailed != "" {
+		// The runs so far are in the file, readable; the job failed.
+		return fmt.Errorf("%w: %s", errRunFailed, tr.RunsFailed)
+	}
 	return nil
 }
+
+// errRunFailed ends record with exit 1: a run of a repeated command
+// failed, and the recording holds the runs before it.
+var errRunFailed = errors.New("a run failed")
 
 // recordSignals ends a recording on the stop signals: the first cancels
 // the recording's context, which finishes the file; a second one ends the
@@ -182,7 +190,7 @@ func (w *recordSignals) stop() {
 type recordFlags struct {
 	pids, cgroup, cpuList, events, dur, interval, out, live, linger *string
 	all, quiet, funcEvents                                          *bool
-	hz                                                              *int
+	hz, runs, warmup                                                *int
 	period                                                          *uint64
 	funcs                                                           *[]string
 }
@@ -193,6 +201,8 @@ func recordFlagSet(name string, stdout io.Writer) (*pflag.FlagSet, *recordFlags)
   cacheheat record -a -e cpu-clock,page-faults -i 100ms -d 5s -o host.rec
   cacheheat record -G system.slice/nginx.service -d 1m -o nginx.rec
   cacheheat record --func main.handle --func /usr/lib/libz.so.1:deflate -o f.rec -- ./server
+  cacheheat record -r 10 --warmup 1 -o runs.rec -- ./bench    10 runs for diff, after 1 warm-up run
+  cacheheat record -a -o host.rec -- ./bench                 the whole host while ./bench runs
 `, stdout)
 	var f recordFlags
 	f.pids = fs.StringP("pid", "p", "", "record these processes (comma-separated), their threads and children")
@@ -203,6 +213,8 @@ func recordFlagSet(name string, stdout io.Writer) (*pflag.FlagSet, *recordFlags)
 	f.dur = fs.StringP("duration", "d", "", "stop after this long (e.g. 10s, 1m); default: until the targets exit or Ctrl-C")
 	f.interval = fs.StringP("interval", "i", "1s", "window length, at least 10ms")
 	f.hz = fs.IntP("freq", "F", collector.DefaultSampleHz, "cpu-clock stack samples per second per CPU")
+	f.runs = fs.IntP("repeat", "r", 1, "run the command this many times, one after the other, keeping each run's totals (wall and CPU time, peak RSS, counters, samples by function) for diff")
+	f.warmup = fs.Int("warmup", 0, "with -r: run the command this many times more first; kept, marked warm-up, not compared")
 	f.period = fs.Uint64P("count", "c", collector.DefaultMissPeriod, "sample a stack every this many primary miss events (LLC-load-misses, else cache-misses) where the PMU has them")
 	f.quiet = fs.BoolP("quiet", "q", false, "no status line, and no note on the events this host cannot measure")
 	f.out = fs.StringP("output", "o", "", "recording file to write (required)")
@@ -260,6 +272,16 @@ func (f *recordFlags) options(fs *pflag.FlagSet) (collector.Options, error) {
 	if *f.period == 0 {
 		return opts, usageErrorf("record: -c 0: want a positive period")
 	}
+	if *f.runs < 1 {
+		return opts, usageErrorf("record: -r %d: want a number of runs, 1 or more", *f.runs)
+	}
+	if *f.warmup < 0 {
+		return opts, usageErrorf("record: --warmup %d: want a number of runs, 0 or more", *f.warmup)
+	}
+	if (*f.runs > 1 || *f.warmup > 0) && len(opts.Target.Command) == 0 {
+		return opts, usageErrorf("record: -r and --warmup repeat a command: give it after --")
+	}
+	opts.Runs, opts.Warmup = *f.runs, *f.warmup
 	return opts, nil
 }
 
@@ -277,13 +299,15 @@ func (f *recordFlags) target(fs *pflag.FlagSet) (collector.Target, error) {
 		return t, usageErrorf("record: unexpected arguments %q; put a command after --", fs.Args())
 	}
 	n := 0
-	for _, set := range []bool{*f.pids != "", *f.all, *f.cgroup != "", len(cmdArgs) > 0} {
+	// -a -- CMD records the whole host while CMD runs (perf record -a --
+	// CMD): the command is not a target of its own.
+	for _, set := range []bool{*f.pids != "", *f.all, *f.cgroup != "", len(cmdArgs) > 0 && !*f.all} {
 		if set {
 			n++
 		}
 	}
 	if n != 1 {
-		return t, usageErrorf("record: give exactly one target: -p PID, -a, -G CGROUP or -- CMD ARGS")
+		return t, usageErrorf("record: give exactly one target: -p PID, -a, -G CGROUP or -- CMD ARGS (-a -- CMD: the whole host while CMD runs)")
 	}
 	switch {
 	case *f.pids != "":
@@ -296,7 +320,7 @@ func (f *recordFlags) target(fs *pflag.FlagSet) (collector.Target, error) {
 			t.PIDs = append(t.PIDs, p)
 		}
 	case *f.all:
-		t.Kind = profile.TargetAll
+		t.Kind, t.Command = profile.TargetAll, cmdArgs
 	case *f.cgroup != "":
 		t.Kind, t.Cgroup = profile.TargetCgroup, *f.cgroup
 	default:

@@ -11,9 +11,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cacheheat/cacheheat/symbolize"
 	"github.com/cacheheat/cacheheat/host"
 	"github.com/cacheheat/cacheheat/profile"
+	"github.com/cacheheat/cacheheat/symbolize"
 )
 
 // Defaults of record's options.

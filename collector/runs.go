@@ -358,7 +358,7 @@ func watchUntilDone(c *command, k *kernel, sym *symbolize.Symbolizer, gp *goProc
 			return
 		case <-t.C:
 			if cur, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe"); err == nil && cur == exe {
-				c.peakRSSKB = max(c.peakRSSKB, peakRSS(pid))
+				c.peakRSSKB = max(c.peakRSSKB, vmHWMKB(pid))
 			}
 			if i%5 == 0 {
 				_ = sym.Snapshot(pid)
@@ -371,8 +371,8 @@ func watchUntilDone(c *command, k *kernel, sym *symbolize.Symbolizer, gp *goProc
 // rssPoll is how often a run's peak RSS is read.
 const rssPoll = 20 * time.Millisecond
 
-// peakRSS reads a process's VmHWM (kB), 0 when it cannot.
-func peakRSS(pid int) int64 {
+// vmHWMKB reads a process's VmHWM (kB), 0 when it cannot.
+func vmHWMKB(pid int) int64 {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return 0

@@ -34,11 +34,11 @@ const WindowFloor = 0.2
 // Run metric names; the gate, unless --metric names others, is wall and
 // CPU time.
 const (
-	RunWall   = "wall time"
-	RunCPU    = "cpu time"
-	RunUser   = "user time"
-	RunSys    = "system time"
-	RunRSS    = "peak RSS"
+	RunWall          = "wall time"
+	RunCPU           = "cpu time"
+	RunUser          = "user time"
+	RunSys           = "system time"
+	RunRSS           = "peak RSS"
 	RunSamplesPrefix = "share of samples: "
 )
 
@@ -212,11 +212,9 @@ func testRuns(b, n Series, dir Direction, opts Options) MetricResult {
 		Base: b.Values, New: n.Values, P: cmp.P, PAdj: 1, Exact: true,
 	}
 	m.Ratio = Ratio(m.NewMedian, m.BaseMedian)
-	// The ratio's interval from the medians' own: the new median's low
-	// over the base's high, and the other way round (each at
-	// opts.Confidence, so the pair is conservative). Infinite bounds are
-	// what too few runs give.
-	m.CILow, m.CIHigh = Ratio(nsum.Lo, bsum.Hi), Ratio(nsum.Hi, bsum.Lo)
+	// The ratio's interval is the one the rank test gives (benchmath
+	// bounds each median alone, which needs 6 runs a side at 95%).
+	m.CILow, m.CIHigh = RankRatioCI(b.Values, n.Values, opts.Confidence)
 	if m.BaseN < 2 || m.NewN < 2 {
 		m.Verdict = VerdictTooFew
 	}

@@ -242,3 +242,46 @@ func TestMedian(t *testing.T) {
 		t.Error("empty median is not NaN")
 	}
 }
+
+// TestRankRatioCI: the interval inverts the rank test (it excludes 1
+// exactly when the exact two-sided p is at most 1-conf), it covers the
+// true ratio in at least conf of repeated draws, and it is absent where
+// no interval can reach conf.
+func TestRankRatioCI(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	draw := func(n int, scale float64) []float64 {
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = scale * math.Exp(0.1*rng.NormFloat64())
+		}
+		return v
+	}
+	for _, n := range []int{4, 5, 8, 10} {
+		covered, reps := 0, 2000
+		for r := 0; r < reps; r++ {
+			b, nw := draw(n, 1), draw(n, 1.1)
+			lo, hi := RankRatioCI(b, nw, 0.95)
+			if lo > hi || math.IsNaN(lo) {
+				t.Fatalf("n=%d: interval [%g, %g]", n, lo, hi)
+			}
+			if lo <= 1.1 && 1.1 <= hi {
+				covered++
+			}
+			p := MannWhitney(b, nw).P
+			if excl := lo > 1 || hi < 1; excl != (p <= 0.05) {
+				t.Errorf("n=%d: interval [%g, %g] but exact p = %g", n, lo, hi, p)
+			}
+		}
+		if f := float64(covered) / float64(reps); f < 0.94 {
+			t.Errorf("n=%d: the interval covered the true ratio in %.3f of draws, want >= 0.95", n, f)
+		}
+	}
+	if lo, hi := RankRatioCI([]float64{1, 2, 3}, []float64{4, 5, 6}, 0.95); !math.IsNaN(lo) || !math.IsNaN(hi) {
+		t.Errorf("3 a side at 95%%: [%g, %g], want none (no interval reaches 95%%)", lo, hi)
+	}
+	// 5 a side, fully separated: the 3rd smallest and largest of 25 ratios.
+	lo, hi := RankRatioCI([]float64{1, 1, 1, 1, 1}, []float64{2, 2, 2, 2, 3}, 0.95)
+	if lo != 2 || hi != 3 {
+		t.Errorf("separated samples: [%g, %g], want [2, 3]", lo, hi)
+	}
+}

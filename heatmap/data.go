@@ -613,6 +613,9 @@ type FlameNode struct {
 	Name     string      `json:"n"`
 	Value    uint64      `json:"v"`
 	Children []FlameNode `json:"c,omitempty"`
+	// Delta is, in a differential flame graph, the change of the node's
+	// share of all samples, NEW minus BASE (0.02: two points more).
+	Delta float64 `json:"d,omitempty"`
 }
 
 const (

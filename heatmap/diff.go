@@ -9,6 +9,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/cacheheat/cacheheat/attribution"
 	"github.com/cacheheat/cacheheat/compare"
 	"github.com/cacheheat/cacheheat/model"
 	"github.com/cacheheat/cacheheat/profile"
@@ -28,6 +29,7 @@ var diffTmpl = template.Must(template.New("diff").Funcs(TemplateFuncs).Funcs(tem
 	"vclass": func(v string) string {
 		return strings.ReplaceAll(v, " ", "-")
 	},
+	"delta": func(a, b float64) float64 { return a - b },
 }).Parse(diffTmplText))
 
 // DiffHeat is one event's per-core heatmaps of a diff: BASE, NEW and
@@ -70,18 +72,25 @@ type DiffData struct {
 	Heat       []DiffHeat    `json:"heat"`
 	Latency    []DiffLatency `json:"latency"`
 	Series     []DiffSeries  `json:"series"`
+	// Flame is the differential flame graph of FlameEvent's samples
+	// (diffflame.go); FlameEvent is "" when the sides share no samples.
+	Flame      FlameNode `json:"flame"`
+	FlameEvent string    `json:"flame_event"`
 }
 
 // WriteDiff writes the diff report of a comparison: the metric table,
-// BASE/NEW/delta per-core heatmaps and overlaid latency histograms, as one
-// self-contained page.
+// the differential flame graph, the functions and findings that changed,
+// BASE/NEW/delta per-core heatmaps and overlaid latency histograms, as
+// one self-contained page.
 func WriteDiff(w io.Writer, base, new *profile.Recording, res *compare.Result) error {
-	return WriteDiffModels(w, model.FromRecording(base), model.FromRecording(new), res)
+	bf, nf := attribution.Analyze(base), attribution.Analyze(new)
+	return WriteDiffModels(w, model.FromRecording(base), model.FromRecording(new), res, &bf, &nf)
 }
 
-// WriteDiffModels is WriteDiff of the recordings' models (model.Read), for
-// a reader that streams them.
-func WriteDiffModels(w io.Writer, base, new *model.Model, res *compare.Result) error {
+// WriteDiffModels is WriteDiff of the recordings' models (model.Read) and
+// findings (nil: the findings section is left out), for a reader that
+// streams them.
+func WriteDiffModels(w io.Writer, base, new *model.Model, res *compare.Result, baseFindings, newFindings *attribution.Result) error {
 	sk, err := BuildSkeletons()
 	if err != nil {
 		return err
@@ -95,7 +104,12 @@ func WriteDiffModels(w io.Writer, base, new *model.Model, res *compare.Result) e
 		HasHeat    bool
 		HasLatency bool
 		Percent    float64
-	}{res, res.Headline(), len(data.Heat) > 0, len(data.Latency) > 0, res.Confidence * 100}
+		FlameEvent string
+		Functions  []FuncChange
+		Findings   []FindingChange
+		HasFinds   bool
+	}{res, res.Headline(), len(data.Heat) > 0, len(data.Latency) > 0, res.Confidence * 100,
+		data.FlameEvent, funcChanges(base, new, data.FlameEvent), findingChanges(baseFindings, newFindings), baseFindings != nil && newFindings != nil}
 	if err := diffTmpl.ExecuteTemplate(&body, "diff", view); err != nil {
 		return fmt.Errorf("rendering diff body: %w", err)
 	}
@@ -104,7 +118,7 @@ func WriteDiffModels(w io.Writer, base, new *model.Model, res *compare.Result) e
 		Title:  "cacheheat diff: " + res.Headline(),
 		Body:   template.HTML(body.String()),
 		Data:   data,
-		Script: template.JS(commonJS + diffJS),
+		Script: template.JS(commonJS + flameJS + diffJS),
 		Style:  diffCSS,
 	})
 }
@@ -113,6 +127,9 @@ func WriteDiffModels(w io.Writer, base, new *model.Model, res *compare.Result) e
 const diffCSS template.CSS = `
 h2.vd-regression { color: #b2182b; }
 h2.vd-ok { color: #1a7f37; }
+td.cmd { word-break: normal; overflow-wrap: anywhere; }
+td.up { color: #b2182b; }
+td.down { color: #2166ac; }
 tr.vd-regression td:first-child { color: #b2182b; font-weight: bold; }
 tr.vd-improvement td:first-child { color: #1a7f37; font-weight: bold; }
 tr.vd-changed td:first-child { color: #8a6d00; }
@@ -123,8 +140,17 @@ tr.metric-row:hover { background: #f0f4ff; }
 // BuildDiff computes the diff page's chart data.
 func BuildDiff(base, new *model.Model, res *compare.Result, maxCells int) DiffData {
 	d := DiffData{Rows: []string{}, Heat: []DiffHeat{}, Latency: []DiffLatency{}, Series: []DiffSeries{}}
-	for _, m := range res.Metrics {
-		d.Series = append(d.Series, DiffSeries{Name: m.Name, Unit: m.Unit, Base: nonNil(m.Base), New: nonNil(m.New)})
+	d.Flame, d.FlameEvent = diffFlame(base, new)
+	// The plot of a clicked row: the first maxDiffSeries rows of the table
+	// (regressions, improvements and changes first), each downsampled to
+	// at most maxSeriesPoints points (medians of consecutive windows): the
+	// values of every window of 1,400 metrics of two hour-long
+	// recordings made an 85 MB page.
+	for i, m := range res.Metrics {
+		if i == maxDiffSeries {
+			break
+		}
+		d.Series = append(d.Series, DiffSeries{Name: m.Name, Unit: m.Unit, Base: downsample(m.Base), New: downsample(m.New)})
 	}
 
 	// Rows: the CPUs both hosts have, in NEW's per-core order and with
@@ -193,6 +219,26 @@ func BuildDiff(base, new *model.Model, res *compare.Result, maxCells int) DiffDa
 		d.Latency = append(d.Latency, l)
 	}
 	return d
+}
+
+// Bounds of the diff page's per-row plots.
+const (
+	maxDiffSeries   = 200
+	maxSeriesPoints = 300
+)
+
+// downsample keeps a series of at most maxSeriesPoints values: the medians
+// of consecutive groups of values.
+func downsample(v []float64) []float64 {
+	if len(v) <= maxSeriesPoints {
+		return nonNil(v)
+	}
+	per := (len(v) + maxSeriesPoints - 1) / maxSeriesPoints
+	out := make([]float64, 0, maxSeriesPoints)
+	for i := 0; i < len(v); i += per {
+		out = append(out, round(compare.Median(v[i:min(i+per, len(v))]), 6))
+	}
+	return out
 }
 
 func nonNil(v []float64) []float64 {

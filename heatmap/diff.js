@@ -92,12 +92,15 @@ var cacheheatDiff = (function () {
       var h = D.heat[i], dm = 0, k, both = [];
       for (k = 0; k < h.base.length; k++) {
         both.push(h.base[k] === null ? NaN : h.base[k], h.new[k] === null ? NaN : h.new[k]);
-        if (h.delta[k] !== null) { dm = Math.max(dm, Math.abs(h.delta[k])); }
+        // The delta's scale comes from the steady state: the first
+        // column is each command's start-up, whose spikes would wash
+        // every later difference out to white.
+        if (h.delta[k] !== null && (k % D.cols !== 0 || D.cols < 3)) { dm = Math.max(dm, Math.abs(h.delta[k])); }
       }
       var scale = C.colourScale(both, h.unit === '% busy' ? 100 : 0);
       draw(hb, h.base, scale, null, 'BASE ' + h.event, h.unit);
       draw(hn, h.new, scale, null, 'NEW ' + h.event, h.unit);
-      draw(hd, h.delta, { min: -(dm || 1), max: dm || 1, clipped: false }, ['#2166ac', '#92c5de', '#f7f7f7', '#f4a582', '#b2182b'], 'NEW - BASE ' + h.event, 'Δ ' + h.unit);
+      draw(hd, h.delta, { min: -(dm || 1), max: dm || 1, clipped: true }, ['#2166ac', '#92c5de', '#f7f7f7', '#f4a582', '#b2182b'], 'NEW - BASE ' + h.event, 'Δ ' + h.unit);
     };
     sel.addEventListener('change', function () { show(Number(sel.value)); });
     show(0);
@@ -131,6 +134,14 @@ var cacheheatDiff = (function () {
   }
   window.addEventListener('resize', function () { charts.forEach(function (c) { c.chart.resize(); }); });
 
-  C.selftest(charts, function () { return { flames: 0 }; });
+  // The differential flame graph: frames coloured by their share's change.
+  var flames = 0;
+  var fe = document.getElementById('flame-diff');
+  if (fe && D.flame_event) {
+    cacheheatFlame.draw(fe, D.flame, fe.closest('.flame-box'), 'samples', true);
+    flames++;
+  }
+
+  C.selftest(charts, function () { return { flames: flames }; });
   return { charts: charts };
 }());

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cacheheat/cacheheat/attribution"
 	"github.com/cacheheat/cacheheat/compare"
 	"github.com/cacheheat/cacheheat/heatmap/synth"
 	"github.com/cacheheat/cacheheat/model"
@@ -110,4 +111,44 @@ func TestDiffInBrowser(t *testing.T) {
 		}
 	}
 	t.Logf("self-test: %+v", st.Charts)
+}
+
+// TestDiffWhere: the differential flame graph colours a frame by its
+// share's change, the function table lists the function that gained, and
+// the findings diff says what appeared and what went away.
+func TestDiffWhere(t *testing.T) {
+	o := synth.Default()
+	base := model.FromRecording(synth.Recording(o))
+	o.Seed = 7
+	newM := model.FromRecording(synth.Recording(o))
+	root, ev := diffFlame(base, newM)
+	if ev == "" || root.Value == 0 {
+		t.Fatalf("no differential flame graph: %q %+v", ev, root)
+	}
+	// Shares of the children of any node sum to the node's own share;
+	// so the deltas of the root's children sum to the root's (0: all
+	// samples are all samples on both sides) within rounding, unless a
+	// child under the minimum width was left out.
+	if root.Delta != 0 {
+		t.Errorf("root delta %v, want 0 (all of NEW against all of BASE)", root.Delta)
+	}
+	// A node only NEW has carries its whole share as the change.
+	nt := sampleTree(newM, newM.Samples[ev])
+	bt := &flameBuild{children: map[string]*flameBuild{}, value: 1}
+	d := diffTree("all", nt, bt, float64(newM.Samples[ev].Total), 1, 0)
+	for _, c := range d.Children {
+		if want := round(float64(c.Value)/float64(newM.Samples[ev].Total), 5); c.Delta != want {
+			t.Errorf("%s: delta %v against an empty BASE, want its share %v", c.Name, c.Delta, want)
+		}
+	}
+
+	bf := &attribution.Result{Findings: []attribution.Finding{{Rule: "lock-contention", Severity: "high"}, {Rule: "io-wait", Severity: "medium"}}}
+	nf := &attribution.Result{Findings: []attribution.Finding{{Rule: "lock-contention", Severity: "medium"}, {Rule: "page-fault-storm", Severity: "high"}}}
+	got := map[string]string{}
+	for _, c := range findingChanges(bf, nf) {
+		got[c.Rule] = c.Change
+	}
+	if got["page-fault-storm"] != "appeared (high)" || got["io-wait"] != "went away (was medium)" || got["lock-contention"] != "severity high → medium" {
+		t.Errorf("finding changes %v", got)
+	}
 }

@@ -34,10 +34,27 @@ var cacheheatFlame = (function () {
     return s;
   }
 
+  // diffHue colours a differential flame graph's frame by the change of
+  // its share, d (points of the whole, NEW minus BASE): red where it
+  // grew, blue where it shrank, white where it held, at full colour from
+  // dmax on.
+  function diffHue(d, dmax) {
+    var a = Math.min(1, Math.abs(d || 0) / (dmax || 1));
+    var l = 97 - 45 * a;
+    return d > 0 ? 'hsl(0,75%,' + l + '%)' : 'hsl(215,75%,' + l + '%)';
+  }
+  function maxDelta(n) {
+    var m = Math.abs(n.d || 0);
+    (n.c || []).forEach(function (c) { m = Math.max(m, maxDelta(c)); });
+    return m;
+  }
+
   // draw builds the flame graph of root into el; box (an ancestor of el,
   // may be null) holds the search field, the reset button and the match
-  // note. unit names what the values count.
-  function draw(el, root, box, unit) {
+  // note. unit names what the values count. diff: root is a differential
+  // flame graph whose nodes carry d, their share's change.
+  function draw(el, root, box, unit, diff) {
+    var dmax = diff ? Math.max(maxDelta(root), 0.005) : 0;
     var top = root, path = [], match = null;
     var search = box && box.querySelector('.flame-search');
     var reset = box && box.querySelector('.flame-reset');
@@ -65,9 +82,10 @@ var cacheheatFlame = (function () {
         b.style.left = x + '%';
         b.style.width = w + '%';
         b.style.bottom = (d * rowH) + 'px';
-        b.style.background = ancestor ? '#ddd' : hue(n.n);
+        b.style.background = ancestor ? '#ddd' : (diff ? diffHue(n.d, dmax) : hue(n.n));
         b.textContent = n.n;
-        b.title = n.n + '\n' + fmt(n.v) + ' ' + unit + ' (' + (100 * n.v / (root.v || 1)).toFixed(2) + '% of all)';
+        b.title = n.n + '\n' + fmt(n.v) + ' ' + unit + ' (' + (100 * n.v / (root.v || 1)).toFixed(2) + '% of all)' +
+          (diff ? '\n' + ((n.d || 0) >= 0 ? '+' : '') + (100 * (n.d || 0)).toFixed(2) + ' points of the whole against BASE' : '');
         b.addEventListener('click', function () { zoom(n, ancestor); });
         el.appendChild(b);
       }

@@ -7,8 +7,8 @@ import (
 	"html/template"
 	"io"
 	"math"
-	"strconv"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/cacheheat/cacheheat/attribution"

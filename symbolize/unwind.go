@@ -2,6 +2,7 @@ package symbolize
 
 import (
 	"os"
+	"strings"
 	"syscall"
 
 	"github.com/cacheheat/cacheheat/profile"
@@ -55,6 +56,12 @@ func (s *Symbolizer) checkStack(p *process, addrs []uint64, frames []profile.Fra
 		}
 		if !m.isFile() || m.obj == nil {
 			continue // JIT or special code: nothing to check against
+		}
+		if strings.HasPrefix(frames[i].Function, "runtime.goexit") {
+			// Go starts every goroutine with goexit's address plus one
+			// as the return address of its first frame, as if goexit
+			// had called it: the root of the stack, after no call.
+			continue
 		}
 		if call, ok := s.callBefore(m.obj, frames[i].Offset); ok && !call {
 			return append(frames[:i:i], Marker(CutNoFramePointer))

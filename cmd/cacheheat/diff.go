@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cacheheat/cacheheat/attribution"
 	"github.com/cacheheat/cacheheat/compare"
 	"github.com/cacheheat/cacheheat/heatmap"
 	"github.com/cacheheat/cacheheat/internal/outfile"
@@ -77,8 +78,9 @@ func runDiff(name string, args []string, stdout io.Writer) error {
 // model. Neither keeps the windows, so a long recording is not held in
 // memory.
 type diffSide struct {
-	reduced *compare.Reduced
-	model   *model.Model // nil without the HTML report
+	reduced  *compare.Reduced
+	model    *model.Model        // nil without the HTML report
+	findings *attribution.Result // nil without the HTML report
 }
 
 // readDiffSide streams the recording at path into a diffSide, with
@@ -87,6 +89,21 @@ type diffSide struct {
 func readDiffSide(path string, warmup int, withModel bool) (diffSide, error) {
 	if err := checkRecordingPath(path); err != nil {
 		return diffSide{}, err
+	}
+	var side diffSide
+	if withModel {
+		// The findings first, in a pass of their own: attribution's
+		// reductions are then freed before the models are built, which
+		// a page of two long recordings holds at once.
+		var ab *attribution.Builder
+		if _, err := streamRecording(path, func(s *profile.Stream) func(*profile.Window) {
+			ab = attribution.NewBuilder(s.Header, s.Stacks)
+			return ab.Add
+		}); err != nil {
+			return diffSide{}, err
+		}
+		res := ab.Result()
+		side.findings = &res
 	}
 	s, err := profile.OpenFile(path)
 	if err != nil {
@@ -107,7 +124,7 @@ func readDiffSide(path string, warmup int, withModel bool) (diffSide, error) {
 	if err := s.Err(); err != nil {
 		return diffSide{}, recordingError(path, fmt.Errorf("%s: %w", path, err))
 	}
-	side := diffSide{reduced: r.Reduced(s.Trailer, s.Truncated, s.Warning)}
+	side.reduced = r.Reduced(s.Trailer, s.Truncated, s.Warning)
 	if mb != nil {
 		side.model = mb.Model(s.Trailer, s.Truncated, s.Warning)
 	}
@@ -137,8 +154,9 @@ unreadable recording.
 	fs.StringVarP(&a.html, "output", "o", "", "write the HTML diff report to this file")
 	fs.StringVar(&a.markdown, "markdown", "", "write a short markdown summary (for a pull-request comment) to this file")
 	fs.BoolVar(&a.asJSON, "json", false, "print the result as JSON instead of the table")
-	threshold := fs.String("threshold", "5%", "smallest change of the median that counts (\"5%\" or 0.05; default 1% for runs)")
-	alpha := fs.Float64("alpha", 0.01, "family-wise significance level after Holm's correction (default 0.05 for runs)")
+	// No flag default: windows and runs have their own, given below.
+	threshold := fs.String("threshold", "", "smallest change of the median that counts (\"5%\" or 0.05; default 5% for windows, 1% for runs)")
+	alpha := fs.Float64("alpha", 0, "family-wise significance level after Holm's correction (default 0.01 for windows, 0.05 for runs)")
 	metrics := fs.StringSlice("metric", nil, "compare only metrics matching this pattern ('*' wildcard; repeatable)")
 	higher := fs.StringSlice("higher-is-better", nil, "declare metrics matching this pattern higher-is-better (repeatable)")
 	lower := fs.StringSlice("lower-is-better", nil, "declare metrics matching this pattern lower-is-better (repeatable)")
@@ -150,20 +168,19 @@ unreadable recording.
 	}
 	a.base, a.new = fs.Arg(0), fs.Arg(1)
 	a.opts = compare.DefaultOptions()
-	thr, err := parseThreshold(*threshold)
-	if err != nil {
-		return a, usageErrorf("diff: --threshold %q: %v; give a percentage such as 5%% or a fraction such as 0.05", *threshold, err)
-	}
-	if !(*alpha > 0 && *alpha < 1) {
-		return a, usageErrorf("diff: --alpha %g: want a probability between 0 and 1, such as 0.01", *alpha)
-	}
-	a.opts.Threshold, a.opts.Alpha = thr, *alpha
-	// Given, they hold for runs too; left out, runs have their own.
+	// Given, they hold for windows and runs alike.
 	if fs.Changed("threshold") {
-		a.opts.RunThreshold = thr
+		thr, err := parseThreshold(*threshold)
+		if err != nil {
+			return a, usageErrorf("diff: --threshold %q: %v; give a percentage such as 5%% or a fraction such as 0.05", *threshold, err)
+		}
+		a.opts.Threshold, a.opts.RunThreshold = thr, thr
 	}
 	if fs.Changed("alpha") {
-		a.opts.RunAlpha = *alpha
+		if !(*alpha > 0 && *alpha < 1) {
+			return a, usageErrorf("diff: --alpha %g: want a probability between 0 and 1, such as 0.01", *alpha)
+		}
+		a.opts.Alpha, a.opts.RunAlpha = *alpha, *alpha
 	}
 	a.opts.Metrics, a.opts.HigherIsBetter, a.opts.LowerIsBetter = *metrics, *higher, *lower
 	for _, out := range []string{a.html, a.markdown} {
@@ -181,7 +198,9 @@ unreadable recording.
 // for, then the JSON or the table to stdout.
 func writeDiffOutputs(a diffArgs, base, newRec diffSide, res *compare.Result, stdout io.Writer) error {
 	if a.html != "" {
-		if err := outfile.Write(a.html, func(w io.Writer) error { return heatmap.WriteDiffModels(w, base.model, newRec.model, res) }); err != nil {
+		if err := outfile.Write(a.html, func(w io.Writer) error {
+			return heatmap.WriteDiffModels(w, base.model, newRec.model, res, base.findings, newRec.findings)
+		}); err != nil {
 			return fmt.Errorf("writing diff report: %w", err)
 		}
 	}

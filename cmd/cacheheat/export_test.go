@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cacheheat/cacheheat/profile"
+	"github.com/cacheheat/cacheheat/symbolize"
 )
 
 // TestExportFFN records 'workload run ffn -t 2' with the real recorder,
@@ -36,18 +37,59 @@ func TestExportFFN(t *testing.T) {
 	if out, err := exec.Command(bin, "export", rec, "--pprof", "-o", pb).CombinedOutput(); err != nil {
 		t.Fatalf("export --pprof: %v\n%s", err, out)
 	}
-	out, err := exec.Command("go", "tool", "pprof", "-top", pb).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go tool pprof -top: %v\n%s", err, out)
+	// ffnNaive is inlined into runFFN's worker: pprof shows it as its
+	// own (inline) function, and folds it into runFFN with -noinlines.
+	for _, c := range []struct{ flag, want string }{
+		{"-top", "workloads.ffnNaive (inline)"},
+		{"-noinlines", "workloads.runFFN"},
+	} {
+		args := []string{"tool", "pprof", "-top"}
+		if c.flag != "-top" {
+			args = append(args, c.flag)
+		}
+		out, err := exec.Command("go", append(args, pb)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go tool pprof %s: %v\n%s", strings.Join(args[2:], " "), err, out)
+		}
+		// Rows after the "flat flat% sum% cum cum%" header, by flat time.
+		_, rows, ok := strings.Cut(string(out), "cum%\n")
+		lines := strings.Split(rows, "\n")
+		if !ok || len(lines) < 3 {
+			t.Fatalf("go tool pprof -top printed no table:\n%s", out)
+		}
+		if !strings.Contains(strings.Join(lines[:3], "\n"), c.want) {
+			t.Errorf("go tool pprof %s: %s is not among the top 3:\n%s", strings.Join(args[2:], " "), c.want, out)
+		}
 	}
-	// Rows after the "flat flat% sum% cum cum%" header, by flat time.
-	_, rows, ok := strings.Cut(string(out), "cum%\n")
-	lines := strings.Split(rows, "\n")
-	if !ok || len(lines) < 3 {
-		t.Fatalf("go tool pprof -top printed no table:\n%s", out)
+
+	// Go keeps frame pointers everywhere, so no stack of the workload is
+	// cut, and a worker goroutine's stack ends at runtime.goexit, the
+	// return address Go gives every goroutine's first frame.
+	var workers, cut, rooted uint64
+	for _, w := range r.Windows {
+		for _, s := range w.Samples {
+			if s.Event != "cpu-clock" || s.UserStack == 0 {
+				continue
+			}
+			fs := r.Stacks[s.UserStack].Frames
+			var worker bool
+			for _, f := range fs {
+				worker = worker || strings.Contains(f.Function, "runFFN.func1")
+				if f.Function == symbolize.CutNoFramePointer {
+					cut += s.Count
+				}
+			}
+			if !worker {
+				continue
+			}
+			workers += s.Count
+			if strings.HasPrefix(fs[len(fs)-1].Function, "runtime.goexit") {
+				rooted += s.Count
+			}
+		}
 	}
-	if !strings.Contains(strings.Join(lines[:3], "\n"), "runFFN") {
-		t.Errorf("runFFN is not among the top 3:\n%s", out)
+	if workers == 0 || cut != 0 || rooted != workers {
+		t.Errorf("%d worker samples, %d end at runtime.goexit; %d samples of the Go workload cut for no frame pointer (want none)", workers, rooted, cut)
 	}
 
 	var folded bytes.Buffer

@@ -32,7 +32,9 @@ func webRenderers() web.Renderers {
 	// information is read once.
 	lines := symbolize.NewLines()
 	return web.Renderers{
-		Report: func(w io.Writer, rec *profile.Recording) error { return heatmap.Render(w, rec, heatmap.Options{Lines: lines}) },
+		Report: func(w io.Writer, rec *profile.Recording) error {
+			return heatmap.Render(w, rec, heatmap.Options{Lines: lines})
+		},
 		Diff: func(w io.Writer, base, newRec *profile.Recording) error {
 			res := compare.Compare(base, newRec, compare.DefaultOptions())
 			return heatmap.WriteDiff(w, base, newRec, &res)

@@ -2,6 +2,7 @@ package attribution
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -178,6 +179,11 @@ func (m *Metrics) topPeers() (names []string, pids []int) {
 	keys := make([]peerKey, 0, len(m.peers))
 	var total float64
 	for k, v := range m.peers {
+		// A lock's releaser is lock-contention's business; a child a
+		// parent waits for (wait4) is its work, not a dependency.
+		if !slices.Contains(peerReasons, k.reason) {
+			continue
+		}
 		keys = append(keys, k)
 		total += v
 	}
@@ -189,9 +195,6 @@ func (m *Metrics) topPeers() (names []string, pids []int) {
 	})
 	seen := map[int]bool{}
 	for _, k := range keys {
-		if k.reason == profile.OffCPULock {
-			continue // a lock's releaser is lock-contention's business
-		}
 		share := m.peers[k] / total
 		if share < minFunctionShare || len(names) == maxFunctions {
 			break

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"bytes"
+	"io"
 	"fmt"
 	"math"
 	"os"
@@ -25,6 +26,11 @@ const (
 	maxAppMetricLine = 4 << 10
 	// appMetricsChunk is how much is read from the file at a time.
 	appMetricsChunk = 64 << 10
+	// maxAppMetricsPoll is the most read of the file per window: what a
+	// target writes beyond it is skipped (and counted), so no file, a
+	// 2 TB sparse one included, can delay a window or the recording's
+	// end.
+	maxAppMetricsPoll = 1 << 20
 )
 
 // appMetrics tails the metrics file of a command target. Each window takes
@@ -41,6 +47,7 @@ type appMetrics struct {
 	example   string
 	long      int // lines longer than maxAppMetricLine
 	overNames int // lines dropped because maxAppMetricNames was reached
+	skipped   int64 // bytes jumped over, beyond maxAppMetricsPoll in a poll
 	buf       []byte
 }
 
@@ -76,23 +83,48 @@ func (a *appMetrics) env() string { return MetricsEnv + "=" + a.path }
 // value of each name seen in it. An unfinished last line waits for the next
 // poll, except in the final one (last), where it counts as a line. Memory
 // stays bounded whatever the file holds: it is read in chunks, and a line
-// is kept only up to maxAppMetricLine bytes.
+// is kept only up to maxAppMetricLine bytes. So does time: a poll reads at
+// most maxAppMetricsPoll bytes; with more written since, it jumps to the
+// file's last appMetricsChunk bytes, the newest values, and counts what it
+// skipped.
 func (a *appMetrics) poll(last bool) map[string]float64 {
 	var out map[string]float64
 	if a.buf == nil {
 		a.buf = make([]byte, appMetricsChunk)
 	}
-	for {
-		n, err := a.f.Read(a.buf)
-		a.scan(a.buf[:n], &out)
-		if err != nil || n == 0 {
-			break
+	if a.read(maxAppMetricsPoll, &out) >= maxAppMetricsPoll {
+		at, err1 := a.f.Seek(0, io.SeekCurrent)
+		end, err2 := a.f.Seek(0, io.SeekEnd)
+		if tail := end - appMetricsChunk; err1 == nil && err2 == nil && tail > at {
+			a.skipped += tail - at
+			// The line the jump lands in is cut: drop it.
+			a.skipping, a.partial = true, a.partial[:0]
+			if _, err := a.f.Seek(tail, io.SeekStart); err == nil {
+				a.read(appMetricsChunk, &out)
+			}
+		} else if err1 == nil {
+			_, _ = a.f.Seek(at, io.SeekStart)
 		}
 	}
 	if last && (len(a.partial) > 0 || a.skipping) {
 		a.scan([]byte{'\n'}, &out)
 	}
 	return out
+}
+
+// read scans up to limit bytes (rounded up to a chunk) from the file's
+// offset, or to its end, and returns how many it read.
+func (a *appMetrics) read(limit int, out *map[string]float64) int {
+	read := 0
+	for read < limit {
+		n, err := a.f.Read(a.buf)
+		read += n
+		a.scan(a.buf[:n], out)
+		if err != nil || n == 0 {
+			break
+		}
+	}
+	return read
 }
 
 // scan splits data into lines, joining the partial line of the previous
@@ -173,6 +205,9 @@ func (a *appMetrics) warning() string {
 	}
 	if a.long > 0 {
 		parts = append(parts, fmt.Sprintf("%d lines longer than %d bytes dropped", a.long, maxAppMetricLine))
+	}
+	if a.skipped > 0 {
+		parts = append(parts, fmt.Sprintf("%d bytes skipped (more than %d bytes written in one window)", a.skipped, maxAppMetricsPoll))
 	}
 	if a.overNames > 0 {
 		parts = append(parts, fmt.Sprintf("%d lines dropped because they named metrics beyond the first %d distinct names", a.overNames, maxAppMetricNames))

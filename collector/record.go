@@ -97,9 +97,13 @@ type Status struct {
 type Recorder struct {
 	opts Options
 
-	mu      sync.Mutex
-	w       *profile.Writer
-	cm      *command
+	mu sync.Mutex
+	w  *profile.Writer
+	cm *command
+	// cleanup holds what a command target leaves to clean up: its
+	// cgroup, its metrics file, and the reaper that cleans them up if the
+	// recorder dies first.
+	cleanup cleanup
 	aborted bool
 	statsOn bool // this recorder turned the kernel's BPF run-time stats on
 }
@@ -126,6 +130,10 @@ func NewRecorder(opts Options) (*Recorder, error) {
 	if err := opts.check(); err != nil {
 		return nil, err
 	}
+	var note string
+	if opts.SampleHz, note = ClampSampleRate(opts.SampleHz); note != "" {
+		opts.Warn(note)
+	}
 	return &Recorder{opts: opts}, nil
 }
 
@@ -148,7 +156,7 @@ func (o Options) check() error {
 	case o.repeated() && len(o.Target.Command) == 0:
 		return fmt.Errorf("-r and --warmup repeat a command: give one after --")
 	}
-	return CheckSampleRate(o.SampleHz)
+	return nil
 }
 
 // repeated says whether the command runs more than once, with run totals.
@@ -159,6 +167,7 @@ func (r *Recorder) setCommand(c *command) {
 	r.mu.Lock()
 	r.cm = c
 	r.mu.Unlock()
+	r.cleanup.reaper.tell("pgid", strconv.Itoa(c.cmd.Process.Pid))
 }
 
 // Abort ends the recording file without a trailer, leaving it readable up
@@ -170,6 +179,7 @@ func (r *Recorder) Abort() error {
 	if r.cm != nil {
 		r.cm.kill()
 	}
+	r.cleanup.run()
 	if r.w == nil || r.aborted {
 		return nil
 	}
@@ -198,7 +208,7 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 		if cm, am, err = r.startCommandTarget(p); err != nil {
 			return nil, err
 		}
-		defer am.close()
+		defer r.cleanup.run()
 		defer func() {
 			if err != nil {
 				cm.kill()
@@ -259,17 +269,30 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 // through which it may report application metrics, and makes its process
 // the target.
 func (r *Recorder) startCommandTarget(p *plan) (*command, *appMetrics, error) {
+	cl := &r.cleanup
+	var err error
+	if cl.reaper, err = startReaper(); err != nil {
+		r.opts.Warn(fmt.Sprintf("%v: if the recorder is killed (kill -9), the command and its metrics file outlive it", err))
+	}
+	if cl.tree, err = newTree(); err != nil {
+		r.opts.Warn(fmt.Sprintf("no cgroup for the command (%v): what it starts that leaves its process group (setsid) can outlive the recording", err))
+	} else {
+		cl.reaper.tell("cgroup", cl.tree.dir)
+	}
 	uid, gid := -1, -1
 	if c := sudoCredential(); c != nil {
 		uid, gid = int(c.Uid), int(c.Gid)
 	}
 	am, err := newAppMetrics(r.opts.Output, uid, gid)
 	if err != nil {
+		cl.run()
 		return nil, nil, err
 	}
-	cm, err := startCommand(p.target.Command, []string{am.env()})
+	cl.am = am
+	cl.reaper.tell("file", am.path)
+	cm, err := startCommand(p.target.Command, []string{am.env()}, cl.tree)
 	if err != nil {
-		am.close()
+		cl.run()
 		return nil, nil, err
 	}
 	// Under -a the command is what decides when the recording ends, not
@@ -278,10 +301,31 @@ func (r *Recorder) startCommandTarget(p *plan) (*command, *appMetrics, error) {
 		p.target.PIDs = []int{cm.cmd.Process.Pid}
 		p.kc.execPIDs = p.target.PIDs
 	}
-	r.mu.Lock()
-	r.cm = cm
-	r.mu.Unlock()
+	r.setCommand(cm)
 	return cm, am, nil
+}
+
+// cleanup is what a command target leaves behind: its cgroup and its
+// metrics file, and the reaper process that removes them if the recorder
+// cannot.
+type cleanup struct {
+	once   sync.Once
+	tree   *tree
+	am     *appMetrics
+	reaper *reaper
+}
+
+// run removes the cgroup (ending anything left in it) and the metrics
+// file, then lets the reaper go. Once: Abort and Run's end may both call
+// it.
+func (c *cleanup) run() {
+	c.once.Do(func() {
+		c.tree.remove()
+		if c.am != nil {
+			c.am.close()
+		}
+		c.reaper.done()
+	})
 }
 
 // openFuncProbes attaches the --func probes, limited to the target; nil
@@ -514,6 +558,7 @@ func (r *Recorder) finish(rec *run, end string, cm *command, am *appMetrics) (*p
 	}
 	if cm != nil {
 		finished = stopCommand(cm, am, end, &tr) || finished
+		r.cleanup.reaper.tell("pgid", "0") // gone: the number may be reused
 	}
 	if rec.runner != nil {
 		tr.Runs = rec.runner.count()
@@ -572,8 +617,8 @@ func stopCommand(cm *command, am *appMetrics, end string, tr *profile.Trailer) (
 		case <-time.After(AppMetricsGrace):
 		}
 	}
-	// Whatever it left running in its process group goes too: SIGTERM, a
-	// moment to finish, then SIGKILL.
+	// Whatever it left running, in its process group or its cgroup, goes
+	// too: SIGTERM, a moment to finish, then SIGKILL.
 	cm.stop(CommandGrace)
 	st, sig := cm.exitStatus()
 	tr.ExitStatus, tr.ExitSignal = &st, sig

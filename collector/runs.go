@@ -113,6 +113,9 @@ func (rn *runner) loop(exited chan struct{}, stop chan struct{}) {
 		// counts, may still be running on another CPU.
 		time.Sleep(20 * time.Millisecond)
 		rn.end(rs, c)
+		// What the run left running (a daemon it started) would run on
+		// into the next run's totals: it ends with its run.
+		c.stop(CommandGrace)
 		rn.mu.Lock()
 		more := !rn.stopped && len(rn.started) < rn.total && rn.failed == ""
 		rn.mu.Unlock()
@@ -171,7 +174,7 @@ func sigSuffix(sig string) string {
 // next starts the next run behind its gate, as the first was: a target
 // (with -p semantics) from its exec on.
 func (rn *runner) next() error {
-	c, err := startCommand(rn.p.target.Command, rn.env)
+	c, err := startCommand(rn.p.target.Command, rn.env, rn.r.cleanup.tree)
 	if err != nil {
 		return fmt.Errorf("starting run %d: %w", len(rn.started)+1, err)
 	}

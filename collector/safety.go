@@ -18,18 +18,25 @@ const CommandGrace = 2 * time.Second
 // frequency; perf_event_open answers EINVAL above it.
 const maxSampleRateFile = "/proc/sys/kernel/perf_event_max_sample_rate"
 
-// CheckSampleRate refuses -F above the kernel's perf_event_max_sample_rate,
-// naming the limit (the kernel itself would only say "invalid argument").
-func CheckSampleRate(hz int) error {
+// HighSampleHz is the sampling frequency above which the recorder may not
+// keep up on a busy host: each sample is a stack walk in the kernel and
+// work in the recorder, and above it windows stretch and -d runs over
+// (BENCHMARKS.md has the measurements).
+const HighSampleHz = 10000
+
+// ClampSampleRate lowers -F to the kernel's perf_event_max_sample_rate,
+// as perf record does (perf_event_open would refuse it with "invalid
+// argument"), and says so; it also notes a frequency above HighSampleHz.
+func ClampSampleRate(hz int) (int, string) {
 	b, err := os.ReadFile(maxSampleRateFile)
-	if err != nil {
-		return nil // no limit to read: the kernel will say
+	limit, perr := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err == nil && perr == nil && limit > 0 && hz > limit {
+		return limit, fmt.Sprintf("-F %d Hz is above this kernel's limit of %d Hz (%s; the kernel lowers it when sampling takes too long): sampling at %d Hz", hz, limit, maxSampleRateFile, limit)
 	}
-	limit, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || limit <= 0 || hz <= limit {
-		return nil
+	if hz > HighSampleHz {
+		return hz, fmt.Sprintf("-F %d Hz: above %d Hz per CPU the recorder may fall behind on a busy host (windows stretch and -d runs over); 99 to 999 Hz is what profiling needs", hz, HighSampleHz)
 	}
-	return fmt.Errorf("-F %d Hz is above this kernel's limit of %d Hz (%s; the kernel lowers it when sampling takes too long): use -F %d or less", hz, limit, maxSampleRateFile, limit)
+	return hz, ""
 }
 
 // unsupportedReasons lists the distinct reasons of the events not measured.

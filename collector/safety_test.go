@@ -43,9 +43,11 @@ func TestRecordNothingMeasurable(t *testing.T) {
 	}
 }
 
-// TestCheckSampleRate: -F above the kernel's perf_event_max_sample_rate is
-// refused with the limit named; at the limit it is accepted.
-func TestCheckSampleRate(t *testing.T) {
+// TestClampSampleRate: -F above the kernel's perf_event_max_sample_rate
+// is lowered to it with a note naming the limit, and the recording's
+// header says the rate used; at the limit it is kept (with the note on
+// the recorder's own cost); at 99 Hz there is nothing to say.
+func TestClampSampleRate(t *testing.T) {
 	b, err := os.ReadFile(maxSampleRateFile)
 	if err != nil {
 		t.Skipf("cannot read %s: %v", maxSampleRateFile, err)
@@ -54,15 +56,23 @@ func TestCheckSampleRate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckSampleRate(limit); err != nil {
-		t.Errorf("at the limit %d: %v", limit, err)
+	if hz, note := ClampSampleRate(99); hz != 99 || note != "" {
+		t.Errorf("99 Hz: %d, %q", hz, note)
 	}
-	err = CheckSampleRate(limit + 1)
-	if err == nil || !strings.Contains(err.Error(), strconv.Itoa(limit)) || !strings.Contains(err.Error(), "perf_event_max_sample_rate") {
-		t.Errorf("above the limit: %v, want the limit %d named", err, limit)
+	if hz, note := ClampSampleRate(limit); hz != limit || (limit > HighSampleHz) != (note != "") {
+		t.Errorf("at the limit %d: %d, %q", limit, hz, note)
 	}
-	if _, err := NewRecorder(Options{Output: "x", SampleHz: limit + 1}); err == nil {
-		t.Error("NewRecorder accepted -F above the limit")
+	hz, note := ClampSampleRate(limit + 1)
+	if hz != limit || !strings.Contains(note, strconv.Itoa(limit)) || !strings.Contains(note, "perf_event_max_sample_rate") {
+		t.Errorf("above the limit: %d, %q; want %d and the limit named", hz, note, limit)
+	}
+	var warned []string
+	r, err := NewRecorder(Options{Output: "x", SampleHz: limit + 1, Warn: func(s string) { warned = append(warned, s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.opts.SampleHz != limit || len(warned) != 1 {
+		t.Errorf("NewRecorder with -F above the limit: rate %d, notes %q", r.opts.SampleHz, warned)
 	}
 }
 

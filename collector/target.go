@@ -130,15 +130,20 @@ const gateEnv = "CACHEHEAT_RECORD_GATE"
 // gateFD is the pipe's read end in the gated child (ExtraFiles[0]).
 const gateFD = 3
 
-// RunGate returns at once unless this process is a gated command child;
-// then it waits for the recorder's go and execs the command, never
-// returning. A recorder that dies before saying go ends the child with
+// RunGate returns at once unless this process is a gated command child
+// or a recorder's reaper; then it waits for the recorder's go and execs
+// the command (or cleans up after the recorder), never returning. A recorder that dies before saying go ends the child with
 // status 127.
 func RunGate() {
+	if os.Getenv(reaperEnv) == "1" {
+		runReaper(os.Stdin)
+		os.Exit(0)
+	}
 	if os.Getenv(gateEnv) != "1" {
 		return
 	}
 	os.Unsetenv(gateEnv)
+	recorder := os.Getppid()
 	f := os.NewFile(gateFD, "gate")
 	var b [1]byte
 	if n, _ := f.Read(b[:]); n != 1 {
@@ -151,6 +156,13 @@ func RunGate() {
 	}
 	if err := dropToSudoUser(); err != nil {
 		fmt.Fprintf(os.Stderr, "cacheheat: %v\n", err)
+		os.Exit(127)
+	}
+	// The command dies with the recorder, even of SIGKILL, rather than
+	// run on unrecorded. Changing credentials cleared what the recorder
+	// set at fork, so it is set again, and a recorder already gone by now
+	// is seen in the parent pid.
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0, 0, 0); err != nil || os.Getppid() != recorder {
 		os.Exit(127)
 	}
 	err := syscall.Exec(os.Args[1], os.Args[2:], os.Environ())
@@ -166,6 +178,9 @@ type command struct {
 	err  error
 	// path is the binary the gate execs (cmd.Path is the gate's own).
 	path string
+	// tree is the cgroup the command runs in; nil where none could be
+	// made, and then its process group is all that holds what it starts.
+	tree *tree
 	// released is when the gate let the command exec.
 	released time.Time
 	// peakRSS is the largest VmHWM of the command's process read while it
@@ -175,7 +190,7 @@ type command struct {
 
 // startCommand starts argv behind the gate with env added to the
 // environment. Under sudo the command runs as the invoking user.
-func startCommand(argv []string, env []string) (*command, error) {
+func startCommand(argv []string, env []string, t *tree) (*command, error) {
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("%w: empty command", ErrNoTarget)
 	}
@@ -202,18 +217,26 @@ func startCommand(argv []string, env []string) (*command, error) {
 	// Its own process group, so that the command and everything it starts
 	// (a shell's children) can be ended together: the target never
 	// outlives the recorder (stop).
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: a recorder killed before the gate opens takes the gate
+	// with it (the gate sets it again for the command).
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := c.Start(); err != nil {
 		r.Close()
 		w.Close()
 		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
 	}
 	r.Close()
-	cm := &command{cmd: c, gate: w, done: make(chan struct{}), path: path}
+	cm := &command{cmd: c, gate: w, done: make(chan struct{}), path: path, tree: t}
 	go func() {
 		cm.err = c.Wait()
 		close(cm.done)
 	}()
+	// Into its cgroup while it waits at the gate: everything the command
+	// starts is then in it.
+	if err := t.add(c.Process.Pid); err != nil {
+		cm.kill()
+		return nil, fmt.Errorf("putting %s in cgroup %s: %w", argv[0], t.dir, err)
+	}
 	return cm, nil
 }
 
@@ -227,47 +250,51 @@ func (c *command) release() error {
 	return nil
 }
 
-// kill ends a command and its process group at once (a command that never
-// got past the gate, or a second Ctrl-C) and waits for the command.
+// kill ends a command and everything it started at once (a command that
+// never got past the gate, or a second Ctrl-C) and waits for the command.
 func (c *command) kill() {
 	c.gate.Close()
-	c.killGroup()
+	c.killAll()
 	<-c.done
 }
 
-// killGroup sends SIGKILL to the command's process group.
-func (c *command) killGroup() {
+// killAll sends SIGKILL to the command's process group and its cgroup.
+func (c *command) killAll() {
 	if c.cmd.Process != nil {
 		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 	}
+	c.tree.kill()
 }
 
-// groupAlive says whether any process of the command's group is left.
-func (c *command) groupAlive() bool {
-	return syscall.Kill(-c.cmd.Process.Pid, 0) == nil
+// alive says whether any process of the command's group or cgroup is
+// left.
+func (c *command) alive() bool {
+	return syscall.Kill(-c.cmd.Process.Pid, 0) == nil || c.tree.populated()
 }
 
-// stop ends the command and whatever it started in its process group: each
-// gets SIGTERM and up to grace to exit, then the group gets SIGKILL. It
-// returns once the command has been waited for and its group is gone (or
-// after a bounded wait for processes stuck in the kernel).
+// stop ends the command and whatever it started, in its process group or
+// (setsid or not) its cgroup: each gets SIGTERM and up to grace to exit,
+// then SIGKILL. It returns once the command has been waited for and
+// everything it started is gone (or after a bounded wait for processes
+// stuck in the kernel).
 func (c *command) stop(grace time.Duration) {
-	if !c.groupAlive() {
+	if !c.alive() {
 		<-c.done
 		return
 	}
 	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGTERM)
+	c.tree.signal(syscall.SIGTERM)
 	deadline := time.Now().Add(grace)
-	for time.Now().Before(deadline) && c.groupAlive() {
+	for time.Now().Before(deadline) && c.alive() {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if c.groupAlive() {
-		c.killGroup()
+	if c.alive() {
+		c.killAll()
 	}
 	<-c.done
-	// The leader is reaped; its children die of the SIGKILL as soon as
-	// they leave the kernel, which is quick but not instant.
-	for i := 0; i < 100 && c.groupAlive(); i++ {
+	// The leader is reaped; the rest die of the SIGKILL as soon as they
+	// leave the kernel, which is quick but not instant.
+	for i := 0; i < 100 && c.alive(); i++ {
 		time.Sleep(10 * time.Millisecond)
 	}
 }

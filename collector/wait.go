@@ -75,7 +75,9 @@ var syscalls = map[uint32]blockingCall{
 	35:  {"nanosleep", profile.OffCPUSleep}, 230: {"clock_nanosleep", profile.OffCPUSleep},
 	202: {"futex", profile.OffCPULock}, 449: {"futex_waitv", profile.OffCPULock}, 455: {"futex_wait", profile.OffCPULock},
 	72: {"fcntl", profile.OffCPULock}, 73: {"flock", profile.OffCPULock},
-	61: {"wait4", profile.OffCPUIPC}, 247: {"waitid", profile.OffCPUIPC},
+	// A parent waiting for its children to exit (a shell, make, a
+	// supervisor) is a join: idle while they work, not a dependency.
+	61: {"wait4", profile.OffCPUIdle}, 247: {"waitid", profile.OffCPUIdle},
 	65: {"semop", profile.OffCPUIPC}, 220: {"semtimedop", profile.OffCPUIPC}, 69: {"msgsnd", profile.OffCPUIPC},
 	70: {"msgrcv", profile.OffCPUIPC}, 242: {"mq_timedsend", profile.OffCPUIPC}, 243: {"mq_timedreceive", profile.OffCPUIPC},
 	74: {"fsync", profile.OffCPUDiskIO}, 75: {"fdatasync", profile.OffCPUDiskIO}, 162: {"sync", profile.OffCPUDiskIO},
@@ -129,7 +131,7 @@ func waitOf(code uint32) (reason, call, fd string) {
 		// A Go thread parked in the scheduler with no goroutine locked
 		// to it: the runtime idling, whatever the futex or epoll says.
 		reason = profile.OffCPUIdle
-	case sc.reason == profile.OffCPULock || sc.reason == profile.OffCPUIPC && fd == "":
+	case sc.reason == profile.OffCPULock || sc.reason == profile.OffCPUIdle || sc.reason == profile.OffCPUIPC && fd == "":
 		reason = sc.reason
 	case fdReasons[fd] != "":
 		reason = fdReasons[fd]

@@ -37,7 +37,7 @@ func TestWaitOf(t *testing.T) {
 		{"read of a terminal", 0 | fdCode(bpf.CacheheatFdKindFD_CHR), profile.OffCPUPoll, "read", "char-device"},
 		{"read of an eventfd", 0 | fdCode(bpf.CacheheatFdKindFD_ANON), profile.OffCPUPoll, "read", "anon"},
 		{"clock_nanosleep", 230, profile.OffCPUSleep, "clock_nanosleep", ""},
-		{"wait4", 61, profile.OffCPUIPC, "wait4", ""},
+		{"wait4", 61, profile.OffCPUIdle, "wait4", ""},
 		{"msgrcv", 70, profile.OffCPUIPC, "msgrcv", ""},
 		{"mmap waiting on mmap_lock", 9 | waitUninter, profile.OffCPULock, "mmap", ""},
 		{"major fault", waitNRNone | waitIOWait | waitUninter, profile.OffCPUPageFault, "", ""},

@@ -14,13 +14,13 @@ import (
 const (
 	OffCPUDiskIO    = "disk-io"    // block I/O: in_iowait (io_schedule), file reads and syncs
 	OffCPUNetwork   = "network"    // an IPv4/IPv6 socket: waiting for the network or a peer over it
-	OffCPUIPC       = "ipc"        // another process: a pipe, a Unix socket, a child (wait4), System V IPC
+	OffCPUIPC       = "ipc"        // another process: a pipe, a Unix socket, System V IPC
 	OffCPULock      = "lock"       // futex, flock/fcntl locks; mutexes, semaphores, Go's sync
 	OffCPUSleep     = "sleep"      // sleeping on purpose: nanosleep, time.Sleep
 	OffCPUPoll      = "poll"       // waiting for events by choice: poll, select, epoll, a terminal
 	OffCPUPageFault = "page-fault" // blocked inside a page fault
 	OffCPURunq      = "runq"       // preempted: runnable, waiting for a CPU
-	OffCPUIdle      = "idle"       // an idle runtime or pool thread, or kernel worker, waiting for work
+	OffCPUIdle      = "idle"       // an idle runtime or pool thread, or kernel worker, waiting for work; a parent waiting for its children (wait4), a thread joining others
 	OffCPUOther     = "other"
 	// OffCPUIO is the reason of recordings made before wait codes, when
 	// disk, pipe and socket waits were one reason: read, never written.
@@ -129,9 +129,9 @@ var offCPUPatterns = []offCPUPattern{
 	{reason: OffCPUOther, user: true, only: true, subs: []string{"runtime.", "internal/runtime/"}},
 	{OffCPULock, false, false, []string{"futex_wait", "futex_do_wait", "__futex_wait", "rwsem_down", "mutex_lock", "__mutex_lock", "locks_lock_inode_wait"}},
 	{OffCPUPoll, false, false, []string{"ep_poll", "do_epoll_wait", "do_sys_poll", "do_select", "core_sys_select"}},
-	{OffCPUIdle, false, false, []string{"worker_thread", "kthread", "smpboot_thread_fn", "rcu_gp_kthread"}},
+	{OffCPUIdle, false, false, []string{"worker_thread", "kthread", "smpboot_thread_fn", "rcu_gp_kthread", "do_wait", "kernel_wait4"}},
 	{OffCPUDiskIO, false, false, []string{"io_schedule", "blk_", "folio_wait", "wait_on_page", "__wait_on_buffer", "jbd2", "do_fsync"}},
-	{OffCPUIPC, false, false, []string{"pipe_read", "pipe_write", "unix_stream_read", "unix_dgram_recvmsg", "do_wait", "kernel_wait4"}},
+	{OffCPUIPC, false, false, []string{"pipe_read", "pipe_write", "unix_stream_read", "unix_dgram_recvmsg"}},
 	{OffCPUNetwork, false, false, []string{"sk_wait_data", "tcp_recvmsg", "inet_csk_accept", "sk_stream_wait_memory", "udp_recvmsg"}},
 }
 

@@ -40,7 +40,7 @@ func TestClassifyOffCPU(t *testing.T) {
 		{"read from a TCP socket", "", frames("recv", "main"), frames("schedule", "schedule_timeout", "sk_wait_data", "tcp_recvmsg_locked", "tcp_recvmsg"), OffCPUNetwork, "recv"},
 		{"epoll loop", "", frames("epoll_wait", "loop"), frames("schedule", "schedule_hrtimeout_range", "ep_poll", "do_epoll_wait"), OffCPUPoll, "epoll_wait"},
 		{"nanosleep", "", frames("clock_nanosleep", "main"), frames("schedule", "do_nanosleep"), OffCPUSleep, "clock_nanosleep"},
-		{"waitpid", "", frames("wait4", "main"), frames("schedule", "do_wait", "kernel_wait4"), OffCPUIPC, "wait4"},
+		{"waitpid", "", frames("wait4", "main"), frames("schedule", "do_wait", "kernel_wait4"), OffCPUIdle, "wait4"},
 		{"disk read", "", frames("read", "main"), frames("schedule", "io_schedule", "folio_wait_bit_common", "filemap_read"), OffCPUDiskIO, "read"},
 
 		// With the kernel's reason.

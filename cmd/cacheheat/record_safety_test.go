@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -198,16 +199,25 @@ func TestRecordNothingMeasurable(t *testing.T) {
 	}
 }
 
-// TestRecordSampleRateLimit: -F above the kernel's limit says the limit.
+// TestRecordSampleRateLimit: -F above the kernel's limit is lowered to
+// it, as perf record does, with a note naming the limit; the recording's
+// header has the rate used.
 func TestRecordSampleRateLimit(t *testing.T) {
+	needRoot(t)
 	b, err := os.ReadFile("/proc/sys/kernel/perf_event_max_sample_rate")
 	if err != nil {
 		t.Skipf("no perf_event_max_sample_rate: %v", err)
 	}
 	limit := strings.TrimSpace(string(b))
-	code, _, errs := runCmd("record", "-a", "-F", "100000000", "-d", "1s", "-o", filepath.Join(t.TempDir(), "r.rec"))
-	if code != exitUsage || !strings.Contains(errs, limit) || !strings.Contains(errs, "perf_event_max_sample_rate") {
-		t.Errorf("-F 100000000: exit %d %q, want 2 naming the limit %s", code, errs, limit)
+	out := filepath.Join(t.TempDir(), "r.rec")
+	b, err = exec.Command(cacheheatBinary(t), "record", "-F", "100000000", "-o", out, "--", "true").CombinedOutput()
+	if err != nil || !strings.Contains(string(b), limit) || !strings.Contains(string(b), "perf_event_max_sample_rate") {
+		t.Errorf("-F 100000000: %v %s; want exit 0 and a note naming the limit %s", err, b, limit)
+	}
+	rec, err := profile.ReadFile(out)
+	must(t, err)
+	if strconv.Itoa(rec.Header.Settings.SampleHz) != limit {
+		t.Errorf("header sample rate %d, want the limit %s", rec.Header.Settings.SampleHz, limit)
 	}
 }
 
@@ -266,5 +276,124 @@ func TestServeTimeouts(t *testing.T) {
 	srv := newServeServer(http.NotFoundHandler())
 	if srv.ReadHeaderTimeout <= 0 || srv.ReadTimeout <= 0 || srv.WriteTimeout <= 0 || srv.IdleTimeout <= 0 {
 		t.Errorf("timeouts: read header %v, read %v, write %v, idle %v; want all set", srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout)
+	}
+}
+
+// TestRecordTreeEnds: everything a command target starts ends with the
+// recording, a child that called setsid (out of the process group)
+// included: when the recording ends, after each of repeated runs, and when
+// the recorder itself is killed with SIGKILL, which leaves neither the
+// processes nor the metrics file behind.
+func TestRecordTreeEnds(t *testing.T) {
+	needRoot(t)
+	bin := cacheheatBinary(t)
+	dir := t.TempDir()
+	// Each case's sleeps carry a duration no other process has: what the
+	// test looks for is only its own.
+	token := func(i int) string { return fmt.Sprintf("%d.%03d", 4000+os.Getpid()%1000, i) }
+	escape := func(tok string) string { return "setsid sleep " + tok + " & sleep " + tok + "; true" }
+
+	for i, args := range [][]string{
+		{"-d", "1s"},
+		{"-r", "2"},
+	} {
+		tok := token(i)
+		cmdline := escape(tok)
+		if args[0] == "-r" {
+			cmdline = "setsid sleep " + tok + " & true" // each run leaves one behind
+		}
+		rec := filepath.Join(dir, fmt.Sprintf("r%d.rec", i))
+		out, err := exec.Command(bin, append(append([]string{"record", "-q", "-o", rec}, args...), "--", "sh", "-c", cmdline)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("record %v: %v\n%s", args, err, out)
+		}
+		if left := processesWith(tok); len(left) > 0 {
+			t.Errorf("record %v: processes outlived the recording: %v", args, left)
+		}
+	}
+
+	tok := token(9)
+	rec := filepath.Join(dir, "killed.rec")
+	cmd := exec.Command(bin, "record", "-q", "-o", rec, "--", "sh", "-c", escape(tok))
+	must(t, cmd.Start())
+	for i := 0; i < 500 && len(processesWith(tok)) < 2; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := len(processesWith(tok)); n < 2 {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("the command's two sleeps did not start (%d seen)", n)
+	}
+	metrics, _ := filepath.Glob(filepath.Join(dir, ".cacheheat-metrics-*"))
+	if len(metrics) != 1 {
+		t.Errorf("metrics files beside the recording: %v, want one", metrics)
+	}
+	must(t, cmd.Process.Signal(syscall.SIGKILL))
+	cmd.Wait()
+	var left []string
+	for i := 0; i < 500; i++ {
+		left, metrics = processesWith(tok), nil
+		metrics, _ = filepath.Glob(filepath.Join(dir, ".cacheheat-metrics-*"))
+		if len(left) == 0 && len(metrics) == 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(left) > 0 || len(metrics) > 0 {
+		t.Errorf("after kill -9 of the recorder: processes %v and metrics files %v left", left, metrics)
+	}
+}
+
+// processesWith lists the live processes (not zombies) whose command line
+// holds tok, as "pid cmdline".
+func processesWith(tok string) []string {
+	ents, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || !bytes.Contains(b, []byte(tok)) || bytes.Contains(b, []byte("cacheheat")) {
+			continue
+		}
+		if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err != nil || bytes.Contains(st, []byte(") Z")) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%d %s", pid, bytes.ReplaceAll(b, []byte{0}, []byte{' '})))
+	}
+	return out
+}
+
+// TestRecordMetricsBomb: a command that truncates its metrics file to
+// 2 TB (a hole: no disk) cannot hold the recording: -d is kept (the
+// recording ends for its duration, with its windows), the skipped bytes
+// are said, and the file is removed. Before the per-poll bound the
+// recorder read the hole window after window and ignored -d.
+func TestRecordMetricsBomb(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "r.rec")
+	// A guard against a hang, not a timing: the recording takes about 3 s.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, cacheheatBinary(t), "record", "-d", "2s", "-o", rec, "--",
+		"bash", "-c", `truncate -s 2T "$CACHEHEAT_METRICS" || exit 9; sleep 5`).CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("record did not end within 2 minutes of a 2 s recording:\n%s", out)
+	}
+	r, rerr := profile.ReadFile(rec)
+	if err != nil || rerr != nil {
+		t.Fatalf("record: %v; reading: %v\n%s", err, rerr, out)
+	}
+	if st := r.Trailer.ExitStatus; st != nil && *st == 9 {
+		t.Skip("this file system cannot hold a 2 TB sparse file")
+	}
+	if r.Trailer.EndReason != profile.EndDuration || len(r.Windows) < 2 || !strings.Contains(string(out), "bytes skipped") {
+		t.Errorf("end %q, %d windows; want the duration's end, 2 windows or more and the skipped bytes said:\n%s", r.Trailer.EndReason, len(r.Windows), out)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".cacheheat-metrics-*")); len(left) > 0 {
+		t.Errorf("metrics file left: %v", left)
 	}
 }

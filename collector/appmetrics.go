@@ -2,8 +2,8 @@ package collector
 
 import (
 	"bytes"
-	"io"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -45,8 +45,8 @@ type appMetrics struct {
 	final     map[string]float64
 	malformed int
 	example   string
-	long      int // lines longer than maxAppMetricLine
-	overNames int // lines dropped because maxAppMetricNames was reached
+	long      int   // lines longer than maxAppMetricLine
+	overNames int   // lines dropped because maxAppMetricNames was reached
 	skipped   int64 // bytes jumped over, beyond maxAppMetricsPoll in a poll
 	buf       []byte
 }

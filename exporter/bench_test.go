@@ -15,7 +15,7 @@ import (
 // 16-CPU, 2-node host with 5 software events, every cgroup with run-queue
 // latencies and off-CPU time of every reason: the size the issue sets for
 // a scrape (BENCHMARKS.md, "Exporter").
-func fleetExporter(b *testing.B) *Exporter {
+func fleetExporter(b testing.TB) *Exporter {
 	e := New(Options{Version: "bench"})
 	h := &profile.Header{}
 	events := []string{"cpu-clock", "page-faults", "major-faults", "context-switches", "cpu-migrations"}

@@ -111,13 +111,14 @@ func CreateVersion(path string, h Header, major int) (*Writer, error) {
 	pre = append(pre, magic...)
 	pre = binary.LittleEndian.AppendUint16(pre, uint16(major))
 	pre = binary.LittleEndian.AppendUint16(pre, uint16(minor))
+	// A disk full already: nothing to keep, so no empty .partial stays.
 	if _, err := f.Write(pre); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("writing recording preamble: %w", err)
+		f.Discard()
+		return nil, fmt.Errorf("%w: writing the recording's preamble to %s: %w", outfile.ErrWrite, f.TempPath(), err)
 	}
 	if err := w.writeJSON(recHeader, h); err != nil {
-		f.Close()
-		return nil, err
+		f.Discard()
+		return nil, fmt.Errorf("%w: writing the recording's header to %s: %w", outfile.ErrWrite, f.TempPath(), err)
 	}
 	return w, nil
 }
@@ -230,6 +231,9 @@ type Decoder struct {
 	Header  Header
 	windows int
 	done    bool
+	// compressed and inflated count a v2 recording's record bytes as
+	// stored and as decompressed, for its decompression budget.
+	compressed, inflated int64
 	// Truncated and Warning are set when the stream ends before a trailer.
 	Truncated bool
 	Warning   string
@@ -263,7 +267,7 @@ func NewDecoder(r io.Reader) (*Decoder, error) {
 		return nil, formatErr("first record is %q, want a header", kind)
 	}
 	if d.major == 2 {
-		if payload, err = decompress(payload); err != nil {
+		if payload, err = d.inflate(payload); err != nil {
 			return nil, formatErr("decoding header: %v", err)
 		}
 	}
@@ -298,6 +302,11 @@ func (d *Decoder) Next() (*Window, *Trailer, error) {
 		}
 		return nil, nil, io.EOF
 	}
+	if errors.Is(r.decodeErr, ErrInflate) {
+		// Not damage to read up to: a file built to exhaust the reader.
+		d.done = true
+		return nil, nil, fmt.Errorf("window %d: %w", d.windows, r.decodeErr)
+	}
 	switch r.kind {
 	case recWindow:
 		if r.decodeErr != nil {
@@ -312,7 +321,10 @@ func (d *Decoder) Next() (*Window, *Trailer, error) {
 		d.done = true
 		payload, err := r.payload, error(nil)
 		if d.major == 2 {
-			payload, err = decompress(payload)
+			payload, err = d.inflate(payload)
+			if errors.Is(err, ErrInflate) {
+				return nil, nil, fmt.Errorf("trailer: %w", err)
+			}
 		}
 		if err == nil {
 			err = json.Unmarshal(payload, &t)
@@ -337,8 +349,34 @@ func (d *Decoder) Next() (*Window, *Trailer, error) {
 
 // decodeBatch is how many records the decoder reads ahead. Decoding is
 // what reading a recording costs, so windows are decoded on every CPU at
-// once; the batch bounds the memory read ahead.
-const decodeBatch = 64
+// once; the batch bounds the memory read ahead, and so does
+// decodeBatchInflate: a batch's records may inflate to at most that much
+// together (inflateLimit each).
+const (
+	decodeBatch        = 64
+	decodeBatchInflate = 256 << 20
+)
+
+// inflate decompresses one v2 record within the recording's budget.
+func (d *Decoder) inflate(payload []byte) ([]byte, error) {
+	d.compressed += int64(len(payload))
+	out, err := decompress(payload, inflateLimit(len(payload)))
+	if err != nil {
+		return nil, err
+	}
+	return out, d.account(len(out))
+}
+
+// account adds n inflated bytes to the recording's total, an error
+// wrapping ErrInflate once the total passes the budget.
+func (d *Decoder) account(n int) error {
+	d.inflated += int64(n)
+	if budget := inflateFloor + inflateRatio*d.compressed; d.inflated > budget {
+		return fmt.Errorf("%w: %d MB decompressed from %d MB of records, past %d MB (%dx plus %d MB; recordings compress about 1-4x): a zstd bomb or a damaged file",
+			ErrInflate, d.inflated>>20, d.compressed>>20, budget>>20, inflateRatio, inflateFloor>>20)
+	}
+	return nil
+}
 
 // rawRecord is a record read ahead, with its window decoded.
 type rawRecord struct {
@@ -356,12 +394,14 @@ type rawRecord struct {
 // order, so a failure still ends the recording at the first bad record.
 func (d *Decoder) fill() {
 	batch := d.pending[:0]
-	for len(batch) < decodeBatch {
+	allowed := 0
+	for len(batch) < decodeBatch && allowed < decodeBatchInflate {
 		kind, payload, err := d.readRecord()
 		batch = append(batch, rawRecord{kind: kind, payload: bytes.Clone(payload), err: err})
 		if err != nil || kind != recWindow {
 			break
 		}
+		allowed += inflateLimit(len(payload))
 	}
 	if d.major == 1 {
 		parallel(len(batch), func(i int) {
@@ -378,15 +418,23 @@ func (d *Decoder) fill() {
 	// v2: decompress in parallel, read the definitions in file order (a
 	// window may use what any earlier window defined), then decode the
 	// bodies in parallel against the tables as each window saw them.
+	for i := range batch {
+		if r := &batch[i]; r.err == nil && r.kind == recWindow {
+			d.compressed += int64(len(r.payload))
+		}
+	}
 	parallel(len(batch), func(i int) {
 		r := &batch[i]
 		if r.err == nil && r.kind == recWindow {
-			r.payload, r.decodeErr = decompress(r.payload)
+			r.payload, r.decodeErr = decompress(r.payload, inflateLimit(len(r.payload)))
 		}
 	})
 	for i := range batch {
 		r := &batch[i]
 		if r.err != nil || r.kind != recWindow || r.decodeErr != nil {
+			break
+		}
+		if r.decodeErr = d.account(len(r.payload)); r.decodeErr != nil {
 			break
 		}
 		dd := dec2{b: r.payload, budget: windowBudget(len(r.payload)), minor: d.minor}

@@ -94,6 +94,10 @@ func (s *Stream) Windows() iter.Seq[*Window] {
 				s.Truncated, s.Warning = s.d.Truncated, s.d.Warning
 				return
 			}
+			if err != nil {
+				s.err = err
+				return
+			}
 			if t != nil {
 				s.Trailer = t
 				continue

@@ -1,10 +1,12 @@
 package profile
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"math/bits"
@@ -25,9 +27,29 @@ import (
 // table entries by index. Tables only grow, so the body of any window can
 // be decoded once the definitions of it and every earlier window are read.
 
-// maxRecordBytes caps a v2 record's decompressed size; zstd refuses to
-// inflate a frame past it.
+// maxRecordBytes caps a v2 record's decompressed size.
 const maxRecordBytes = 64 << 20
+
+// A zstd frame can inflate by a factor of thousands, and a record may hold
+// many frames end to end, so what a record claims is never what memory is
+// sized by. A recording's records inflate, all together, to at most
+// inflateRatio times their compressed bytes plus inflateFloor; recordings
+// compress 1.1x to 4x (BENCHMARKS.md), so only a zstd bomb or a damaged
+// file gets near it. Each record stops inflating at its share of that
+// (inflateLimit), frames counted across their concatenation, before more
+// memory is taken.
+const (
+	inflateRatio = 16
+	inflateFloor = 64 << 20
+)
+
+// ErrInflate marks a recording that inflates past its budget; it wraps
+// ErrFormat.
+var ErrInflate = &formatError{msg: "recording inflates past its decompression budget"}
+
+// inflateLimit is the most a record of n compressed bytes may inflate to
+// within a read-ahead batch: its own share, capped by maxRecordBytes.
+func inflateLimit(n int) int { return min(maxRecordBytes, inflateRatio*n+1<<20) }
 
 var (
 	zstdEnc = sync.OnceValue(func() *zstd.Encoder {
@@ -39,27 +61,39 @@ var (
 		}
 		return e
 	})
-	zstdDec = sync.OnceValue(func() *zstd.Decoder {
-		d, err := zstd.NewReader(nil, zstd.WithDecoderMaxMemory(maxRecordBytes),
-			zstd.WithDecoderConcurrency(0), zstd.IgnoreChecksum(true))
+	// Streaming decoders, one per decoding goroutine: a stream stops
+	// where the reader stops reading, which DecodeAll does only at a
+	// frame's end.
+	zstdDecs = sync.Pool{New: func() any {
+		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.IgnoreChecksum(true),
+			zstd.WithDecoderMaxWindow(maxRecordBytes), zstd.WithDecoderLowmem(true))
 		if err != nil {
 			panic(fmt.Sprintf("zstd decoder: %v", err))
 		}
 		return d
-	})
+	}}
 )
 
 func compress(raw []byte) []byte { return zstdEnc().EncodeAll(raw, nil) }
 
-func decompress(payload []byte) ([]byte, error) {
-	out, err := zstdDec().DecodeAll(payload, nil)
+// decompress inflates a record's frames, stopping with an error wrapping
+// ErrInflate once they pass limit bytes.
+func decompress(payload []byte, limit int) ([]byte, error) {
+	d := zstdDecs.Get().(*zstd.Decoder)
+	defer zstdDecs.Put(d)
+	if err := d.Reset(bytes.NewReader(payload)); err != nil {
+		return nil, fmt.Errorf("decompressing record: %w", err)
+	}
+	defer d.Reset(nil) // drop the reference to payload
+	out := bytes.NewBuffer(make([]byte, 0, min(limit, 4*len(payload)+512)))
+	n, err := out.ReadFrom(io.LimitReader(d, int64(limit)+1))
 	if err != nil {
 		return nil, fmt.Errorf("decompressing record: %w", err)
 	}
-	if len(out) > maxRecordBytes {
-		return nil, fmt.Errorf("record inflates past %d bytes", maxRecordBytes)
+	if n > int64(limit) {
+		return nil, fmt.Errorf("%w: a record of %d bytes inflates past %d bytes", ErrInflate, len(payload), limit)
 	}
-	return out, nil
+	return out.Bytes(), nil
 }
 
 // windowFields are the Window fields the binary layout encodes. Any other

@@ -93,7 +93,7 @@ func TestRenderLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	s.pages = newRenderCache(2, defaultCacheBytes)
+	s.pages = newRenderCache(2, defaultCacheBytes, DefaultMemoryBudget)
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
 	names := []string{"a.rec", "b.rec", "sub/c.rec", "link-in.rec"}
@@ -121,5 +121,70 @@ func TestRenderLimit(t *testing.T) {
 	}
 	if p := c.peak.Load(); p > 2 {
 		t.Errorf("peak %d renders at once, want at most 2", p)
+	}
+}
+
+// TestRenderBudget: renders reserve their recordings' renderCost from the
+// memory budget, so with room for one at a time only one runs, whatever
+// the CPU limit; a request that finds no room within the queue wait is
+// answered 503 with Retry-After, and once the renders end, requests are
+// served again.
+func TestRenderBudget(t *testing.T) {
+	c := &counting{release: make(chan struct{})}
+	dir, _ := testDir(t)
+	s, err := NewServer(dir, c.renderers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	fi, err := os.Stat(filepath.Join(dir, "b.rec"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Room for one render of the largest file, not two of the smallest.
+	s.pages = newRenderCache(8, defaultCacheBytes, renderCost(fi.Size())+renderCost(0)/2)
+	s.pages.budget.wait = 300 * time.Millisecond
+	ts := httptest.NewServer(s)
+	t.Cleanup(ts.Close)
+	var wg sync.WaitGroup
+	type answer struct {
+		code  int
+		retry string
+	}
+	answers := make(chan answer, 3)
+	for _, n := range []string{"a.rec", "b.rec", "sub/c.rec"} {
+		wg.Go(func() {
+			resp, err := ts.Client().Get(ts.URL + "/report?f=" + n)
+			if err != nil {
+				t.Error(err)
+				answers <- answer{}
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			answers <- answer{resp.StatusCode, resp.Header.Get("Retry-After")}
+		})
+	}
+	// The two that found no room give up after the queue wait, while the
+	// one render is held.
+	busy := 0
+	for range 2 {
+		a := <-answers
+		if a.code == http.StatusServiceUnavailable && a.retry != "" {
+			busy++
+		} else {
+			t.Errorf("a waiting request: status %d, Retry-After %q", a.code, a.retry)
+		}
+	}
+	close(c.release)
+	wg.Wait()
+	if a := <-answers; a.code != 200 {
+		t.Errorf("the render that ran: status %d", a.code)
+	}
+	if p := c.peak.Load(); p != 1 || busy != 2 {
+		t.Errorf("%d renders at once and %d answered busy; want 1 and 2", p, busy)
+	}
+	if resp, _ := get(t, ts, "GET", "/report?f=a.rec"); resp.StatusCode != 200 {
+		t.Errorf("after the renders: status %d, want 200", resp.StatusCode)
 	}
 }

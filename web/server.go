@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"embed"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -146,7 +148,7 @@ func NewServer(dir string, r Renderers) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening recordings directory: %w", err)
 	}
-	s := &Server{dir: dir, realDir: real, root: root, r: r, cache: map[string]cachedRow{}, pages: newRenderCache(0, defaultCacheBytes)}
+	s := &Server{dir: dir, realDir: real, root: root, r: r, cache: map[string]cachedRow{}, pages: newRenderCache(0, defaultCacheBytes, DefaultMemoryBudget)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/{$}", s.serveIndex)
 	mux.HandleFunc("/report", s.serveReport)
@@ -228,6 +230,7 @@ type source struct {
 	name string
 	f    *os.File
 	key  string // fileKey
+	size int64
 }
 
 // openSource resolves and opens one recording.
@@ -245,7 +248,7 @@ func (s *Server) openSource(name string) (*source, error) {
 		f.Close()
 		return nil, fmt.Errorf("%w: %s", errNotFound, clean)
 	}
-	return &source{name: clean, f: f, key: fileKey(clean, fi)}, nil
+	return &source{name: clean, f: f, key: fileKey(clean, fi), size: fi.Size()}, nil
 }
 
 func (src *source) read() (*profile.Recording, error) {
@@ -260,6 +263,9 @@ func (src *source) read() (*profile.Recording, error) {
 func httpError(w http.ResponseWriter, err error) {
 	code := http.StatusInternalServerError
 	switch {
+	case errors.Is(err, errBusy):
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+		code = http.StatusServiceUnavailable
 	case errors.Is(err, errBadName):
 		code = http.StatusBadRequest
 	case errors.Is(err, errNotFound):
@@ -271,7 +277,7 @@ func httpError(w http.ResponseWriter, err error) {
 }
 
 // Rows lists the recordings in the directory, newest first.
-func (s *Server) Rows() []IndexRow {
+func (s *Server) Rows(ctx context.Context) []IndexRow {
 	var rows []IndexRow
 	seen := map[string]bool{}
 	_ = filepath.WalkDir(s.realDir, func(path string, d fs.DirEntry, err error) error {
@@ -292,7 +298,7 @@ func (s *Server) Rows() []IndexRow {
 		if _, err := s.resolve(name); err != nil {
 			return nil // symlink out of the directory, or not a regular file
 		}
-		if row, ok := s.row(name); ok && !seen[name] {
+		if row, ok := s.row(ctx, name); ok && !seen[name] {
 			seen[name] = true
 			rows = append(rows, row)
 		}
@@ -310,7 +316,7 @@ func (s *Server) Rows() []IndexRow {
 // row reads one recording's index row, from the cache when the file's
 // size and modification time are unchanged. Files that do not start with
 // the recording magic are not recordings and are left out.
-func (s *Server) row(name string) (IndexRow, bool) {
+func (s *Server) row(ctx context.Context, name string) (IndexRow, bool) {
 	f, err := s.open(name)
 	if err != nil {
 		return IndexRow{}, false
@@ -335,7 +341,11 @@ func (s *Server) row(name string) (IndexRow, bool) {
 	}
 	row := IndexRow{Name: name, Findings: -1}
 	var rec *profile.Recording
-	s.pages.limited(func() { rec, err = profile.Read(f) })
+	if berr := s.pages.limited(ctx, renderCost(fi.Size()), func() { rec, err = profile.Read(f) }); berr != nil {
+		// Busy, or the client left: not cached, so a later index reads it.
+		row.Err, row.State = berr.Error(), "not read (server busy)"
+		return row, true
+	}
 	if err != nil {
 		row.Err = err.Error()
 		row.State = "unreadable"
@@ -375,7 +385,7 @@ func (s *Server) serveIndex(w http.ResponseWriter, r *http.Request) {
 	data := struct {
 		Dir  string
 		Rows []IndexRow
-	}{s.dir, s.Rows()}
+	}{s.dir, s.Rows(r.Context())}
 	render(w, "index.html", data)
 }
 
@@ -406,7 +416,7 @@ func (s *Server) serveReport(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this build has no report renderer", http.StatusNotImplemented)
 		return
 	}
-	body, err := s.pages.get("report\x00"+src.key, func() ([]byte, error) {
+	body, err := s.pages.get(r.Context(), "report\x00"+src.key, renderCost(src.size), func() ([]byte, error) {
 		rec, err := src.read()
 		if err != nil {
 			return nil, err
@@ -443,7 +453,7 @@ func (s *Server) serveDiff(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this build has no diff renderer", http.StatusNotImplemented)
 		return
 	}
-	body, err := s.pages.get("diff\x00"+base.key+"\x00"+newSrc.key, func() ([]byte, error) {
+	body, err := s.pages.get(r.Context(), "diff\x00"+base.key+"\x00"+newSrc.key, renderCost(base.size, newSrc.size), func() ([]byte, error) {
 		b, err := base.read()
 		if err != nil {
 			return nil, fmt.Errorf("base: %w", err)

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -174,7 +175,7 @@ func TestIndexRows(t *testing.T) {
 	}
 	t.Cleanup(func() { s.Close() })
 	got := map[string]IndexRow{}
-	for _, r := range s.Rows() {
+	for _, r := range s.Rows(context.Background()) {
 		got[r.Name] = r
 	}
 	for name, want := range map[string]struct{ windows, findings int }{
@@ -200,7 +201,7 @@ func TestIndexRows(t *testing.T) {
 	}
 	// A changed file is read again; an unchanged one comes from the cache.
 	writeRecording(t, dir, "a.rec", 7)
-	for _, r := range s.Rows() {
+	for _, r := range s.Rows(context.Background()) {
 		if r.Name == "a.rec" && r.Windows != 7 {
 			t.Errorf("a.rec after rewrite: %d windows, want 7", r.Windows)
 		}

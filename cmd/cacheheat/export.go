@@ -77,6 +77,14 @@ func runExport(name string, args []string, stdout io.Writer) error {
 		write = func(w io.Writer) error { return export.Pprof(w, rec, o) }
 	}
 	if *out == "" || *out == "-" {
+		if f, ok := stdout.(*os.File); ok && isTerminal(f) {
+			if *asPprof {
+				return usageErrorf("export: a pprof profile is binary, not for a terminal: pass -o FILE or redirect the output")
+			}
+			// Process names and symbols are the target's: on a terminal,
+			// their control bytes are shown escaped, not obeyed.
+			return write(newTermWriter(stdout))
+		}
 		return write(stdout)
 	}
 	if err := outfile.Write(*out, write); err != nil {

@@ -2,12 +2,16 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cacheheat/cacheheat/profile"
 	"github.com/cacheheat/cacheheat/symbolize"
@@ -144,4 +148,62 @@ func TestExportUsage(t *testing.T) {
 			t.Errorf("%s: exit %d, output %q %q; want exit %d mentioning %q", tc.name, code, out.String(), errb.String(), tc.code, tc.msg)
 		}
 	}
+}
+
+// TestExportFoldedTerminal: export --folded to a terminal shows the
+// control bytes of process names and symbols escaped (\x1b), never raw;
+// --pprof, binary, is refused there (exit 2). Piped, folded output is
+// byte for byte the recording's names. The terminal is a pty of a devpts
+// instance mounted for the test.
+func TestExportFoldedTerminal(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "hostile.rec")
+	writeHostile(t, rec, 1)
+	master, slave := openPTY(t, dir)
+	bin := cacheheatBinary(t)
+
+	cmd := exec.Command(bin, "export", rec, "--folded")
+	cmd.Stdout, cmd.Stderr = slave, io.Discard
+	err := cmd.Run()
+	slave.Close()
+	out, _ := io.ReadAll(master) // EIO once the slave side is closed
+	if err != nil || !bytes.Contains(out, []byte(`\x1b]0_pwned`)) || bytes.ContainsAny(out, "\x1b\x07") {
+		t.Errorf("export --folded on a terminal: %v, output %q; want the escapes shown as \\x1b, none raw", err, out)
+	}
+	piped, err := exec.Command(bin, "export", rec, "--folded").Output()
+	if err != nil || !bytes.Contains(piped, []byte("\x1b]0_pwned")) {
+		t.Errorf("export --folded into a pipe: %v, %q; want the names as recorded", err, piped)
+	}
+
+	_, slave2 := openPTY(t, dir)
+	cmd = exec.Command(bin, "export", rec, "--pprof", "-o", "-")
+	cmd.Stdout = slave2
+	if code := exitStatus(cmd.Run()); code != exitUsage {
+		t.Errorf("export --pprof -o - on a terminal: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// openPTY opens a pseudo-terminal pair on a devpts instance of its own,
+// mounted under dir (the host's /dev/pts may not be mounted at all).
+func openPTY(t *testing.T, dir string) (master, slave *os.File) {
+	t.Helper()
+	pts := filepath.Join(dir, "pts")
+	if _, err := os.Stat(pts); err != nil {
+		must(t, os.Mkdir(pts, 0o755))
+		if err := syscall.Mount("devpts", pts, "devpts", 0, "newinstance,ptmxmode=0666"); err != nil {
+			t.Skipf("cannot mount a devpts instance for a terminal: %v", err)
+		}
+		t.Cleanup(func() { syscall.Unmount(pts, syscall.MNT_DETACH) })
+	}
+	m, err := os.OpenFile(filepath.Join(pts, "ptmx"), os.O_RDWR|syscall.O_NOCTTY, 0)
+	must(t, err)
+	t.Cleanup(func() { m.Close() })
+	must(t, unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0))
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	must(t, err)
+	s, err := os.OpenFile(filepath.Join(pts, strconv.Itoa(n)), os.O_RDWR|syscall.O_NOCTTY, 0)
+	must(t, err)
+	t.Cleanup(func() { s.Close() })
+	return m, s
 }

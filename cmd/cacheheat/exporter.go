@@ -40,13 +40,30 @@ func runExporter(name string, args []string, stdout io.Writer) error {
 		return err
 	}
 	exp := exporter.New(exporter.Options{MaxCgroups: *f.maxCgroups, Version: Version})
-	opts.Sinks = []collector.WindowSink{exp}
+	ready := &announce{w: stdout}
+	opts.Sinks = []collector.WindowSink{exp, ready}
 	rec, err := collector.NewRecorder(opts)
 	if err != nil {
 		return usageErrorf("exporter: %v", err)
 	}
-	return serveMetrics(rec, exp.Handler(), *f.listen, stdout)
+	return serveMetrics(rec, exp.Handler(), *f.listen, ready)
 }
+
+// announce says where the metrics are once the recorder has its BPF
+// programs loaded and attached (its header is made then): not before, so
+// an exporter that cannot load them never claims to serve.
+type announce struct {
+	w    io.Writer
+	line string
+}
+
+func (a *announce) Header(profile.Header) {
+	if a.line != "" {
+		fmt.Fprintln(a.w, a.line)
+	}
+}
+
+func (a *announce) Window(*profile.Window, collector.Status) {}
 
 // exporterFlags are the exporter's flags, as parsed.
 type exporterFlags struct {
@@ -114,7 +131,8 @@ func (f *exporterFlags) options(fs *pflag.FlagSet) (collector.Options, error) {
 
 // serveMetrics serves the metrics at addr while rec records, until a
 // signal (SIGINT, SIGTERM, SIGHUP) or the server fails.
-func serveMetrics(rec *collector.Recorder, metrics http.Handler, addr string, stdout io.Writer) error {
+func serveMetrics(rec *collector.Recorder, metrics http.Handler, addr string, ready *announce) error {
+	stdout := ready.w
 	if !web.IsLoopback(addr) {
 		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s is not a loopback address: anyone who can reach this host can read its cgroup and container names and counts\n", addr)
 	}
@@ -138,7 +156,7 @@ func serveMetrics(rec *collector.Recorder, metrics http.Handler, addr string, st
 		srvErr <- srv.Serve(ln)
 		cancel()
 	}()
-	fmt.Fprintf(stdout, "serving metrics at http://%s/metrics (Ctrl-C or SIGTERM to stop)\n", ln.Addr())
+	ready.line = fmt.Sprintf("serving metrics at http://%s/metrics (Ctrl-C or SIGTERM to stop)", ln.Addr())
 
 	// The recorder runs until a signal, then releases every BPF object
 	// before Run returns.

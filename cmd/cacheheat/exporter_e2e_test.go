@@ -553,3 +553,26 @@ func TestRecordContainerTarget(t *testing.T) {
 		t.Error("the report does not name the container")
 	}
 }
+
+// TestExporterUnprivileged: an exporter that cannot load its BPF programs
+// (run as nobody) exits 3 saying why, and never printed that it serves
+// metrics: it used to print "serving metrics at ..." first.
+func TestExporterUnprivileged(t *testing.T) {
+	needRoot(t) // to run the binary as another user
+	dir, err := os.MkdirTemp("", "cacheheat-nobody-")
+	must(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	must(t, os.Chmod(dir, 0o755))
+	b, err := os.ReadFile(cacheheatBinary(t))
+	must(t, err)
+	bin := filepath.Join(dir, "cacheheat")
+	must(t, os.WriteFile(bin, b, 0o755))
+	cmd := exec.Command(bin, "exporter", "--listen", "127.0.0.1:0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	if code := exitStatus(err); code != exitHost || stdout.Len() != 0 || stderr.Len() == 0 {
+		t.Errorf("exporter as nobody: exit %d, stdout %q, stderr %q; want exit %d, nothing on stdout and the reason", code, stdout.String(), stderr.String(), exitHost)
+	}
+}

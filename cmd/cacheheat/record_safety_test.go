@@ -397,3 +397,36 @@ func TestRecordMetricsBomb(t *testing.T) {
 		t.Errorf("metrics file left: %v", left)
 	}
 }
+
+// TestRecordDiskFullAtStart: a recording onto a disk already full is exit
+// 5 with the reason, and leaves nothing behind (it used to exit 2 and
+// leave an empty .partial). The disk is a 64 KiB tmpfs mounted for the
+// test and filled.
+func TestRecordDiskFullAtStart(t *testing.T) {
+	needRoot(t)
+	small := filepath.Join(t.TempDir(), "small")
+	must(t, os.Mkdir(small, 0o755))
+	if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=64k"); err != nil {
+		t.Fatalf("mounting a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(small, 0) })
+	filler, err := os.Create(filepath.Join(small, "filler"))
+	must(t, err)
+	for {
+		if _, err := filler.Write(make([]byte, 4096)); err != nil {
+			break
+		}
+	}
+	filler.Close()
+	out, err := exec.Command(cacheheatBinary(t), "record", "-q", "-o", filepath.Join(small, "r.rec"), "--", "true").CombinedOutput()
+	if code := exitStatus(err); code != exitOutput || !strings.Contains(string(out), "no space") {
+		t.Errorf("record onto a full disk: exit %d %s; want %d and the reason", code, out, exitOutput)
+	}
+	if entries, _ := os.ReadDir(small); len(entries) != 1 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Errorf("left behind beside the filler: %v", names)
+	}
+}

@@ -243,6 +243,7 @@ func writeHostile(t *testing.T, path string, seed uint64) {
 	h := rec.Header
 	h.Host.Hostname, h.Host.Kernel, h.Host.CPUModel = "host"+esc, "6.18"+esc, "cpu"+esc
 	h.Events = append(h.Events, profile.EventStatus{Name: "cycles", Kind: "hardware", Status: profile.StatusUnsupported, Reason: "no PMU" + esc})
+	h.Settings.SampleEvents = []string{"cpu-clock"}
 	must(t, os.Remove(path))
 	w, err := profile.Create(path, h)
 	must(t, err)

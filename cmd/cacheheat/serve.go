@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -57,6 +58,13 @@ func runServe(name string, args []string, stdout io.Writer) error {
 	}
 	if fi, err := os.Stat(*dir); err != nil || !fi.IsDir() {
 		return usageErrorf("serve: --dir %s is not a directory", *dir)
+	}
+	// The renders' budget (web.DefaultMemoryBudget) and the page cache
+	// keep serve under 1 GiB; the runtime's soft limit makes the
+	// collector keep the heap there too, rather than let garbage grow
+	// to twice the live data between collections.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(1 << 30)
 	}
 	s, err := web.NewServer(*dir, webRenderers())
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -66,7 +67,7 @@ func TestServeRenderers(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := len(attribution.Analyze(rec).Findings)
-	for _, r := range s.Rows() {
+	for _, r := range s.Rows(context.Background()) {
 		if r.Name == "b.rec" && (r.Findings != n || r.Windows != 8) {
 			t.Errorf("index row %+v, want %d findings and 8 windows", r, n)
 		}

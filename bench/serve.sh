@@ -8,6 +8,7 @@
 #   index:    the index page of a directory of 2 of them
 # The budget: under 1 GB in every case.
 # Usage: bench/serve.sh [WINDOWS]   (default 620: ~44 MB at 128 CPUs)
+# GENREC=path uses a built bench/genrec (a host without Go).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 windows="${1:-620}"
@@ -16,7 +17,11 @@ bin=bin/cacheheat
 tmp="$(mktemp -d)"
 srv=""
 trap '[ -n "$srv" ] && kill "$srv" 2>/dev/null; rm -rf "$tmp"' EXIT
-go run ./bench/genrec -o "$tmp/big.rec" -cpus 128 -windows "$windows" -interval 1s
+if [ -n "${GENREC:-}" ]; then
+  "$GENREC" -o "$tmp/big.rec" -cpus 128 -windows "$windows" -interval 1s
+else
+  go run ./bench/genrec -o "$tmp/big.rec" -cpus 128 -windows "$windows" -interval 1s
+fi
 rec_mb=$(awk -v b="$(stat -c %s "$tmp/big.rec")" 'BEGIN { printf "%.1f", b / 1e6 }')
 
 # serve_case NAME DIR PATH...: starts serve on DIR, requests every PATH at

@@ -1107,6 +1107,10 @@ static __noinline void offcpu_in(struct task_struct *next, struct offcpu_start *
 	if (st)
 		st->blocked_ns += dt;
 	if (v->weight) {
+		// The wait's length, before weighting, goes in the key: a rare
+		// long wait sampled at a small chance carries a large weight,
+		// and user space scales it against waits of its own length only.
+		wait |= log2_bucket(dt) << WAIT_BUCKET_SHIFT;
 		// The sampled switch-out stands for 1/chance of them.
 		dt = dt * v->weight / OFFCPU_W1;
 		// -EFAULT: no user stack (a kernel thread), not a loss.

@@ -239,6 +239,8 @@ const (
 	CacheheatWaitBitsWAIT_GO_IDLE         CacheheatWaitBits = 131072
 	CacheheatWaitBitsWAIT_KTHREAD         CacheheatWaitBits = 262144
 	CacheheatWaitBitsWAIT_PREEMPTED       CacheheatWaitBits = 524288
+	CacheheatWaitBitsWAIT_BUCKET_SHIFT    CacheheatWaitBits = 24
+	CacheheatWaitBitsWAIT_BUCKET_MASK     CacheheatWaitBits = 1056964608
 )
 
 type CacheheatWaitVal struct {

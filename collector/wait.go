@@ -23,6 +23,9 @@ const (
 	waitGoIdle    = uint32(bpf.CacheheatWaitBitsWAIT_GO_IDLE)
 	waitKthread   = uint32(bpf.CacheheatWaitBitsWAIT_KTHREAD)
 	waitPreempted = uint32(bpf.CacheheatWaitBitsWAIT_PREEMPTED)
+	// An off-CPU sample's key carries its wait's log2 length bucket too.
+	waitBucketShift = uint32(bpf.CacheheatWaitBitsWAIT_BUCKET_SHIFT)
+	waitBucketMask  = uint32(bpf.CacheheatWaitBitsWAIT_BUCKET_MASK)
 )
 
 // fdKinds names enum fd_kind.

@@ -349,8 +349,10 @@ func windowSamples(samples []rawSample, w *profile.Window, m windowMeta) ([]prof
 // offCPUStack turns a drained off-CPU sample (its count is nanoseconds)
 // into a stack entry, classified by its wait code and frames.
 func offCPUStack(s rawSample, w *profile.Window, m windowMeta) profile.OffCPUStack {
-	wait, call, fd := waitOf(s.wait)
-	os := profile.OffCPUStack{PID: s.pid, TID: s.tid, NS: s.count, Reason: wait, Wait: wait, WaitCall: call, WaitFD: fd}
+	// The key's wait code carries the sampled wait's log2 length too.
+	wait, call, fd := waitOf(s.wait &^ waitBucketMask)
+	os := profile.OffCPUStack{PID: s.pid, TID: s.tid, NS: s.count, Reason: wait, Wait: wait, WaitCall: call, WaitFD: fd,
+		LengthBucket: int((s.wait&waitBucketMask)>>waitBucketShift) + 1}
 	if m.stackTable == nil {
 		return os
 	}

@@ -40,6 +40,7 @@ func FuzzRead(f *testing.F) {
 	f.Add(seed, true)
 	f.Add(seed[:len(seed)/2], false)
 	f.Add([]byte(magic), false)
+	f.Add(bombSeed(f), false)
 	// The v1 fixtures keep the JSON decoder covered.
 	v1, _ := filepath.Glob("testdata/v1/*.rec")
 	v20, _ := filepath.Glob("testdata/v2.0/*.rec") // the layout before minor version 1
@@ -68,6 +69,27 @@ func FuzzRead(f *testing.F) {
 		}
 		summarize(rec)
 	})
+}
+
+// bombSeed is a recording whose one window is 16 zstd frames of 1 MB of
+// zeros end to end: a few hundred bytes that inflate to 16 MB.
+func bombSeed(f testing.TB) []byte {
+	var file bytes.Buffer
+	file.WriteString(magic)
+	binary.Write(&file, binary.LittleEndian, [2]uint16{FormatMajor, FormatMinor})
+	h := testHeader()
+	h.FormatVersion = FormatVersion()
+	hj, err := json.Marshal(h)
+	if err != nil {
+		f.Fatal(err)
+	}
+	writeFramed(&file, recHeader, compress(hj))
+	var frames []byte
+	for range 16 {
+		frames = append(frames, compress(make([]byte, 1<<20))...)
+	}
+	writeFramed(&file, recWindow, frames)
+	return file.Bytes()
 }
 
 // fixChecksums returns a copy of data with each record's CRC recomputed.
@@ -147,4 +169,13 @@ func writeFramed(b *bytes.Buffer, kind byte, payload []byte) {
 	binary.Write(b, binary.LittleEndian, uint32(len(payload)))
 	binary.Write(b, binary.LittleEndian, crc32.Update(crc32.Checksum([]byte{kind}, castagnoli), castagnoli, payload))
 	b.Write(payload)
+}
+
+// TestInflateBudget: the bomb seed is refused for what it is, wrapping
+// ErrInflate and ErrFormat (exit 4), before its 16 MB are inflated.
+func TestInflateBudget(t *testing.T) {
+	_, err := Read(bytes.NewReader(bombSeed(t)))
+	if !errors.Is(err, ErrInflate) || !errors.Is(err, ErrFormat) {
+		t.Errorf("bomb: %v, want an error wrapping ErrInflate and ErrFormat", err)
+	}
 }

@@ -1,6 +1,9 @@
 package profile
 
-import "testing"
+import (
+	"math"
+	"testing"
+)
 
 func frames(names ...string) []Frame {
 	out := make([]Frame, len(names))
@@ -100,5 +103,50 @@ func TestOffCPUScaleOverTheRecording(t *testing.T) {
 	}
 	if total := lock + idle; total < 1.999e9 || total > 2.001e9 {
 		t.Errorf("scaled stacks add up to %.4g ns, want all blocked time, 2e9", total)
+	}
+}
+
+// TestOffCPUScalerLengths: a futex wait of a thousand 1.5 ms waits (lock)
+// and one 4 s wait (an idle thread), the one long wait sampled at a small
+// chance so that its weighted time is 128 s. Stratified by length, the
+// lock stacks get the short waits' time and the long stack the long
+// wait's; by wait alone (a recording before lengths), the long stack took
+// nearly all of it.
+func TestOffCPUScalerLengths(t *testing.T) {
+	hist := make([]uint64, 33)
+	hist[20], hist[31] = 1000, 1 // 2^20 ns ~ 1 ms, 2^31 ns ~ 2 s
+	exact := uint64(1000*1.5e6 + 4e9)
+	w := Window{
+		Waits: []Wait{{Reason: OffCPULock, Call: "futex", NS: exact, Count: 1001, Hist: hist}},
+		OffCPU: &OffCPU{Stacks: []OffCPUStack{
+			{TID: 1, NS: 1.4e9, Reason: OffCPULock, Wait: OffCPULock, WaitCall: "futex", LengthBucket: 21},
+			{TID: 2, NS: 128e9, Reason: OffCPUIdle, Wait: OffCPULock, WaitCall: "futex", LengthBucket: 32},
+		}},
+	}
+	time := func(w Window) (lock, idle float64) {
+		var s OffCPUScaler
+		s.Add(&w)
+		for _, st := range w.OffCPU.Stacks {
+			v := float64(st.NS) * s.Scale(st.Key())
+			if st.Reason == OffCPULock {
+				lock += v
+			} else {
+				idle += v
+			}
+		}
+		return lock, idle
+	}
+	lock, idle := time(w)
+	// The strata's shares come from the buckets' middles: 1000 x 1.5 x
+	// 2^20 against 1.5 x 2^31, of the exact 5.5 s.
+	wantLock := float64(exact) * 1000 * 1.5 * (1 << 20) / (1000*1.5*(1<<20) + 1.5*(1<<31))
+	if math.Abs(lock-wantLock) > 1e6 || math.Abs(lock+idle-float64(exact)) > 1e6 {
+		t.Errorf("by length: lock %.3f s, idle %.3f s; want lock %.3f s of %.3f s", lock/1e9, idle/1e9, wantLock/1e9, float64(exact)/1e9)
+	}
+	for i := range w.OffCPU.Stacks {
+		w.OffCPU.Stacks[i].LengthBucket = 0
+	}
+	if lock, _ := time(w); lock > 0.1e9 {
+		t.Errorf("without lengths: lock %.3f s; the heavy long stack should have taken nearly all (this is what lengths fix)", lock/1e9)
 	}
 }

@@ -1,6 +1,7 @@
 package profile
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -11,7 +12,7 @@ import (
 // Version 1 (JSON records) is still read; writers write version 2.
 const (
 	FormatMajor = 2
-	FormatMinor = 1
+	FormatMinor = 2
 )
 
 // formatMinor is the minor version written for each major version.
@@ -379,17 +380,44 @@ type OffCPUStack struct {
 	Wait     string `json:"wait,omitempty"`
 	WaitCall string `json:"wait_call,omitempty"`
 	WaitFD   string `json:"wait_fd,omitempty"`
+	// LengthBucket is the log2 bucket (a Histogram's) of the sampled
+	// waits' length, plus one; 0 in recordings before format 2.2. The
+	// same stack and wait sampled at different lengths are different
+	// entries: readers scale each stack within waits of its length
+	// (OffCPUScaler).
+	LengthBucket int `json:"length_bucket,omitempty"`
 }
 
 // WaitKey names one kind of wait: a Window.Waits entry's reason, call
-// and descriptor kind, the stratum an off-CPU stack's time is scaled in.
-type WaitKey struct{ Reason, Call, FD string }
+// and descriptor kind, and a range of lengths: the stratum an off-CPU
+// stack's time is scaled in.
+type WaitKey struct {
+	Reason, Call, FD string
+	// Length is the stratum of lengths (LengthStratum), 0 for any length.
+	Length int
+}
 
-// Key is the wait the stack was taken in.
-func (s OffCPUStack) Key() WaitKey { return WaitKey{s.Wait, s.WaitCall, s.WaitFD} }
+// Key is the wait the stack was taken in, with its stratum of lengths.
+func (s OffCPUStack) Key() WaitKey {
+	return WaitKey{s.Wait, s.WaitCall, s.WaitFD, LengthStratum(s.LengthBucket)}
+}
 
-// Key is the kind of the wait.
-func (w Wait) Key() WaitKey { return WaitKey{w.Reason, w.Call, w.FD} }
+// Key is the kind of the wait, of any length.
+func (w Wait) Key() WaitKey { return WaitKey{Reason: w.Reason, Call: w.Call, FD: w.FD} }
+
+// lengthStratumBuckets is how many log2 length buckets one stratum of
+// OffCPUScaler spans: a 16x range of lengths. Coarse enough that most
+// strata of a recording's waits have a sampled stack.
+const lengthStratumBuckets = 4
+
+// LengthStratum is the stratum of an OffCPUStack.LengthBucket, from 1; 0
+// for an unknown length.
+func LengthStratum(lengthBucket int) int {
+	if lengthBucket <= 0 {
+		return 0
+	}
+	return (lengthBucket-1)/lengthStratumBuckets + 1
+}
 
 // OffCPUScale is the factor from sampled to all blocked time over the
 // recording, for stacks without a wait (OffCPUScaler.Scale of a zero key).
@@ -412,17 +440,29 @@ func (r *Recording) OffCPUScaler() *OffCPUScaler {
 // weighted time, so a few heavily weighted stacks of idle threads cannot
 // take time from the lock waits, nor one long unsampled futex wait (a
 // pthread_join) be given to the few madvise stacks of the same reason.
-// Without wait codes, one stratum: all blocked time over all sampled
-// time. Either is taken over the whole recording, not window by window: a
-// window with few sampled switch-outs has a ratio far from 1 by chance
-// (one was seen at thousands, which made an idle 4 s recording block for
-// hours and invented a lock wait).
+// From format 2.2 stacks carry their wait's length, and each wait is also
+// stratified by length (a 16x range, LengthStratum): the chance of a
+// stack is set before its wait's length is known, so a single long wait
+// (a Go program's signal-handling thread, blocked for the whole
+// recording) taken at a small chance weighed as much as thousands of
+// short lock waits and took their time (rcu bad's lock share swung from
+// 17% to 0.4% between runs on that one wait); within its length it can
+// only take the time of waits as long. A stratum's exact time is the
+// wait's exact time split by its log2 histogram (each bucket's count
+// times its middle, 1.5 x 2^b). Without wait codes, one stratum: all
+// blocked time over all sampled time. Either is taken over the whole
+// recording, not window by window: a window with few sampled switch-outs
+// has a ratio far from 1 by chance (one was seen at thousands, which made
+// an idle 4 s recording block for hours and invented a lock wait).
 type OffCPUScaler struct {
 	blocked, sampled uint64
-	// exact is each wait's exact blocked time, weighted the weighted time
-	// of the stacks taken in it; nil without wait codes.
-	exact    map[WaitKey]uint64
-	weighted map[WaitKey]uint64
+	// exact is each wait's exact blocked time, by length stratum too
+	// (keys with Length > 0), weighted the weighted time of the stacks
+	// taken in it; nil without wait codes.
+	exact    map[WaitKey]float64
+	weighted map[WaitKey]float64
+	// lengths: the stacks carry their wait's length.
+	lengths bool
 }
 
 // Add takes a window's off-CPU times.
@@ -433,9 +473,11 @@ func (s *OffCPUScaler) Add(w *Window) {
 		for _, st := range w.OffCPU.Stacks {
 			if st.Wait != "" {
 				if s.weighted == nil {
-					s.weighted = map[WaitKey]uint64{}
+					s.weighted = map[WaitKey]float64{}
 				}
-				s.weighted[st.Key()] += st.NS
+				k := st.Key()
+				s.weighted[k] += float64(st.NS)
+				s.lengths = s.lengths || k.Length > 0
 			}
 		}
 	}
@@ -444,9 +486,27 @@ func (s *OffCPUScaler) Add(w *Window) {
 			continue // preemptions: no stacks are taken for them
 		}
 		if s.exact == nil {
-			s.exact = map[WaitKey]uint64{}
+			s.exact = map[WaitKey]float64{}
 		}
-		s.exact[wt.Key()] += wt.NS
+		k := wt.Key()
+		s.exact[k] += float64(wt.NS)
+		// The wait's time by length stratum, from its histogram.
+		var sum float64
+		est := map[int]float64{}
+		for b, n := range wt.Hist {
+			mid := 1.0
+			if b > 0 {
+				mid = 1.5 * math.Ldexp(1, b)
+			}
+			est[LengthStratum(b+1)] += float64(n) * mid
+			sum += float64(n) * mid
+		}
+		for st, e := range est {
+			if e > 0 {
+				k.Length = st
+				s.exact[k] += float64(wt.NS) * e / sum
+			}
+		}
 	}
 }
 
@@ -456,7 +516,7 @@ func (s *OffCPUScaler) Add(w *Window) {
 func (s *OffCPUScaler) Scale(k WaitKey) float64 {
 	if k.Reason != "" && s.exact != nil {
 		if w := s.weighted[k]; w > 0 {
-			return float64(s.exact[k]) / float64(w)
+			return s.exact[k] / w
 		}
 		return 1
 	}
@@ -472,8 +532,9 @@ func (s *OffCPUScaler) Scale(k WaitKey) float64 {
 func (s *OffCPUScaler) Unsampled() map[string]float64 {
 	out := map[string]float64{}
 	for k, ns := range s.exact {
-		if s.weighted[k] == 0 && ns > 0 {
-			out[k.Reason] += float64(ns)
+		// With lengths, the strata; without, the waits whole.
+		if (k.Length > 0) == s.lengths && s.weighted[k] == 0 && ns > 0 {
+			out[k.Reason] += ns
 		}
 	}
 	return out

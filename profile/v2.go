@@ -496,6 +496,13 @@ func (e *encoder2) appendSections(b []byte, win *Window, ext []byte) []byte {
 			}
 			b = appendSection(b, sectionOffCPUWait, sec)
 		}
+		if hasLengths(o.Stacks) {
+			sec := appendLen(nil, len(o.Stacks), false)
+			for i := range o.Stacks {
+				sec = binary.AppendUvarint(sec, uint64(o.Stacks[i].LengthBucket))
+			}
+			b = appendSection(b, sectionOffCPULength, sec)
+		}
 	}
 	if win.IdleNS != nil {
 		b = appendSection(b, sectionIdle, appendCounts(nil, win.IdleNS))
@@ -1425,10 +1432,11 @@ func (d *dec2) tail(t *tables2, w *Window) {
 // sectionReaders read the sections with a binary layout, each from the
 // section's bytes alone (the JSON extension is read in sections).
 var sectionReaders = map[uint64]func(d *dec2, t *tables2, w *Window){
-	sectionOffCPU:     (*dec2).offCPU,
-	sectionIdle:       func(d *dec2, t *tables2, w *Window) { w.IdleNS = d.counts(nil) },
-	sectionOthers:     (*dec2).others,
-	sectionOffCPUWait: (*dec2).offCPUWait,
+	sectionOffCPU:       (*dec2).offCPU,
+	sectionIdle:         func(d *dec2, t *tables2, w *Window) { w.IdleNS = d.counts(nil) },
+	sectionOthers:       (*dec2).others,
+	sectionOffCPUWait:   (*dec2).offCPUWait,
+	sectionOffCPULength: (*dec2).offCPULength,
 	sectionContainers: func(d *dec2, t *tables2, w *Window) {
 		for len(d.b) > 0 && d.err == nil {
 			i := d.uvarint()
@@ -1513,6 +1521,34 @@ func (d *dec2) offCPUWait(t *tables2, w *Window) {
 	}
 }
 
+// offCPULength reads sectionOffCPULength.
+func (d *dec2) offCPULength(_ *tables2, w *Window) {
+	n := d.length(1)
+	if w.OffCPU == nil || n != len(w.OffCPU.Stacks) {
+		d.fail("%d off-CPU wait lengths for %d stacks", n, offCPULen(w))
+		return
+	}
+	for i := range w.OffCPU.Stacks {
+		v := d.uvarint()
+		if v > 1<<16 {
+			d.fail("off-CPU wait length bucket %d", v)
+			return
+		}
+		w.OffCPU.Stacks[i].LengthBucket = int(v)
+	}
+}
+
+// hasLengths says whether any stack has a wait length
+// (sectionOffCPULength).
+func hasLengths(stacks []OffCPUStack) bool {
+	for _, s := range stacks {
+		if s.LengthBucket > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func offCPULen(w *Window) int {
 	if w.OffCPU == nil {
 		return -1
@@ -1553,6 +1589,10 @@ const (
 	// and WaitFD, three string ids per stack of sectionOffCPU, in its
 	// order (format 2.1, added with wait codes; older readers skip it).
 	sectionOffCPUWait = 6
+	// sectionOffCPULength: each off-CPU stack's OffCPUStack.LengthBucket,
+	// one u per stack of sectionOffCPU, in its order (format 2.2; older
+	// readers skip it).
+	sectionOffCPULength = 7
 )
 
 // windowBudget is how many count values a window of n decompressed bytes

@@ -293,7 +293,7 @@ func TestV2SkipsUnknownSections(t *testing.T) {
 	if raw[len(raw)-1] != sectionEnd {
 		t.Fatalf("window does not end with sectionEnd")
 	}
-	raw = append(raw[:len(raw)-1], 7, 3, 'a', 'b', 'c', sectionEnd)
+	raw = append(raw[:len(raw)-1], 99, 3, 'a', 'b', 'c', sectionEnd)
 	var file bytes.Buffer
 	file.WriteString(magic)
 	binary.Write(&file, binary.LittleEndian, [2]uint16{FormatMajor, FormatMinor + 1})

@@ -76,7 +76,12 @@ func TestLivePageInChromium(t *testing.T) {
 		t.Errorf("console errors on the live page: %s", got)
 	}
 	// At the end the page says so and links to the report; it stays.
-	l.Finish(&profile.Recording{Header: testHeader(), Windows: []profile.Window{testWindow(0)}}, nil)
+	final, err := os.Open(writeRecording(t, t.TempDir(), "final.rec", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer final.Close()
+	l.Finish(final, nil)
 	waitFor(t, "the page to link to the final report", func() bool {
 		return string(eval(`!document.getElementById("live-report").hidden && document.getElementById("live-report-link").getAttribute("href")`)) == `"/report"`
 	})

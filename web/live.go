@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -150,22 +151,23 @@ func (l *Live) poke() {
 // Dropped is the number of updates dropped for slow clients so far.
 func (l *Live) Dropped() uint64 { return l.totalDrop.Load() }
 
-// Finish ends the live view: it renders the final report of rec (or shows
-// failure, when err is not nil), tells every client to load it, and stops
-// the builder.
-func (l *Live) Finish(rec *profile.Recording, err error) {
+// Finish ends the live view: it renders the final report of the finished
+// recording r holds (the file, read as report reads it), or shows failure
+// when err is not nil, tells every client to load it, and stops the
+// builder.
+func (l *Live) Finish(r io.Reader, err error) {
 	var report []byte
 	var msg string
 	switch {
 	case err != nil:
 		msg = err.Error()
-	case rec == nil:
+	case r == nil:
 		msg = "the recording produced no file"
 	case l.opts.Renderers.Report == nil:
 		msg = "this build has no report renderer"
 	default:
 		var buf bytes.Buffer
-		if rerr := l.opts.Renderers.Report(&buf, rec); rerr != nil {
+		if rerr := l.opts.Renderers.Report(&buf, r); rerr != nil {
 			msg = fmt.Sprintf("rendering the final report: %v", rerr)
 		} else {
 			report = buf.Bytes()
@@ -182,26 +184,6 @@ func (l *Live) Finish(rec *profile.Recording, err error) {
 	close(l.done)
 	<-l.stopped
 	close(l.ended)
-}
-
-// Recording is the recording so far, from the header and windows the
-// view was given, with tr as its trailer (nil while it runs): the final
-// report is rendered from it, without reading the file back.
-func (l *Live) Recording(tr *profile.Trailer) *profile.Recording {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.header == nil {
-		return nil
-	}
-	rec := &profile.Recording{Header: *l.header, Stacks: map[uint64]profile.Stack{}, Trailer: tr}
-	for _, w := range l.windows {
-		for _, s := range w.NewStacks {
-			rec.Stacks[s.ID] = s
-		}
-		w.NewStacks = nil
-		rec.Windows = append(rec.Windows, w)
-	}
-	return rec
 }
 
 // update is one event on the stream: the whole state so far.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
@@ -165,8 +166,12 @@ func TestLiveStream(t *testing.T) {
 	if r.StatusCode != 404 {
 		t.Errorf("report while recording = %d, want 404", r.StatusCode)
 	}
-	rec := &profile.Recording{Header: testHeader(), Windows: []profile.Window{testWindow(0), testWindow(1)}}
-	go l.Finish(rec, nil)
+	f, err := os.Open(writeRecording(t, t.TempDir(), "final.rec", 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	go l.Finish(f, nil)
 	for ev := range ch {
 		if ev.name == "end" {
 			if ev.data != `{"dropped":0,"error":"","report":true}` {

@@ -58,11 +58,12 @@ const retryAfter = 10
 var errBusy = errors.New("the server is busy rendering other recordings (memory budget full)")
 
 // renderCost is what reading and rendering recordings of these sizes may
-// take: a whole recording in memory, its model and its page come to
-// about 3.5 times the file (a 44 MB file's report: 155 MB), plus the
+// take. Reports and diffs are read as streams (no window kept): the model,
+// the findings and the page come to about 4 times the file (a 44 MB
+// file's report peaks at 181 MB, a diff of two at 449 MB), plus the
 // runtime's fixed share.
 func renderCost(sizes ...int64) int64 {
-	n := int64(32 << 20)
+	n := int64(48 << 20)
 	for _, s := range sizes {
 		n += 5 * s
 	}

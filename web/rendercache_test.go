@@ -10,8 +10,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/cacheheat/cacheheat/profile"
 )
 
 // countingRenderers wraps testRenderers' report: it counts renders, notes
@@ -25,7 +23,7 @@ type counting struct {
 func (c *counting) renderers() Renderers {
 	r := testRenderers()
 	report := r.Report
-	r.Report = func(w io.Writer, rec *profile.Recording) error {
+	r.Report = func(w io.Writer, rec io.Reader) error {
 		c.renders.Add(1)
 		n := c.running.Add(1)
 		for p := c.peak.Load(); n > p && !c.peak.CompareAndSwap(p, n); p = c.peak.Load() {

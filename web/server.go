@@ -80,13 +80,18 @@ func IsLoopback(addr string) bool {
 // Renderers are what the server and the live view need from the report
 // packages. Each may be nil; the page that needs it then answers 501.
 type Renderers struct {
-	// Report writes rec's HTML report (the same HTML as 'cacheheat report').
-	Report func(w io.Writer, rec *profile.Recording) error
-	// Diff writes the HTML diff report of newRec against base.
-	Diff func(w io.Writer, base, newRec *profile.Recording) error
+	// Report writes the HTML report of the recording r holds (the same
+	// HTML as 'cacheheat report'), reading it as a stream.
+	Report func(w io.Writer, r io.Reader) error
+	// Diff writes the HTML diff report of newRec against base; it may
+	// read each from its start more than once.
+	Diff func(w io.Writer, base, newRec io.ReadSeeker) error
+	// Analyze returns the findings of the recording r holds, read as a
+	// stream: the index's count.
+	Analyze func(r io.ReadSeeker) ([]attribution.Finding, error)
 	// Findings returns rec's findings (root causes with their evidence):
-	// attribution.Analyze's, which the live view shows as the report
-	// and the CLI do.
+	// attribution.Analyze's, which the live view shows on the windows it
+	// holds, as the report and the CLI do.
 	Findings func(rec *profile.Recording) []attribution.Finding
 }
 
@@ -251,13 +256,8 @@ func (s *Server) openSource(name string) (*source, error) {
 	return &source{name: clean, f: f, key: fileKey(clean, fi), size: fi.Size()}, nil
 }
 
-func (src *source) read() (*profile.Recording, error) {
-	rec, err := profile.Read(src.f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", src.name, err)
-	}
-	return rec, nil
-}
+// errorf names the recording in a read error.
+func (src *source) errorf(err error) error { return fmt.Errorf("%s: %w", src.name, err) }
 
 // httpError answers err with the status its kind calls for.
 func httpError(w http.ResponseWriter, err error) {
@@ -340,20 +340,13 @@ func (s *Server) row(ctx context.Context, name string) (IndexRow, bool) {
 		return IndexRow{}, false
 	}
 	row := IndexRow{Name: name, Findings: -1}
-	var rec *profile.Recording
-	if berr := s.pages.limited(ctx, renderCost(fi.Size()), func() { rec, err = profile.Read(f) }); berr != nil {
+	if berr := s.pages.limited(ctx, renderCost(fi.Size()), func() { err = s.fillRow(&row, f) }); berr != nil {
 		// Busy, or the client left: not cached, so a later index reads it.
 		row.Err, row.State = berr.Error(), "not read (server busy)"
 		return row, true
 	}
 	if err != nil {
-		row.Err = err.Error()
-		row.State = "unreadable"
-	} else {
-		fillRow(&row, rec)
-		if s.r.Findings != nil {
-			row.Findings = len(s.r.Findings(rec))
-		}
+		row = IndexRow{Name: name, Findings: -1, Err: err.Error(), State: "unreadable"}
 	}
 	s.mu.Lock()
 	s.cache[name] = cachedRow{modTime: fi.ModTime(), size: fi.Size(), row: row}
@@ -361,24 +354,48 @@ func (s *Server) row(ctx context.Context, name string) (IndexRow, bool) {
 	return row, true
 }
 
-func fillRow(row *IndexRow, rec *profile.Recording) {
-	h := rec.Header
+// fillRow reads a recording's row as a stream, keeping no window, and
+// its findings in a second pass.
+func (s *Server) fillRow(row *IndexRow, f *os.File) error {
+	st, err := profile.NewStream(f)
+	if err != nil {
+		return err
+	}
+	h := st.Header
 	row.Target = h.Target.String()
 	row.Host = h.Host.Hostname
 	row.Start = h.StartTime
 	row.Mode = h.Host.Mode
-	row.Windows = len(rec.Windows)
-	if n := len(rec.Windows); n > 0 {
-		row.DurationS = float64(rec.Windows[n-1].EndNS-rec.Windows[0].StartNS) / 1e9
+	var first, last int64
+	for w := range st.Windows() {
+		if row.Windows == 0 {
+			first = w.StartNS
+		}
+		last = w.EndNS
+		row.Windows++
+	}
+	if err := st.Err(); err != nil {
+		return err
+	}
+	if row.Windows > 0 {
+		row.DurationS = float64(last-first) / 1e9
 	}
 	switch {
-	case rec.Trailer != nil:
-		row.State = rec.Trailer.EndReason
+	case st.Trailer != nil:
+		row.State = st.Trailer.EndReason
 	case strings.HasSuffix(row.Name, profile.PartialSuffix):
 		row.State = "in progress or unfinished"
 	default:
 		row.State = "truncated"
 	}
+	if s.r.Analyze != nil {
+		fs, err := s.r.Analyze(f)
+		if err != nil {
+			return err
+		}
+		row.Findings = len(fs)
+	}
+	return nil
 }
 
 func (s *Server) serveIndex(w http.ResponseWriter, r *http.Request) {
@@ -405,6 +422,15 @@ func render(w http.ResponseWriter, name string, data any) {
 // that cannot be read (422).
 var errRender = errors.New("rendering")
 
+// renderError is a renderer's error: a recording that cannot be read
+// keeps its ErrFormat (422), anything else is a failure to render.
+func renderError(page string, err error) error {
+	if errors.Is(err, profile.ErrFormat) {
+		return err
+	}
+	return fmt.Errorf("%w %s: %w", errRender, page, err)
+}
+
 func (s *Server) serveReport(w http.ResponseWriter, r *http.Request) {
 	src, err := s.openSource(r.URL.Query().Get("f"))
 	if err != nil {
@@ -417,13 +443,9 @@ func (s *Server) serveReport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, err := s.pages.get(r.Context(), "report\x00"+src.key, renderCost(src.size), func() ([]byte, error) {
-		rec, err := src.read()
-		if err != nil {
-			return nil, err
-		}
 		var buf bytes.Buffer
-		if err := s.r.Report(&buf, rec); err != nil {
-			return nil, fmt.Errorf("%w report: %w", errRender, err)
+		if err := s.r.Report(&buf, src.f); err != nil {
+			return nil, renderError("report", src.errorf(err))
 		}
 		return buf.Bytes(), nil
 	})
@@ -454,17 +476,9 @@ func (s *Server) serveDiff(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, err := s.pages.get(r.Context(), "diff\x00"+base.key+"\x00"+newSrc.key, renderCost(base.size, newSrc.size), func() ([]byte, error) {
-		b, err := base.read()
-		if err != nil {
-			return nil, fmt.Errorf("base: %w", err)
-		}
-		n, err := newSrc.read()
-		if err != nil {
-			return nil, fmt.Errorf("new: %w", err)
-		}
 		var buf bytes.Buffer
-		if err := s.r.Diff(&buf, b, n); err != nil {
-			return nil, fmt.Errorf("%w diff: %w", errRender, err)
+		if err := s.r.Diff(&buf, base.f, newSrc.f); err != nil {
+			return nil, renderError("diff", fmt.Errorf("%s against %s: %w", newSrc.name, base.name, err))
 		}
 		return buf.Bytes(), nil
 	})

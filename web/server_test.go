@@ -21,16 +21,35 @@ import (
 // file was served.
 func testRenderers() Renderers {
 	return Renderers{
-		Report: func(w io.Writer, rec *profile.Recording) error {
-			_, err := fmt.Fprintf(w, "<html>REPORT host=%s windows=%d</html>", rec.Header.Host.Hostname, len(rec.Windows))
+		Report: func(w io.Writer, r io.Reader) error {
+			rec, err := profile.Read(r)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(w, "<html>REPORT host=%s windows=%d</html>", rec.Header.Host.Hostname, len(rec.Windows))
 			return err
 		},
-		Diff: func(w io.Writer, base, newRec *profile.Recording) error {
-			_, err := fmt.Fprintf(w, "<html>DIFF base=%d new=%d</html>", len(base.Windows), len(newRec.Windows))
+		Diff: func(w io.Writer, base, newRec io.ReadSeeker) error {
+			b, err := profile.Read(base)
+			if err != nil {
+				return err
+			}
+			n, err := profile.Read(newRec)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(w, "<html>DIFF base=%d new=%d</html>", len(b.Windows), len(n.Windows))
 			return err
 		},
-		Findings: func(rec *profile.Recording) []attribution.Finding {
-			return make([]attribution.Finding, len(rec.Windows)%4)
+		Analyze: func(r io.ReadSeeker) ([]attribution.Finding, error) {
+			if _, err := r.Seek(0, io.SeekStart); err != nil {
+				return nil, err
+			}
+			rec, err := profile.Read(r)
+			if err != nil {
+				return nil, err
+			}
+			return make([]attribution.Finding, len(rec.Windows)%4), nil
 		},
 	}
 }

@@ -90,24 +90,30 @@ func readDiffSide(path string, warmup int, withModel bool) (diffSide, error) {
 	if err := checkRecordingPath(path); err != nil {
 		return diffSide{}, err
 	}
+	side, err := readDiffStreams(func() (*profile.Stream, error) { return profile.OpenFile(path) }, warmup, withModel)
+	if err != nil {
+		return diffSide{}, recordingError(path, err)
+	}
+	return side, nil
+}
+
+// readDiffStreams reads a diffSide from the streams open gives, one per
+// pass over the recording (a file, or serve's open file rewound).
+func readDiffStreams(open func() (*profile.Stream, error), warmup int, withModel bool) (diffSide, error) {
 	var side diffSide
 	if withModel {
 		// The findings first, in a pass of their own: attribution's
 		// reductions are then freed before the models are built, which
 		// a page of two long recordings holds at once.
-		var ab *attribution.Builder
-		if _, err := streamRecording(path, func(s *profile.Stream) func(*profile.Window) {
-			ab = attribution.NewBuilder(s.Header, s.Stacks)
-			return ab.Add
-		}); err != nil {
+		res, err := analyzeStream(open)
+		if err != nil {
 			return diffSide{}, err
 		}
-		res := ab.Result()
-		side.findings = &res
+		side.findings = res
 	}
-	s, err := profile.OpenFile(path)
+	s, err := open()
 	if err != nil {
-		return diffSide{}, recordingError(path, err)
+		return diffSide{}, err
 	}
 	defer s.Close()
 	r := compare.NewReducer(s.Header, warmup)
@@ -122,13 +128,31 @@ func readDiffSide(path string, warmup int, withModel bool) (diffSide, error) {
 		}
 	}
 	if err := s.Err(); err != nil {
-		return diffSide{}, recordingError(path, fmt.Errorf("%s: %w", path, err))
+		return diffSide{}, err
 	}
 	side.reduced = r.Reduced(s.Trailer, s.Truncated, s.Warning)
 	if mb != nil {
 		side.model = mb.Model(s.Trailer, s.Truncated, s.Warning)
 	}
 	return side, nil
+}
+
+// analyzeStream reads a recording's findings in one pass.
+func analyzeStream(open func() (*profile.Stream, error)) (*attribution.Result, error) {
+	s, err := open()
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	ab := attribution.NewBuilder(s.Header, s.Stacks)
+	for w := range s.Windows() {
+		ab.Add(w)
+	}
+	if err := s.Err(); err != nil {
+		return nil, err
+	}
+	res := ab.Result()
+	return &res, nil
 }
 
 // parseDiffArgs parses diff's flags and checks them, and that the output

@@ -101,7 +101,7 @@ func runRecord(name string, args []string, stdout io.Writer) error {
 		}
 		ctx, stop := lingerContext(lingerFor)
 		defer stop()
-		lv.finish(ctx, tr, err)
+		lv.finish(ctx, err)
 		return err
 	}
 	if err != nil {

@@ -41,30 +41,44 @@ func runReport(name string, args []string, stdout io.Writer) error {
 	if err := outfile.Check(*out); err != nil {
 		return err
 	}
-	// One pass feeds the model (the views) and attribution (the
-	// findings); neither keeps the windows.
-	var mb *model.Builder
-	var ab *attribution.Builder
-	s, err := streamRecording(in, func(s *profile.Stream) func(*profile.Window) {
-		mb, ab = model.NewBuilder(s.Header, s.Stacks), attribution.NewBuilder(s.Header, s.Stacks)
-		return func(w *profile.Window) {
-			mb.Add(w)
-			ab.Add(w)
-		}
-	})
-	if err != nil {
+	var rb reportBuilder
+	if _, err := streamRecording(in, rb.start); err != nil {
 		return err
 	}
-	m, res := mb.Model(s.Trailer, s.Truncated, s.Warning), ab.Result()
 	opts := heatmap.Options{}
 	if !*noLines {
 		opts.Lines = symbolize.NewLines()
 	}
-	if err := outfile.Write(*out, func(w io.Writer) error { return heatmap.RenderModel(w, m, &res, opts) }); err != nil {
+	if err := outfile.Write(*out, func(w io.Writer) error { return rb.render(w, opts) }); err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, *out)
 	return nil
+}
+
+// reportBuilder reads a recording into its report in one pass: the model
+// (the views) and attribution (the findings); neither keeps the windows.
+// report and serve read recordings this one way.
+type reportBuilder struct {
+	s  *profile.Stream
+	mb *model.Builder
+	ab *attribution.Builder
+}
+
+// start is streamRecording's: the builders are made from the stream's
+// header and stacks.
+func (rb *reportBuilder) start(s *profile.Stream) func(*profile.Window) {
+	rb.s, rb.mb, rb.ab = s, model.NewBuilder(s.Header, s.Stacks), attribution.NewBuilder(s.Header, s.Stacks)
+	return func(w *profile.Window) {
+		rb.mb.Add(w)
+		rb.ab.Add(w)
+	}
+}
+
+// render writes the report of the recording read.
+func (rb *reportBuilder) render(w io.Writer, opts heatmap.Options) error {
+	m, res := rb.mb.Model(rb.s.Trailer, rb.s.Truncated, rb.s.Warning), rb.ab.Result()
+	return heatmap.RenderModel(w, m, &res, opts)
 }
 
 // streamRecording reads the recording at path once, window by window: start
@@ -81,15 +95,21 @@ func streamRecording(path string, start func(*profile.Stream) func(*profile.Wind
 		return nil, recordingError(path, err)
 	}
 	defer s.Close()
-	add := start(s)
-	for w := range s.Windows() {
-		add(w)
-	}
-	if err := s.Err(); err != nil {
+	if err := readStream(s, start); err != nil {
 		return nil, recordingError(path, fmt.Errorf("%s: %w", path, err))
 	}
 	if s.Warning != "" {
 		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", termSafe(s.Warning))
 	}
 	return s, nil
+}
+
+// readStream reads s to its end, each window given to the function start
+// makes from the stream's header and stacks.
+func readStream(s *profile.Stream, start func(*profile.Stream) func(*profile.Window)) error {
+	add := start(s)
+	for w := range s.Windows() {
+		add(w)
+	}
+	return s.Err()
 }

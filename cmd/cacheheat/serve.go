@@ -27,20 +27,55 @@ func init() {
 }
 
 // webRenderers connect the web pages to the report packages: the same
-// HTML as 'cacheheat report' and 'cacheheat diff -o'.
+// HTML as 'cacheheat report' and 'cacheheat diff -o', read the same way
+// (streamed, no window kept).
 func webRenderers() web.Renderers {
 	// One line resolver for the server's life: each binary's debug
 	// information is read once.
 	lines := symbolize.NewLines()
 	return web.Renderers{
-		Report: func(w io.Writer, rec *profile.Recording) error {
-			return heatmap.Render(w, rec, heatmap.Options{Lines: lines})
+		Report: func(w io.Writer, r io.Reader) error {
+			s, err := profile.NewStream(r)
+			if err != nil {
+				return err
+			}
+			var rb reportBuilder
+			if err := readStream(s, rb.start); err != nil {
+				return err
+			}
+			return rb.render(w, heatmap.Options{Lines: lines})
 		},
-		Diff: func(w io.Writer, base, newRec *profile.Recording) error {
-			res := compare.Compare(base, newRec, compare.DefaultOptions())
-			return heatmap.WriteDiff(w, base, newRec, &res)
+		Diff: func(w io.Writer, base, newRec io.ReadSeeker) error {
+			opts := compare.DefaultOptions()
+			var sides [2]diffSide
+			for i, r := range []io.ReadSeeker{base, newRec} {
+				side, err := readDiffStreams(rewound(r), opts.Warmup, true)
+				if err != nil {
+					return err
+				}
+				sides[i] = side
+			}
+			res := compare.CompareReduced(sides[0].reduced, sides[1].reduced, opts)
+			return heatmap.WriteDiffModels(w, sides[0].model, sides[1].model, &res, sides[0].findings, sides[1].findings)
+		},
+		Analyze: func(r io.ReadSeeker) ([]attribution.Finding, error) {
+			res, err := analyzeStream(rewound(r))
+			if err != nil {
+				return nil, err
+			}
+			return res.Findings, nil
 		},
 		Findings: func(rec *profile.Recording) []attribution.Finding { return attribution.Analyze(rec).Findings },
+	}
+}
+
+// rewound opens r from its start, each time it is called.
+func rewound(r io.ReadSeeker) func() (*profile.Stream, error) {
+	return func() (*profile.Stream, error) {
+		if _, err := r.Seek(0, io.SeekStart); err != nil {
+			return nil, err
+		}
+		return profile.NewStream(r)
 	}
 }
 
@@ -129,7 +164,7 @@ func serveUntil(ctx context.Context, ln net.Listener, h http.Handler) error {
 
 // liveView is record --live: the live page's server beside a recording.
 // It is one of the recorder's sinks: the header and windows come in
-// memory, and the final report is rendered from them.
+// memory; the final report is rendered from the file, when it is done.
 type liveView struct {
 	live   *web.Live
 	srv    *http.Server
@@ -177,15 +212,21 @@ func (lv *liveView) Window(w *profile.Window, s collector.Status) {
 	lv.live.Publish(w, liveStatus{Target: lv.target, Output: lv.output, ElapsedS: s.Elapsed.Seconds(), Windows: s.Windows, Samples: s.Samples, Drops: s.Drops})
 }
 
-// finish renders the final report from the windows in memory (or shows
-// the error) and keeps the page up, linking to it, until ctx ends (Ctrl-C
-// or --linger), then stops the server.
-func (lv *liveView) finish(ctx context.Context, tr *profile.Trailer, runErr error) {
-	var rec *profile.Recording
+// finish renders the final report from the finished file, as report
+// does (or shows the error), and keeps the page up, linking to it, until
+// ctx ends (Ctrl-C or --linger), then stops the server.
+func (lv *liveView) finish(ctx context.Context, runErr error) {
+	var r io.Reader
 	if runErr == nil {
-		rec = lv.live.Recording(tr)
+		f, err := os.Open(lv.output)
+		if err != nil {
+			runErr = err
+		} else {
+			defer f.Close()
+			r = f
+		}
 	}
-	lv.live.Finish(rec, runErr)
+	lv.live.Finish(r, runErr)
 	if runErr == nil {
 		fmt.Fprintf(os.Stderr, "cacheheat: the report is at http://%s/report until the live view stops\n", lv.addr)
 	}

@@ -46,7 +46,7 @@ func gateWord(r *Result) string {
 // EvidenceText says in words what the comparison tested.
 func (r *Result) EvidenceText() string {
 	if r.Evidence == EvidenceRuns {
-		return fmt.Sprintf("evidence: per-run totals of %d and %d runs (Mann-Whitney U, medians with order-statistics intervals); the gate is %s, the rest reported", r.Base.Runs, r.New.Runs, gateNames(r))
+		return fmt.Sprintf("evidence: per-run totals of %d and %d runs (Mann-Whitney U; the ratio of medians with the interval that inverts it); the gate is %s, the rest reported", r.Base.Runs, r.New.Runs, gateNames(r))
 	}
 	return fmt.Sprintf("evidence: per-window rates of one run a side; the difference between two runs cannot be measured from one, so changes under %g%% are not called, and a program doing more work at the same rates is not seen: record both with -r N to compare runs", math.Max(r.Threshold, r.Floor)*100)
 }

@@ -108,12 +108,19 @@ binaries() {
   wait
   : >"$tmp/times"
   timed "record -a -d 8s, idle host" "$bin" record -q -a -d 8s -o "$tmp/idle.rec"
+  timed "record -a -d 8s, 200 distinct binaries starting" "$bin" record -q -a -d 8s -o "$tmp/200.rec" &
+  local rp=$!
+  sleep 1 # attached: the binaries start, sample and exit while it records
   for i in $(seq 200); do "$tmp/bins/p$i" & done
-  timed "record -a -d 8s, 200 distinct binaries starting" "$bin" record -q -a -d 8s -o "$tmp/200.rec"
   wait
+  local named
+  named=$("$bin" export "$tmp/200.rec" --folded 2>/dev/null | awk -F';' '$1 ~ /^p[0-9]+$/ { n = split($NF, a, " "); t += a[n]; if (a[1] !~ /^\[/ && a[1] !~ /^0x/ && a[1] !~ /\+0x/) m += a[n]; if (a[1] == "main") mm += a[n] } END { printf "the 200 programs: %d samples, %d named (%d in main)", t, m, mm }')
+  echo "$named" >&2
   echo "| recording | time | recorder peak RSS |"
   echo "|---|---|---|"
   grep -v '^Command' "$tmp/times" | awk '{ m = $NF; t = $(NF - 1); NF -= 2; printf "| %s | %s s | %d MB |\n", $0, t, m / 1024 }'
+  echo
+  echo "$named"
 }
 
 for c in $cases; do

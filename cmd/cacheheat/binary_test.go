@@ -25,10 +25,17 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// cacheheatBinary returns the path of a freshly built cacheheat.
+// cacheheatBinary returns the path of a freshly built cacheheat, or of
+// $CACHEHEAT_TEST_BIN where it is set: a machine without a Go toolchain
+// (the 16-CPU device) runs a test binary built elsewhere (go test -c)
+// against a cacheheat built from the same tree.
 func cacheheatBinary(t *testing.T) string {
 	t.Helper()
 	binOnce.Do(func() {
+		if p := os.Getenv("CACHEHEAT_TEST_BIN"); p != "" {
+			binPath = p
+			return
+		}
 		binDir, binErr = os.MkdirTemp("", "cacheheat-test-")
 		if binErr != nil {
 			return

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -162,9 +163,10 @@ func TestDiffEndToEnd(t *testing.T) {
 // the host gave less CPU counts only when the CPU time per op rose too)
 // is what keeps good -> good quiet and good -> bad caught.
 //
-// Two things can leave nothing to assert, and then all three are recorded
-// again, at most twice more, before the test fails saying so. An undecided
-// diff (exit 2) is no verdict: the recorder was starved and its stretched
+// Three things can leave nothing to assert, and then all three are
+// recorded again, at most twice more, before the test skips saying so
+// (no fair measurement, no verdict either way). An undecided diff
+// (exit 2) is no verdict: the recorder was starved and its stretched
 // windows left too few to test. And the effect needs both threads on a CPU
 // at once: the workload pins its two threads to CPUs 0 and 1, and a host
 // so busy that either thread ran less than 40% of the time (the median
@@ -173,8 +175,11 @@ func TestDiffEndToEnd(t *testing.T) {
 // packed counters cost nothing. Seen with five other test suites beside
 // it: one thread got no CPU at all for whole recordings, bad's CPU time
 // per op was only x1.08-x1.19 good's, and bad -> good exited 1 once
-// because good got a third of bad's CPU. That check looks at the CPU each
-// recording was given, never at the verdicts.
+// because good got a third of bad's CPU. And the host must give the
+// three recordings about equal CPU: beside 'stress-ng --cpu 2', good2 got
+// 13% less than good, with 11% more CPU per op, and its ops/s fell x0.77,
+// which one run a side cannot tell from a regression. Those checks look
+// at the CPU each recording was given, never at the verdicts.
 func TestDiffFalseshare(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: cacheheat record loads BPF programs")
@@ -219,11 +224,14 @@ func TestDiffFalseshare(t *testing.T) {
 		}
 		return
 	}
-	t.Fatal("three sets of recordings were undecided or had a thread under 40% of its CPU: this host is too busy to show false sharing (see the log)")
+	t.Skip("three sets of recordings were undecided, had a thread under 40% of its CPU or got unequal CPU from the host: this host is too busy to compare single runs fairly (see the log)")
 }
 
 // starvedThreads names the recordings of good, bad and good2 in which the
-// thread on CPU 0 or 1 ran less than 40% of the time, or returns "".
+// thread on CPU 0 or 1 ran less than 40% of the time, and says so when
+// the host gave the three recordings unequal CPU (their target's median
+// cpu-clock/s more than 10% apart: both variants keep two threads busy,
+// so only the neighbours make them differ), or returns "".
 func starvedThreads(fwd, same diffOutcome) string {
 	var out []string
 	for _, cpu := range []string{"0", "1"} {
@@ -234,6 +242,12 @@ func starvedThreads(fwd, same diffOutcome) string {
 				out = append(out, fmt.Sprintf("%s: CPU %s %.2g s/s", rec, cpu, got[rec]/1e9))
 			}
 		}
+	}
+	const total = "cpu-clock/s"
+	given := []float64{fwd.metrics[total].BaseMedian, fwd.metrics[total].NewMedian, same.metrics[total].NewMedian}
+	lo, hi := slices.Min(given), slices.Max(given)
+	if lo <= 0 || hi/lo > 1.1 {
+		out = append(out, fmt.Sprintf("the host gave good, bad and good2 %.2g, %.2g and %.2g CPU-s/s", given[0]/1e9, given[1]/1e9, given[2]/1e9))
 	}
 	return strings.Join(out, ", ")
 }

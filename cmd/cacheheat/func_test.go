@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 	"testing"
 
 	"github.com/cacheheat/cacheheat/attribution"
@@ -435,9 +436,7 @@ uretprobe:%[1]s:work /pid == %[2]d && @start[tid]/ { @lat = hist(nsecs - @start[
 	if err := record.Wait(); err != nil {
 		t.Fatalf("record: %v\n%s", err, recErr.String())
 	}
-	btCmd.Process.Signal(syscall.SIGINT)
-	rest, _ := io.ReadAll(rd)
-	btCmd.Wait()
+	rest := stopBpftrace(t, btCmd, rd, &btErr)
 
 	btHist, btCalls := parseBpftraceHist(t, string(rest))
 	js, err := exec.Command(bin, "inspect", "--json", rec).Output()
@@ -459,6 +458,37 @@ uretprobe:%[1]s:work /pid == %[2]d && @start[tid]/ { @lat = hist(nsecs - @start[
 			t.Errorf("p%.0f: cacheheat's bucket %d and bpftrace's %d are more than one apart\ncacheheat %v\nbpftrace %v", 100*q, ours, theirs, f.Buckets, btHist)
 		}
 	}
+}
+
+// stopBpftrace sends bpftrace SIGINT and returns the rest of its output
+// (the maps it prints on the way out). Once, beside 'stress-ng --cpu 2',
+// bpftrace outlived its SIGINT for the 13 minutes left to the test, so
+// SIGINT is sent again every 5 s; after a minute it is killed and the
+// test fails saying so, rather than hanging the suite.
+func stopBpftrace(t *testing.T, cmd *exec.Cmd, rd io.Reader, stderr *strings.Builder) string {
+	t.Helper()
+	type result struct {
+		out []byte
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, _ := io.ReadAll(rd)
+		done <- result{out}
+	}()
+	cmd.Process.Signal(syscall.SIGINT)
+	for range 12 {
+		select {
+		case r := <-done:
+			cmd.Wait()
+			return string(r.out)
+		case <-time.After(5 * time.Second):
+			cmd.Process.Signal(syscall.SIGINT)
+		}
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	t.Fatalf("bpftrace did not exit within a minute of SIGINT (sent 13 times)\n%s", stderr.String())
+	return ""
 }
 
 var btLine = regexp.MustCompile(`^\[(\d+)([KMGT]?)(?:,\s*\d+[KMGT]?\))?\]?\s+(\d+)\s*\|`)

@@ -13,10 +13,13 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/cacheheat/cacheheat/profile"
 )
 
 const goProgram = `package main
@@ -822,5 +825,61 @@ func TestPLTNames(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSignalFrames: a Go stack through the runtime's signal handling is
+// cut where frame pointers end, at the kernel's signal trampoline, and
+// says so; a call the runtime injects (asyncPreempt, whose return address
+// is the interrupted PC, after no call) is not cut.
+func TestSignalFrames(t *testing.T) {
+	bin := goBinary(t, "go-exe")
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syms, err := f.Symbols()
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Assembly functions' ELF symbols carry their ABI (".abi0"); the
+	// symbolizer names them from the Go line table, without it.
+	addr := map[string]uint64{}
+	for _, s := range syms {
+		addr[strings.TrimSuffix(s.Name, ".abi0")] = s.Value
+	}
+	for _, name := range []string{"runtime.sigtramp", "runtime.sigreturn__sigaction", "runtime.asyncPreempt", "main.hotLoop", "main.main"} {
+		if addr[name] == 0 {
+			t.Fatalf("%s: no symbol %s", bin, name)
+		}
+	}
+	p := start(t, bin)
+	s := New()
+	if err := s.Snapshot(p.pid()); err != nil {
+		t.Fatal(err)
+	}
+	names := func(fs []profile.Frame) []string {
+		var out []string
+		for _, f := range fs {
+			out = append(out, f.Function)
+		}
+		return out
+	}
+	// sigtramp, returning to the trampoline, then what lies beyond.
+	got := names(s.UserStack(p.pid(), []uint64{addr["runtime.sigtramp"] + 4, addr["runtime.sigreturn__sigaction"], addr["main.main"] + 8}))
+	if want := []string{"runtime.sigtramp", CutSignal}; !slices.Equal(got, want) {
+		t.Errorf("through the signal trampoline: %q, want %q", got, want)
+	}
+	// asyncPreempt "called" at hotLoop's first instruction, which no call
+	// precedes: the interrupted function is its true caller.
+	got = names(s.UserStack(p.pid(), []uint64{addr["runtime.asyncPreempt"] + 4, addr["main.hotLoop"]}))
+	if want := []string{"runtime.asyncPreempt", "main.hotLoop"}; !slices.Equal(got, want) {
+		t.Errorf("an injected call: %q, want %q", got, want)
+	}
+	// The same address under an ordinary function is no return address.
+	got = names(s.UserStack(p.pid(), []uint64{addr["main.main"] + 8, addr["main.hotLoop"]}))
+	if want := []string{"main.main", CutNoFramePointer}; !slices.Equal(got, want) {
+		t.Errorf("a return address after no call: %q, want %q", got, want)
 	}
 }

@@ -23,6 +23,11 @@ const (
 	// CutNoFramePointer ends a stack cut at a frame that is no return
 	// address: the code below it keeps no frame pointer.
 	CutNoFramePointer = "[truncated: no frame pointer]"
+	// CutSignal ends a stack at a signal handler's frame: its return
+	// address is the signal trampoline the kernel pushed, and the
+	// interrupted code's frames lie beyond the signal frame, where frame
+	// pointers do not lead.
+	CutSignal = "[truncated: signal frame]"
 	// CutDepth ends a stack as deep as the kernel walks.
 	CutDepth = "[truncated: depth limit]"
 )
@@ -33,6 +38,25 @@ const MaxStackDepth = 127
 
 // Marker returns a marker frame.
 func Marker(name string) profile.Frame { return profile.Frame{Function: name, Module: ModuleUnwind} }
+
+// injectedCall says whether fn is a function the Go runtime enters by a
+// call it injects from a signal handler: asyncPreempt
+// (runtime/signal_unix.go) and sigpanic0, which jumps to sigpanic
+// (runtime/signal_amd64.go), both through sigctxt.pushCall.
+func injectedCall(fn string) bool {
+	switch fn {
+	case "runtime.asyncPreempt", "runtime.sigpanic", "runtime.sigpanic0":
+		return true
+	}
+	return false
+}
+
+// sigreturn says whether fn is a signal trampoline, the return address
+// the kernel gives a signal handler: glibc's __restore_rt, Go's
+// runtime.sigreturn__sigaction (runtime/sys_linux_amd64.s).
+func sigreturn(fn string) bool {
+	return fn == "__restore_rt" || fn == "runtime.sigreturn__sigaction"
+}
 
 // IsMarker says whether f is a marker frame.
 func IsMarker(f profile.Frame) bool { return f.Module == ModuleUnwind }
@@ -61,6 +85,15 @@ func (s *Symbolizer) checkStack(p *process, addrs []uint64, frames []profile.Fra
 			// Go starts every goroutine with goexit's address plus one
 			// as the return address of its first frame, as if goexit
 			// had called it: the root of the stack, after no call.
+			continue
+		}
+		if sigreturn(frames[i].Function) {
+			return append(frames[:i:i], Marker(CutSignal))
+		}
+		if injectedCall(frames[i-1].Function) {
+			// Go's signal handler makes the interrupted goroutine call
+			// asyncPreempt (or sigpanic) by pushing the interrupted PC as
+			// its return address: the true caller, after no call.
 			continue
 		}
 		if call, ok := s.callBefore(m.obj, frames[i].Offset); ok && !call {

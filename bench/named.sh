@@ -17,8 +17,9 @@ cd "$(dirname "$0")/.."
 make -s build
 bin=$PWD/bin/cacheheat
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap '[ -z "${KEEP:-}" ] && rm -rf "$tmp"' EXIT
 cases=${*:-named lines binaries}
+hz=${HZ:-99} # both samplers' rate
 
 # shares FILE: "name share" lines from "name count" lines, largest first.
 shares() { awk '{c[$1] += $2; t += $2} END {for (k in c) printf "%s %.4f\n", k, c[k] / t}' "$1" | sort -k2 -gr; }
@@ -26,22 +27,25 @@ shares() { awk '{c[$1] += $2; t += $2} END {for (k in c) printf "%s %.4f\n", k, 
 # top5diff A B: the largest difference, in points, between the shares of
 # A's top 5 names and the same names in B.
 top5diff() {
-  awk 'NR == FNR { b[$1] = $2; next } FNR <= 5 { d = 100 * ($2 - b[$1]); if (d < 0) d = -d; if (d > m) m = d } END { printf "%.1f", m }' "$2" "$1"
+  if [ ! -s "$1" ] || [ ! -s "$2" ]; then
+    printf 'n/a (no rows from %s)' "$([ -s "$1" ] && echo perf || echo cacheheat)"
+    return
+  fi
+  awk 'FILENAME == ARGV[1] { b[$1] = $2; next } FNR <= 5 { d = 100 * ($2 - b[$1]); if (d < 0) d = -d; if (d > m) m = d } END { printf "%.1f", m }' "$2" "$1"
 }
 
 named() {
   local src=cmd/cacheheat/testdata/programs/crunch.c
   cc -O2 -g -o "$tmp/crunch-dyn" "$src"
   cc -O2 -g -static -o "$tmp/crunch-static" "$src"
-  echo "| program | runs | cacheheat: samples named | perf: samples named | top-5 functions, most apart | top-5 lines, most apart |"
+  echo "| program | runs (both at $hz Hz) | cacheheat: samples named | perf: samples named | top-5 functions, most apart | top-5 lines, most apart |"
   echo "|---|---|---|---|---|---|"
-  for prog in crunch-dyn crunch-static; do
-    for spec in "10 170" "100 20"; do
-      set -- $spec
-      local n=$1 ms=$2
-      perf record -q -a -g -F 99 -o "$tmp/p.data" >/dev/null 2>&1 &
+  for prog in ${PROGS:-crunch-dyn crunch-static}; do
+    for spec in ${SPECS:-10:170 100:20}; do
+      local n=${spec%:*} ms=${spec#*:}
+      perf record -q -a -g -F "$hz" -o "$tmp/p.data" >/dev/null 2>&1 &
       local pp=$!
-      "$bin" record -q -a -o "$tmp/c.rec" >/dev/null 2>&1 &
+      "$bin" record -q -a -F "$hz" -o "$tmp/c.rec" >/dev/null 2>&1 &
       local cp=$!
       sleep 2 # both attached
       for _ in $(seq "$n"); do "$tmp/$prog" "$ms" >/dev/null; done
@@ -54,12 +58,17 @@ named() {
       local cnamed
       cnamed=$(awk '{ t += $2; if ($1 !~ /^\[/ && $1 !~ /^0x/ && $1 !~ /\+0x/) n += $2 } END { printf "%.1f%% of %d", 100 * n / t, t }' "$tmp/c.leaf")
       # perf: the leaf symbol of the program's samples.
-      perf report -i "$tmp/p.data" --comm "$prog" --sort sym --stdio -g none 2>/dev/null |
+      perf report -i "$tmp/p.data" --comm "$prog" --no-children --percentage relative --sort sym --stdio -g none 2>/dev/null |
         awk '/^ +[0-9.]+%/ { pct = $1; sub(/%/, "", pct); $1 = ""; $2 = ""; sub(/^ +/, ""); print $0, pct }' | awk '{ v = $NF; $NF = ""; gsub(/ +$/, ""); gsub(/ /, "_"); print $0, v }' >"$tmp/p.sym"
       local pnamed
       pnamed=$(awk '{ t += $2; if ($1 !~ /^0x/ && $1 !~ /unknown/) n += $2 } END { printf "%.1f%%", 100 * n / t }' "$tmp/p.sym")
-      perf report -i "$tmp/p.data" --comm "$prog" --sort srcline --stdio -g none 2>/dev/null |
-        awk '/^ +[0-9.]+%/ { pct = $1; sub(/%/, "", pct); l = $2; sub(/.*\//, "", l); print l, pct }' >"$tmp/p.line"
+      # perf's srcline report comes back empty now and then (its
+      # addr2line child): tried up to three times.
+      for _ in 1 2 3; do
+        perf report -i "$tmp/p.data" --comm "$prog" --no-children --percentage relative --sort srcline --stdio -g none 2>/dev/null |
+          awk '/^ +[0-9.]+%/ { pct = $1; sub(/%/, "", pct); l = $2; sub(/.*\//, "", l); print l, pct }' >"$tmp/p.line"
+        [ -s "$tmp/p.line" ] && break
+      done
       shares "$tmp/c.leaf" >"$tmp/c.fs"
       shares "$tmp/p.sym" >"$tmp/p.fs"
       shares "$tmp/c.line" >"$tmp/c.ls"

@@ -702,6 +702,15 @@ func sampleView(m *model.Model, ev string, smp *model.Samples) SampleView {
 
 func flameTree(name string, b *flameBuild, minV uint64) FlameNode {
 	n := FlameNode{Name: name, Value: b.value}
+	for _, k := range b.shown(minV) {
+		n.Children = append(n.Children, flameTree(k, b.children[k], minV))
+	}
+	return n
+}
+
+// shown are the names of b's children of at least minV samples, largest
+// first (ties by name): the frames a flame graph draws.
+func (b *flameBuild) shown(minV uint64) []string {
 	names := make([]string, 0, len(b.children))
 	for k, c := range b.children {
 		if c.value >= minV {
@@ -715,10 +724,7 @@ func flameTree(name string, b *flameBuild, minV uint64) FlameNode {
 		}
 		return names[i] < names[j]
 	})
-	for _, k := range names {
-		n.Children = append(n.Children, flameTree(k, b.children[k], minV))
-	}
-	return n
+	return names
 }
 
 // HostView is the topology section: nodes, L3 domains, cores and caches.

@@ -66,20 +66,7 @@ func diffTree(name string, n, b *flameBuild, nTotal, bTotal float64, minV uint64
 		bv = float64(b.value)
 	}
 	out.Delta = round(float64(n.value)/nTotal-bv/bTotal, 5)
-	names := make([]string, 0, len(n.children))
-	for k, c := range n.children {
-		if c.value >= minV {
-			names = append(names, k)
-		}
-	}
-	sort.Slice(names, func(i, j int) bool {
-		ci, cj := n.children[names[i]], n.children[names[j]]
-		if ci.value != cj.value {
-			return ci.value > cj.value
-		}
-		return names[i] < names[j]
-	})
-	for _, k := range names {
+	for _, k := range n.shown(minV) {
 		var bc *flameBuild
 		if b != nil {
 			bc = b.children[k]

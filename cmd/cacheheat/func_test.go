@@ -13,8 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/cacheheat/cacheheat/attribution"
 	"github.com/cacheheat/cacheheat/profile"

@@ -1507,12 +1507,21 @@ func hasWaits(st []OffCPUStack) bool {
 	return false
 }
 
+// perOffCPUStack reads the count of a section that holds one entry per
+// off-CPU stack (what), and fails unless it is the window's count.
+func (d *dec2) perOffCPUStack(w *Window, what string) bool {
+	n := d.length(1)
+	if w.OffCPU == nil || n != len(w.OffCPU.Stacks) {
+		d.fail("%d off-CPU %s for %d stacks", n, what, offCPULen(w))
+		return false
+	}
+	return true
+}
+
 // offCPUWait reads the off-CPU stacks' wait reasons, in the order of the
 // off-CPU section, which comes first.
 func (d *dec2) offCPUWait(t *tables2, w *Window) {
-	n := d.length(1)
-	if w.OffCPU == nil || n != len(w.OffCPU.Stacks) {
-		d.fail("%d off-CPU wait reasons for %d stacks", n, offCPULen(w))
+	if !d.perOffCPUStack(w, "wait reasons") {
 		return
 	}
 	for i := range w.OffCPU.Stacks {
@@ -1523,9 +1532,7 @@ func (d *dec2) offCPUWait(t *tables2, w *Window) {
 
 // offCPULength reads sectionOffCPULength.
 func (d *dec2) offCPULength(_ *tables2, w *Window) {
-	n := d.length(1)
-	if w.OffCPU == nil || n != len(w.OffCPU.Stacks) {
-		d.fail("%d off-CPU wait lengths for %d stacks", n, offCPULen(w))
+	if !d.perOffCPUStack(w, "wait lengths") {
 		return
 	}
 	for i := range w.OffCPU.Stacks {

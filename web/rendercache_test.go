@@ -81,19 +81,31 @@ func TestReportRendersShared(t *testing.T) {
 	}
 }
 
-// TestRenderLimit: with a limit of 2, renders of different recordings
-// never run more than 2 at once.
-func TestRenderLimit(t *testing.T) {
-	c := &counting{release: make(chan struct{})}
-	dir, _ := testDir(t)
+// serveWith serves dir through c's renderers with a render cache of
+// limit renders at once within budget bytes; wait, when not 0, shortens
+// how long a request queues for room.
+func serveWith(t *testing.T, dir string, c *counting, limit int, budget int64, wait time.Duration) *httptest.Server {
+	t.Helper()
 	s, err := NewServer(dir, c.renderers())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	s.pages = newRenderCache(2, defaultCacheBytes, DefaultMemoryBudget)
+	s.pages = newRenderCache(limit, defaultCacheBytes, budget)
+	if wait != 0 {
+		s.pages.budget.wait = wait
+	}
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
+	return ts
+}
+
+// TestRenderLimit: with a limit of 2, renders of different recordings
+// never run more than 2 at once.
+func TestRenderLimit(t *testing.T) {
+	c := &counting{release: make(chan struct{})}
+	dir, _ := testDir(t)
+	ts := serveWith(t, dir, c, 2, DefaultMemoryBudget, 0)
 	names := []string{"a.rec", "b.rec", "sub/c.rec", "link-in.rec"}
 	var wg sync.WaitGroup
 	for _, n := range names {
@@ -130,20 +142,12 @@ func TestRenderLimit(t *testing.T) {
 func TestRenderBudget(t *testing.T) {
 	c := &counting{release: make(chan struct{})}
 	dir, _ := testDir(t)
-	s, err := NewServer(dir, c.renderers())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
 	fi, err := os.Stat(filepath.Join(dir, "b.rec"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Room for one render of the largest file, not two of the smallest.
-	s.pages = newRenderCache(8, defaultCacheBytes, renderCost(fi.Size())+renderCost(0)/2)
-	s.pages.budget.wait = 300 * time.Millisecond
-	ts := httptest.NewServer(s)
-	t.Cleanup(ts.Close)
+	ts := serveWith(t, dir, c, 8, renderCost(fi.Size())+renderCost(0)/2, 300*time.Millisecond)
 	var wg sync.WaitGroup
 	type answer struct {
 		code  int

@@ -6,8 +6,9 @@
 #           and dynamic builds of cmd/cacheheat/testdata/programs/crunch.c);
 #           the top-5 functions' shares against perf report --sort sym and
 #           the top-5 lines' against --sort srcline
-#   lines   what resolving lines adds to report and export --pprof of a
-#           60 s record -a beside stress-ng --cpu 2 (3 runs each, interleaved)
+#   lines   what resolving lines costs: a 60 s record -a beside stress-ng
+#           --cpu 2 with lines resolved when it ends and with --no-lines,
+#           then report and export --pprof of each (3 runs, interleaved)
 #   binaries the recorder's peak RSS with 200 distinct binaries running,
 #           against the same recording without them
 # Needs root, cc (static libc for the static build), perf, stress-ng.
@@ -78,32 +79,38 @@ named() {
   done
 }
 
-# timed NAME CMD...: "NAME seconds peakMB" of one run.
+# timed NAME CMD...: "NAME seconds peakKB user sys" of one run.
 timed() {
   local name=$1
   shift
-  /usr/bin/time -f "$name %e %M" "$@" >/dev/null 2>>"$tmp/times" || true
+  /usr/bin/time -f "$name %e %M %U %S" "$@" >/dev/null 2>>"$tmp/times" || true
 }
 
 lines() {
   stress-ng --cpu 2 --timeout 0 >/dev/null 2>&1 &
   local bg=$!
-  "$bin" record -q -a -d 60s -o "$tmp/a.rec" >/dev/null 2>&1
   : >"$tmp/times"
+  # The same 60 s record -a twice: lines resolved when it ends (the
+  # default), and left to the reader (--no-lines).
+  timed "record -a -d 60s" "$bin" record -q -a -d 60s -o "$tmp/a.rec"
+  timed "record -a -d 60s --no-lines" "$bin" record -q -a -d 60s --no-lines -o "$tmp/n.rec"
   for _ in 1 2 3; do
-    timed "report" "$bin" report "$tmp/a.rec" -o "$tmp/a.html"
+    timed "report (lines in the recording)" "$bin" report "$tmp/a.rec" -o "$tmp/a.html"
+    timed "report (lines read from the binaries)" "$bin" report "$tmp/n.rec" -o "$tmp/n.html"
     timed "report --no-lines" "$bin" report --no-lines "$tmp/a.rec" -o "$tmp/a.html"
-    timed "export --pprof" "$bin" export "$tmp/a.rec" --pprof -o "$tmp/a.pb.gz"
+    timed "export --pprof (lines in the recording)" "$bin" export "$tmp/a.rec" --pprof -o "$tmp/a.pb.gz"
+    timed "export --pprof (lines read from the binaries)" "$bin" export "$tmp/n.rec" --pprof -o "$tmp/n.pb.gz"
     timed "export --pprof --no-lines" "$bin" export "$tmp/a.rec" --pprof --no-lines -o "$tmp/a.pb.gz"
   done
   kill "$bg"
   wait "$bg" 2>/dev/null
-  echo "| command (60 s record -a, $(du -h "$tmp/a.rec" | cut -f1)) | median time | median peak RSS |"
-  echo "|---|---|---|"
-  grep -v '^Command' "$tmp/times" | awk '{ m = $NF; t = $(NF - 1); $NF = ""; $(NF) = ""; NF -= 2; k = $0; ts[k] = ts[k] " " t; ms[k] = ms[k] " " m } END { for (k in ts) print k "|" ts[k] "|" ms[k] }' |
-    while IFS='|' read -r k ts ms; do
+  echo "recordings: $(du -h "$tmp/a.rec" | cut -f1) with lines, $(du -h "$tmp/n.rec" | cut -f1) without"
+  echo "| command | median time | median peak RSS | CPU (user+sys) |"
+  echo "|---|---|---|---|"
+  grep -v '^Command' "$tmp/times" | awk '{ c = $NF + $(NF - 1); m = $(NF - 2); t = $(NF - 3); NF -= 4; k = $0; ts[k] = ts[k] " " t; ms[k] = ms[k] " " m; cs[k] = cs[k] " " c } END { for (k in ts) print k "|" ts[k] "|" ms[k] "|" cs[k] }' |
+    while IFS='|' read -r k ts ms cs; do
       med() { tr ' ' '\n' | grep . | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
-      echo "| $k | $(echo "$ts" | med) s | $(( $(echo "$ms" | med) / 1024 )) MB |"
+      echo "| $k | $(echo "$ts" | med) s | $(( $(echo "$ms" | med) / 1024 )) MB | $(echo "$cs" | med) s |"
     done
 }
 
@@ -127,7 +134,7 @@ binaries() {
   echo "$named" >&2
   echo "| recording | time | recorder peak RSS |"
   echo "|---|---|---|"
-  grep -v '^Command' "$tmp/times" | awk '{ m = $NF; t = $(NF - 1); NF -= 2; printf "| %s | %s s | %d MB |\n", $0, t, m / 1024 }'
+  grep -v '^Command' "$tmp/times" | awk '{ m = $(NF - 2); t = $(NF - 3); NF -= 4; printf "| %s | %s s | %d MB |\n", $0, t, m / 1024 }'
   echo
   echo "$named"
 }

@@ -82,6 +82,10 @@ type Options struct {
 	// are kept (profile.RunTotal). 0 or 1 with no warm-up: one run, as
 	// before, without run totals.
 	Runs, Warmup int
+	// NoLines leaves the source lines of the sampled addresses to
+	// whoever reads the file (record --no-lines); by default they are
+	// resolved when the recording ends and kept in its trailer.
+	NoLines bool
 }
 
 // Status is the recorder's progress, for the status line and the live view.
@@ -363,6 +367,9 @@ func (r *Recorder) begin(p *plan, k *kernel, fk *funcKernel, cm *command, am *ap
 	o := r.opts
 	rec := newRun(p, k, o.ByCgroup)
 	rec.am = am
+	if o.Output != "" && !o.NoLines {
+		rec.meta.stackTable.lines = symbolize.NewLineRequests()
+	}
 	// Indexing the targets' binaries can take a while: done before the
 	// clock starts. A command's mappings are read once it has exec'd.
 	if cm == nil {
@@ -587,6 +594,12 @@ func (r *Recorder) finish(rec *run, end string, cm *command, am *appMetrics) (*p
 		msg := fmt.Sprintf("function calls not timed: %d returns without their entry (in-flight map full or entered before recording), %d entries not stored; %d per-call events dropped", f.unmatched, f.inflightFull, f.eventsDropped)
 		tr.Warnings = append(tr.Warnings, msg)
 		r.opts.Warn(msg)
+	}
+	if q := rec.meta.stackTable.lines; q != nil {
+		tr.Lines = q.Resolve("/")
+		if q.Dropped > 0 {
+			tr.Warnings = append(tr.Warnings, fmt.Sprintf("source lines of %d sampled addresses not kept in the recording (more than %d): they are read from the binaries when the recording is read", q.Dropped, symbolize.MaxLineRequests))
+		}
 	}
 	if d := rec.drops; d.Total() > 0 {
 		tr.Warnings = append(tr.Warnings, fmt.Sprintf("data lost: %d stack errors, %d samples (sample map full), %d counter deltas (task map full), %d other map errors", d.StackErrors, d.SampleMapFull, d.ProcMapFull, d.MapErrors))

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/cacheheat/cacheheat/profile"
+	"github.com/cacheheat/cacheheat/symbolize"
 )
 
 // taskKey names one thread of a process.
@@ -444,6 +445,9 @@ type stackTable struct {
 	sym  symbolizer
 	seen map[uint64]bool
 	ids  map[stackKey]uint64
+	// lines lists the file addresses of the user stacks written, for
+	// their source lines when the recording ends; nil: none.
+	lines *symbolize.LineRequests
 }
 
 // stackKey is a stack's raw addresses as bytes; pid and gen are 0 for a
@@ -517,6 +521,9 @@ func (t *stackTable) add(s profile.Stack, w *profile.Window) uint64 {
 	if !t.seen[s.ID] {
 		t.seen[s.ID] = true
 		w.NewStacks = append(w.NewStacks, s)
+		if t.lines != nil && !s.Kernel {
+			t.lines.AddStack(s.Frames)
+		}
 	}
 	return s.ID
 }

@@ -51,6 +51,9 @@ type selection struct {
 }
 
 func selectSamples(rec *profile.Recording, o Options) *selection {
+	if o.Lines != nil && rec.Trailer != nil {
+		o.Lines.AddRecorded(rec.Trailer.Lines) // resolved when the recording ended
+	}
 	s := &selection{rec: rec, counts: map[key]uint64{}, comm: map[int]string{}, startNS: -1}
 	for i := range rec.Windows {
 		w := &rec.Windows[i]

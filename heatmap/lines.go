@@ -69,6 +69,9 @@ func HotLines(m *model.Model, l *symbolize.Lines) *HotLinesView {
 	if l == nil {
 		return nil
 	}
+	if m.Trailer != nil {
+		l.AddRecorded(m.Trailer.Lines) // resolved when the recording ended
+	}
 	v := &HotLinesView{}
 	type fn struct {
 		total []float64

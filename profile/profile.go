@@ -680,6 +680,39 @@ type Trailer struct {
 	// when a run failed (its exit status is ExitStatus).
 	Runs       int    `json:"runs,omitempty"`
 	RunsFailed string `json:"runs_failed,omitempty"`
+	// Lines are the source lines of the sampled addresses, resolved from
+	// the binaries' debug information when the recording ended, so a
+	// report reads no debug information (and shows lines of binaries
+	// since rebuilt or deleted, and on another host). Addresses not here
+	// are resolved from the files on the reading host.
+	Lines []SourceLines `json:"lines,omitempty"`
+}
+
+// SourceLines are the source lines of one file's sampled addresses.
+type SourceLines struct {
+	Module  string `json:"module"`
+	BuildID string `json:"build_id"`
+	// Names are the function and file names the lines refer to by index.
+	Names []string    `json:"names"`
+	Addrs []AddrLines `json:"addrs"`
+}
+
+// AddrLines is one address's inline chain, innermost first. Offset is
+// the file offset looked up: a caller frame's return address minus one
+// (the call), an innermost frame's own offset.
+type AddrLines struct {
+	Offset uint64       `json:"offset"`
+	Lines  []SourceLine `json:"lines"`
+}
+
+// SourceLine is one level of an inline chain; Function and File index
+// the file's Names (-1: unknown); Inlined says this level was inlined
+// into the next.
+type SourceLine struct {
+	Function int  `json:"function"`
+	File     int  `json:"file"`
+	Line     int  `json:"line"`
+	Inlined  bool `json:"inlined,omitempty"`
 }
 
 // String describes the target in one line, the same in every output:

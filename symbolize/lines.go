@@ -43,6 +43,8 @@ type Lines struct {
 	root  string
 	mu    sync.Mutex
 	files map[lineKey]*lineFile
+	// recorded are lines resolved when recordings ended (AddRecorded).
+	recorded map[lineKey]map[uint64][]Line
 }
 
 type lineKey struct{ path, buildID string }
@@ -52,7 +54,7 @@ func NewLines() *Lines { return NewLinesWithRoot("/") }
 
 // NewLinesWithRoot reads files under root instead of "/".
 func NewLinesWithRoot(root string) *Lines {
-	return &Lines{root: root, files: map[lineKey]*lineFile{}}
+	return &Lines{root: root, files: map[lineKey]*lineFile{}, recorded: map[lineKey]map[uint64][]Line{}}
 }
 
 // Errors a file's lines can fail with, said once per file.
@@ -73,6 +75,9 @@ const maxDebugBytes = 1 << 30
 func (l *Lines) Resolve(f profile.Frame) ([]Line, error) {
 	if !strings.HasPrefix(f.Module, "/") {
 		return nil, nil
+	}
+	if lines, ok := l.recordedLines(f.Module, f.BuildID, f.Offset); ok {
+		return lines, nil
 	}
 	lf := l.file(f.Module, f.BuildID)
 	if lf.err != nil {

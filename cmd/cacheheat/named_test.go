@@ -125,27 +125,68 @@ func namedShare(r *profile.Recording, comm string) (named, total, cut uint64) {
 	return named, total, cut
 }
 
-// TestLinesEndToEnd: a recording of rcu bad resolves to source lines at
-// read time: the report's hot lines show rcu.go's lines with their text,
-// the pprof profile carries lines and inlined frames (go tool pprof
-// -lines, -list), and folded --lines writes func (file:line) frames.
+// TestLinesEndToEnd: a recording of rcu bad keeps its source lines:
+// resolved when the recording ends, they are in the report's hot lines
+// (rcu.go's lines with their text) after the binary is deleted; recorded
+// with --no-lines, the report reads them from the binary, and with the
+// binary gone says so instead. The pprof profile carries lines and
+// inlined frames (go tool pprof -lines, -list), and folded --lines
+// writes func (file:line) frames.
 func TestLinesEndToEnd(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: cacheheat record loads BPF programs")
 	}
 	bin := cacheheatBinary(t)
 	dir := t.TempDir()
+	// The program recorded is a copy, deleted after each recording.
+	prog := filepath.Join(dir, "rcu-prog")
+	copyProg := func() {
+		t.Helper()
+		b, err := os.ReadFile(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(prog, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record := func(rec string, flags ...string) {
+		t.Helper()
+		args := append([]string{"record", "-q", "-o", rec}, flags...)
+		args = append(args, "--", prog, "workload", "run", "rcu", "--variant", "bad", "-t", "2", "-d", "2s")
+		if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+			t.Fatalf("record: %v\n%s", err, out)
+		}
+	}
+	report := func(rec string) string {
+		t.Helper()
+		html := strings.TrimSuffix(rec, ".rec") + ".html"
+		if out, err := exec.Command(bin, "report", rec, "-o", html).CombinedOutput(); err != nil {
+			t.Fatalf("report: %v\n%s", err, out)
+		}
+		page, _ := os.ReadFile(html)
+		return string(page)
+	}
+	hasLines := func(page string) bool {
+		return strings.Contains(page, `id="hotlines"`) && strings.Contains(page, ">rcu.go:") && strings.Contains(page, "c = shared")
+	}
+
+	copyProg()
+	noLines := filepath.Join(dir, "rcu-nolines.rec")
+	record(noLines, "--no-lines")
+	if page := report(noLines); !hasLines(page) {
+		t.Errorf("recorded with --no-lines, binary in place: the report's hot lines lack rcu.go's lines and their text")
+	}
 	rec := filepath.Join(dir, "rcu.rec")
-	if out, err := exec.Command(bin, "record", "-q", "-o", rec, "--", bin, "workload", "run", "rcu", "--variant", "bad", "-t", "2", "-d", "2s").CombinedOutput(); err != nil {
-		t.Fatalf("record: %v\n%s", err, out)
+	record(rec)
+	if err := os.Remove(prog); err != nil {
+		t.Fatal(err)
 	}
-	html := filepath.Join(dir, "rcu.html")
-	if out, err := exec.Command(bin, "report", rec, "-o", html).CombinedOutput(); err != nil {
-		t.Fatalf("report: %v\n%s", err, out)
+	if page := report(rec); !hasLines(page) {
+		t.Errorf("binary deleted after the recording: the report's hot lines lack rcu.go's lines and their text (they were resolved when the recording ended)")
 	}
-	page, _ := os.ReadFile(html)
-	if !strings.Contains(string(page), `id="hotlines"`) || !strings.Contains(string(page), ">rcu.go:") || !strings.Contains(string(page), "c = shared") {
-		t.Errorf("the report's hot lines lack rcu.go's lines and their text")
+	if page := report(noLines); hasLines(page) || !strings.Contains(page, "no such file") {
+		t.Errorf("recorded with --no-lines, binary deleted: want no rcu.go lines and a note that the file is missing")
 	}
 	pb := filepath.Join(dir, "rcu.pb.gz")
 	if out, err := exec.Command(bin, "export", rec, "--pprof", "-o", pb).CombinedOutput(); err != nil {

@@ -189,7 +189,7 @@ func (w *recordSignals) stop() {
 // recordFlags are record's flags, as parsed.
 type recordFlags struct {
 	pids, cgroup, cpuList, events, dur, interval, out, live, linger *string
-	all, quiet, funcEvents                                          *bool
+	all, quiet, funcEvents, noLines                                 *bool
 	hz, runs, warmup                                                *int
 	period                                                          *uint64
 	funcs                                                           *[]string
@@ -220,6 +220,7 @@ func recordFlagSet(name string, stdout io.Writer) (*pflag.FlagSet, *recordFlags)
 	f.out = fs.StringP("output", "o", "", "recording file to write (required)")
 	f.funcs = fs.StringArray("func", nil, "time each call of this function, with the calling thread's counters per call; [PATH:]SYMBOL, PATH defaulting to the target's executable (repeatable)")
 	f.funcEvents = fs.Bool("func-events", false, fmt.Sprintf("also keep every --func call (at most %d a window, the rest counted as dropped)", collector.FuncEventsPerWindow))
+	f.noLines = fs.Bool("no-lines", false, "do not resolve the sampled addresses' source lines when the recording ends (report and export then read them from the binaries)")
 	f.live = fs.String("live", "", "serve a live view of the recording at this address (e.g. 127.0.0.1:8080; port 0 picks one, printed on stderr)")
 	f.linger = fs.String("linger", "", "with --live: after the recording, keep the live view and its report up this long (default: until Ctrl-C)")
 	return fs, &f
@@ -282,6 +283,7 @@ func (f *recordFlags) options(fs *pflag.FlagSet) (collector.Options, error) {
 		return opts, usageErrorf("record: -r and --warmup repeat a command: give it after --")
 	}
 	opts.Runs, opts.Warmup = *f.runs, *f.warmup
+	opts.NoLines = *f.noLines
 	return opts, nil
 }
 

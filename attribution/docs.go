@@ -34,7 +34,7 @@ func RulesMarkdown() string {
 		fmt.Fprintf(&b, "- **Advice:** %s\n\n", r.Advice)
 		b.WriteString("| metric | fires when | why |\n|---|---|---|\n")
 		for _, t := range r.Thresholds {
-			fmt.Fprintf(&b, "| %s | %s %s | %s |\n", t.Metric, t.Op, FormatValue(t.Value, t.Unit), t.Why)
+			fmt.Fprintf(&b, "| %s | %s %s | %s |\n", t.Metric, t.Op, metric.FormatValue(t.Value, t.Unit), t.Why)
 		}
 	}
 	return b.String()

@@ -30,7 +30,7 @@ func (m *Metrics) Dump() string {
 		fmt.Fprintf(&b, "window %5.1fs", float64(w.StartNS)/1e9)
 		for _, h := range []string{profile.HistRunqLatency, profile.HistOffCPU} {
 			hb := w.Hist[h]
-			fmt.Fprintf(&b, "  %s n=%d p99=%s", h, HistogramCount(hb), FormatValue(profile.Percentile(hb, 0.99), metric.UnitNS))
+			fmt.Fprintf(&b, "  %s n=%d p99=%s", h, HistogramCount(hb), metric.FormatValue(profile.Percentile(hb, 0.99), metric.UnitNS))
 		}
 		for _, e := range []string{metric.PageFaults, metric.ContextSwitches, metric.CPUMigrations} {
 			fmt.Fprintf(&b, "  %s=%.0f/s", e, w.Rate(e))

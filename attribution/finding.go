@@ -103,7 +103,7 @@ func (e Evidence) String() string {
 	if len(e.Events) > 0 {
 		name += " (" + strings.Join(e.Events, " + ") + ")"
 	}
-	return fmt.Sprintf("%s = %s (threshold %s %s)", name, FormatValue(e.Value, e.Unit), e.Op, FormatValue(e.Threshold, e.Unit))
+	return fmt.Sprintf("%s = %s (threshold %s %s)", name, metric.FormatValue(e.Value, e.Unit), e.Op, metric.FormatValue(e.Threshold, e.Unit))
 }
 
 // NotEvaluated is a rule whose inputs the recording does not have.
@@ -319,21 +319,6 @@ func joinInts(v []int) string {
 		s[i] = fmt.Sprint(x)
 	}
 	return strings.Join(s, ",")
-}
-
-// FormatValue prints a metric value with its unit for people.
-func FormatValue(v float64, unit string) string {
-	switch unit {
-	case metric.UnitRatio:
-		return fmt.Sprintf("%.1f%%", v*100)
-	case metric.UnitNS:
-		return profile.FormatNS(v)
-	case metric.UnitTimes:
-		return fmt.Sprintf("%.2fx", v)
-	case "":
-		return fmt.Sprintf("%.4g", v)
-	}
-	return fmt.Sprintf("%.4g %s", v, unit)
 }
 
 func finite(v float64) float64 {

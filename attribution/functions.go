@@ -149,7 +149,7 @@ func (tc TailCompare) Verdict() string {
 	// sentence says how many it is, not "the slowest 1%".
 	fmt.Fprintf(&b, "%s: the slowest %s of %s calls (%s, every call of %s or more: the latency bucket that holds the p99, and above) take %s on average, against %s for the %s calls around the median",
 		tc.Function, profile.GroupDigits(tc.TailCalls, ","), profile.GroupDigits(tc.Calls, ","), pctOf(tc.TailCalls, tc.Calls),
-		profile.FormatNS(profile.BucketLower(tc.TailFrom)), profile.FormatNS(tc.TailLatency), profile.FormatNS(tc.MedianLatency), profile.GroupDigits(tc.MedianCalls, ","))
+		metric.FormatNS(profile.BucketLower(tc.TailFrom)), metric.FormatNS(tc.TailLatency), metric.FormatNS(tc.MedianLatency), profile.GroupDigits(tc.MedianCalls, ","))
 	if r, ok := tc.row(tc.TimeCounter); ok {
 		fmt.Fprintf(&b, "; %.0f%% of their extra time is %s", 100*r.Share, timeWords[tc.TimeCounter])
 	}

@@ -135,7 +135,7 @@ func evalDiskIO(startup bool) func(m *Metrics, r *Rule) []Finding {
 		if startup {
 			f.Severity = SeverityInfo
 			f.Advice = fmt.Sprintf("Disk I/O in the first %d of %d windows (%.1f-%.1f s), %s of it, then almost none: the program loading its binary, libraries or data. Record again with a warm page cache to see the steady state, or start the recording later (-p PID).",
-				last+1, len(m.Windows), float64(m.Windows[first].StartNS)/1e9, float64(m.Windows[last].EndNS)/1e9, FormatValue(ns, metric.UnitNS))
+				last+1, len(m.Windows), float64(m.Windows[first].StartNS)/1e9, float64(m.Windows[last].EndNS)/1e9, metric.FormatValue(ns, metric.UnitNS))
 		}
 		return []Finding{f}
 	}
@@ -210,7 +210,7 @@ func (m *Metrics) topPeers() (names []string, pids []int) {
 		case m.pids[k.wakerPID]:
 			who = fmt.Sprintf("%s (pid %d, a target process)", k.wakerComm, k.wakerPID)
 		}
-		names = append(names, fmt.Sprintf("%s woke it from %s, %s", who, how, FormatValue(m.peers[k], metric.UnitNS)))
+		names = append(names, fmt.Sprintf("%s woke it from %s, %s", who, how, metric.FormatValue(m.peers[k], metric.UnitNS)))
 		if !seen[k.wakerPID] {
 			seen[k.wakerPID] = true
 			pids = append(pids, k.wakerPID)

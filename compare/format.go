@@ -9,7 +9,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/cacheheat/cacheheat/metric"
-	"github.com/cacheheat/cacheheat/profile"
 )
 
 // WriteJSON writes the result as indented JSON (the `diff --json`
@@ -82,8 +81,8 @@ func WriteText(w io.Writer, r *Result) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "VERDICT\tMETRIC\tBASE\tNEW\tRATIO\t%g%% CI\tP(HOLM)\n", r.Confidence*100)
 	for _, m := range r.Metrics {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Verdict, m.Name, FormatValue(m.BaseMedian, m.Unit),
-			FormatValue(m.NewMedian, m.Unit), FormatRatio(m.Ratio), FormatCI(m.CILow, m.CIHigh), FormatP(m))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Verdict, m.Name, metric.FormatValue(m.BaseMedian, m.Unit),
+			metric.FormatValue(m.NewMedian, m.Unit), FormatRatio(m.Ratio), FormatCI(m.CILow, m.CIHigh), FormatP(m))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -161,7 +160,7 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 				break
 			}
 			fmt.Fprintf(w, "| %s | %s | %s | %s | %s %s | %s |\n", m.Verdict, mdEscape(m.Name),
-				FormatValue(m.BaseMedian, m.Unit), FormatValue(m.NewMedian, m.Unit),
+				metric.FormatValue(m.BaseMedian, m.Unit), metric.FormatValue(m.NewMedian, m.Unit),
 				FormatRatio(m.Ratio), FormatCI(m.CILow, m.CIHigh), FormatP(m))
 		}
 		fmt.Fprintln(w)
@@ -191,39 +190,6 @@ func mdEscape(s string) string {
 		b.WriteRune(c)
 	}
 	return b.String()
-}
-
-// FormatValue prints a metric value with its unit: nanoseconds as ns/us/
-// ms/s, rates with an SI prefix.
-func FormatValue(v float64, unit string) string {
-	switch {
-	case math.IsNaN(v):
-		return "-"
-	case unit == "ns":
-		return profile.FormatNS(v)
-	case unit == "/s":
-		return si(v) + "/s"
-	case unit == "s":
-		return profile.FormatNS(v * 1e9)
-	case unit == "kB":
-		return si(v) + " kB"
-	case unit == metric.UnitPerKiloInstr:
-		return fmt.Sprintf("%.3g MPKI", v)
-	}
-	return si(v)
-}
-
-func si(v float64) string {
-	a := math.Abs(v)
-	switch {
-	case a >= 1e9:
-		return fmt.Sprintf("%.3gG", v/1e9)
-	case a >= 1e6:
-		return fmt.Sprintf("%.3gM", v/1e6)
-	case a >= 1e4:
-		return fmt.Sprintf("%.3gk", v/1e3)
-	}
-	return fmt.Sprintf("%.3g", v)
 }
 
 // FormatRatio prints a ratio of medians, "x0.25" or "inf".

@@ -465,7 +465,7 @@ func latencyMap(m *model.Model, name string, tot []uint64, maxCells int, add fun
 		bins, col, per := timeBins(m.Light.Windows, maxCells/nrow)
 		l := Latency{Name: name, Unit: "ns", Bins: bins, Lo: lo, Hi: hi, BinWindows: per}
 		for i := lo; i <= hi; i++ {
-			l.Labels = append(l.Labels, profile.FormatNS(profile.BucketLower(i)))
+			l.Labels = append(l.Labels, metric.FormatNS(profile.BucketLower(i)))
 		}
 		nb := len(bins)
 		perCol := make([][]uint64, nb)

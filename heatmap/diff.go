@@ -11,6 +11,7 @@ import (
 
 	"github.com/cacheheat/cacheheat/attribution"
 	"github.com/cacheheat/cacheheat/compare"
+	"github.com/cacheheat/cacheheat/metric"
 	"github.com/cacheheat/cacheheat/model"
 	"github.com/cacheheat/cacheheat/profile"
 )
@@ -22,7 +23,7 @@ var diffTmplText string
 var diffJS string
 
 var diffTmpl = template.Must(template.New("diff").Funcs(TemplateFuncs).Funcs(template.FuncMap{
-	"val":   compare.FormatValue,
+	"val":   metric.FormatValue,
 	"ratio": compare.FormatRatio,
 	"ci":    compare.FormatCI,
 	"p":     compare.FormatP,
@@ -212,7 +213,7 @@ func BuildDiff(base, new *model.Model, res *compare.Result, maxCells int) DiffDa
 		}
 		l := DiffLatency{Name: name, BaseN: bn, NewN: nn}
 		for i := lo; i <= hi; i++ {
-			l.Labels = append(l.Labels, profile.FormatNS(profile.BucketLower(i)))
+			l.Labels = append(l.Labels, metric.FormatNS(profile.BucketLower(i)))
 			l.Base = append(l.Base, share(bt[i], bn))
 			l.New = append(l.New, share(nt[i], nn))
 		}

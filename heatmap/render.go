@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/cacheheat/cacheheat/attribution"
+	"github.com/cacheheat/cacheheat/metric"
 	"github.com/cacheheat/cacheheat/model"
 	"github.com/cacheheat/cacheheat/profile"
 	"github.com/cacheheat/cacheheat/symbolize"
@@ -57,7 +58,7 @@ var TemplateFuncs = template.FuncMap{
 	"num":   fmtCount,
 	"numf":  fmtFloat,
 	"pct":   func(f float64) string { return strconv.FormatFloat(100*f, 'f', 1, 64) + "%" },
-	"ns":    profile.FormatNS,
+	"ns":    metric.FormatNS,
 	"bytes": fmtBytes,
 	"join":  strings.Join,
 	"float": func(v int64) float64 { return float64(v) },
@@ -70,7 +71,7 @@ var TemplateFuncs = template.FuncMap{
 	"pids": pidList,
 	// measure writes an evidence value as the CLI does: ns as a
 	// duration, ratios as percentages.
-	"measure": attribution.FormatValue,
+	"measure": metric.FormatValue,
 	// flame is the data of the "flame" template: which flame graph of
 	// the page's data block, and what its widths count.
 	"flame": func(i int, unit string) flameRef { return flameRef{i, unit} },

@@ -395,22 +395,6 @@ func TopN(counts map[string]uint64, n int) []FunctionStat {
 	return out
 }
 
-// FormatNS writes a duration in nanoseconds with the unit that reads best
-// and three significant digits: 512ns, 1.02us, 2.1ms, 1.1s. Every text and
-// page that shows a latency uses it, so one value reads the same
-// everywhere.
-func FormatNS(ns float64) string {
-	switch {
-	case ns >= 1e9:
-		return strconv.FormatFloat(ns/1e9, 'g', 3, 64) + "s"
-	case ns >= 1e6:
-		return strconv.FormatFloat(ns/1e6, 'g', 3, 64) + "ms"
-	case ns >= 1e3:
-		return strconv.FormatFloat(ns/1e3, 'g', 3, 64) + "us"
-	}
-	return strconv.FormatFloat(ns, 'g', 3, 64) + "ns"
-}
-
 // GroupDigits writes a count in groups of three digits joined by sep
 // ("12 345 678"); counts of four digits or fewer stay whole.
 func GroupDigits(v uint64, sep string) string {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cacheheat/cacheheat/attribution"
+	"github.com/cacheheat/cacheheat/metric"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -150,7 +151,7 @@ func TestFuncC(t *testing.T) {
 		t.Fatalf("tail %d calls from bucket %d, median %d calls around bucket %d: %v", tailCalls, tailFrom, medCalls, mid, f.Buckets)
 	}
 	tail, med := float64(tailFaults)/float64(tailCalls), float64(medFaults)/float64(medCalls)
-	t.Logf("p50 %s p99 %s; minor faults per call: tail %.1f (%d calls), median %.3f (%d calls)", profile.FormatNS(f.P50), profile.FormatNS(f.P99), tail, tailCalls, med, medCalls)
+	t.Logf("p50 %s p99 %s; minor faults per call: tail %.1f (%d calls), median %.3f (%d calls)", metric.FormatNS(f.P50), metric.FormatNS(f.P99), tail, tailCalls, med, medCalls)
 	// 4 MiB is 1024 pages; a fault-free median must still be beaten by
 	// a real count, not by a ratio over zero.
 	if tail < 100 || tail < 10*med {
@@ -453,7 +454,7 @@ uretprobe:%[1]s:work /pid == %[2]d && @start[tid]/ { @lat = hist(nsecs - @start[
 	}
 	for _, q := range []float64{0.5, 0.99} {
 		ours, theirs := rankBucket(f.Buckets, q), rankBucket(btHist, q)
-		t.Logf("p%.0f: cacheheat bucket %d (from %s), bpftrace bucket %d", 100*q, ours, profile.FormatNS(profile.BucketLower(ours)), theirs)
+		t.Logf("p%.0f: cacheheat bucket %d (from %s), bpftrace bucket %d", 100*q, ours, metric.FormatNS(profile.BucketLower(ours)), theirs)
 		if d := ours - theirs; d < -1 || d > 1 {
 			t.Errorf("p%.0f: cacheheat's bucket %d and bpftrace's %d are more than one apart\ncacheheat %v\nbpftrace %v", 100*q, ours, theirs, f.Buckets, btHist)
 		}

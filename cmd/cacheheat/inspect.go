@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cacheheat/cacheheat/metric"
 	"github.com/cacheheat/cacheheat/model"
 	"github.com/cacheheat/cacheheat/profile"
 )
@@ -193,7 +194,7 @@ func printEvent(w io.Writer, e profile.EventSummary, t uint64) {
 		note = "  (" + strings.Join(notes, "; ") + ")"
 	}
 	if e.Name == "cpu-clock" {
-		fmt.Fprintf(w, "  %-24s %s of CPU time%s\n", e.Name, profile.FormatNS(float64(t)), note)
+		fmt.Fprintf(w, "  %-24s %s of CPU time%s\n", e.Name, metric.FormatNS(float64(t)), note)
 	} else {
 		fmt.Fprintf(w, "  %-24s %s%s\n", e.Name, count(t), note)
 	}
@@ -205,14 +206,14 @@ func printLatency(w io.Writer, s profile.Summary) {
 	if len(s.Histograms) > 0 {
 		fmt.Fprintln(w, "\nlatency")
 		for _, h := range s.Histograms {
-			fmt.Fprintf(w, "  %-13s %s, p50 %s, p90 %s, p99 %s\n", h.Name, plural(int(h.Count), "event"), profile.FormatNS(h.P50), profile.FormatNS(h.P90), profile.FormatNS(h.P99))
+			fmt.Fprintf(w, "  %-13s %s, p50 %s, p90 %s, p99 %s\n", h.Name, plural(int(h.Count), "event"), metric.FormatNS(h.P50), metric.FormatNS(h.P90), metric.FormatNS(h.P99))
 		}
 	}
 	if len(s.Functions) > 0 {
 		fmt.Fprintln(w, "\nfunctions")
 		for _, f := range s.Functions {
 			fmt.Fprintf(w, "  %-24s %-2s %s, p50 %s, p90 %s, p99 %s; %s unmatched, %s abandoned, %s moved\n",
-				termSafe(f.Name), f.Lang, plural(int(f.Calls), "call"), profile.FormatNS(f.P50), profile.FormatNS(f.P90), profile.FormatNS(f.P99),
+				termSafe(f.Name), f.Lang, plural(int(f.Calls), "call"), metric.FormatNS(f.P50), metric.FormatNS(f.P90), metric.FormatNS(f.P99),
 				count(f.Unmatched), count(f.Abandoned), count(f.Moved))
 		}
 	}
@@ -253,7 +254,7 @@ func printProcesses(w io.Writer, s profile.Summary, top int) {
 		for _, k := range keys {
 			v := p.Totals[k]
 			if k == "cpu-clock" {
-				parts = append(parts, "cpu-clock "+profile.FormatNS(float64(v)))
+				parts = append(parts, "cpu-clock "+metric.FormatNS(float64(v)))
 				continue
 			}
 			parts = append(parts, fmt.Sprintf("%s %s", k, count(v)))

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/cacheheat/cacheheat/attribution"
+	"github.com/cacheheat/cacheheat/metric"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -328,7 +329,7 @@ func lockedByItself(r *profile.Recording) (must, mustNot []string, why string) {
 		return nil, nil, "no steady window"
 	}
 	share := lock / (lock + a.on)
-	why = fmt.Sprintf("lock waits are %.1f%% of lock wait plus on-CPU time (%s of %s)", 100*share, profile.FormatNS(lock), profile.FormatNS(lock+a.on))
+	why = fmt.Sprintf("lock waits are %.1f%% of lock wait plus on-CPU time (%s of %s)", 100*share, metric.FormatNS(lock), metric.FormatNS(lock+a.on))
 	switch {
 	case share > 0.04:
 		return []string{"lock-contention"}, nil, why
@@ -377,7 +378,7 @@ func (rt reasonTimes) String() string {
 	sort.Slice(keys, func(i, j int) bool { return rt[keys[i]] > rt[keys[j]] })
 	var parts []string
 	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%s %s", k, profile.FormatNS(rt[k])))
+		parts = append(parts, fmt.Sprintf("%s %s", k, metric.FormatNS(rt[k])))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -254,11 +254,16 @@ func indexOf(s []string, v string) int {
 	return -1
 }
 
+// cpuClock is the event whose counts are nanoseconds.
+const cpuClock = "cpu-clock"
+
 // Metric names: a contract with dashboards and alerts (docs/EXPORTER.md).
 // The dashboard (package dashboard) builds its queries from these.
 const (
 	MetricCPUEvents        = "cacheheat_cpu_events_total"
+	MetricCPUSeconds       = "cacheheat_cpu_seconds_total"
 	MetricCgroupEvents     = "cacheheat_cgroup_events_total"
+	MetricCgroupCPUSeconds = "cacheheat_cgroup_cpu_seconds_total"
 	MetricRunqLatency      = "cacheheat_runqueue_latency_seconds"
 	MetricOffCPU           = "cacheheat_offcpu_seconds"
 	MetricBPFRun           = "cacheheat_bpf_run_seconds_total"
@@ -270,10 +275,17 @@ const (
 )
 
 var (
+	// cpu-clock counts nanoseconds, not events: it is published in
+	// seconds under a name of its own (Prometheus's base unit and
+	// naming), never summed with counts.
 	descCPUEvents = prometheus.NewDesc(MetricCPUEvents,
-		"Events counted on each CPU, all tasks (cpu-clock in nanoseconds).", []string{"cpu", "node", "event"}, nil)
+		"Events counted on each CPU, all tasks (every event but cpu-clock, which is cacheheat_cpu_seconds_total).", []string{"cpu", "node", "event"}, nil)
+	descCPUSeconds = prometheus.NewDesc(MetricCPUSeconds,
+		"Time the tasks ran on each CPU (the cpu-clock event), all tasks.", []string{"cpu", "node"}, nil)
 	descCgroupEvents = prometheus.NewDesc(MetricCgroupEvents,
-		"Events counted for the tasks of each cgroup v2 (not its descendants; cpu-clock in nanoseconds).", []string{"cgroup", "container", "event"}, nil)
+		"Events counted for the tasks of each cgroup v2, not its descendants (every event but cpu-clock, which is cacheheat_cgroup_cpu_seconds_total).", []string{"cgroup", "container", "event"}, nil)
+	descCgroupCPUSeconds = prometheus.NewDesc(MetricCgroupCPUSeconds,
+		"Time the tasks of each cgroup v2 ran (the cpu-clock event), not its descendants'.", []string{"cgroup", "container"}, nil)
 	descRunq = prometheus.NewDesc(MetricRunqLatency,
 		"Time from wakeup (or preemption) to running, per cgroup v2 of the task.", []string{"cgroup"}, nil)
 	descOffCPU = prometheus.NewDesc(MetricOffCPU,
@@ -294,7 +306,7 @@ var (
 
 // Describe sends every metric's description.
 func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descCPUEvents, descCgroupEvents, descRunq, descOffCPU, descBPFRun, descDropped, descMapEntries, descBuildInfo, descUnsupported, descSimulated} {
+	for _, d := range []*prometheus.Desc{descCPUEvents, descCPUSeconds, descCgroupEvents, descCgroupCPUSeconds, descRunq, descOffCPU, descBPFRun, descDropped, descMapEntries, descBuildInfo, descUnsupported, descSimulated} {
 		ch <- d
 	}
 }
@@ -315,13 +327,21 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 	}
 	for slot, ev := range e.events {
 		for _, cpu := range e.cpus {
-			ch <- prometheus.MustNewConstMetric(descCPUEvents, prometheus.CounterValue, float64(at(e.perCPU[slot], cpu)),
-				strconv.Itoa(cpu), strconv.Itoa(e.cpuNode[cpu]), ev)
+			v, c, n := float64(at(e.perCPU[slot], cpu)), strconv.Itoa(cpu), strconv.Itoa(e.cpuNode[cpu])
+			if ev == cpuClock {
+				ch <- prometheus.MustNewConstMetric(descCPUSeconds, prometheus.CounterValue, v/1e9, c, n)
+			} else {
+				ch <- prometheus.MustNewConstMetric(descCPUEvents, prometheus.CounterValue, v, c, n, ev)
+			}
 		}
 	}
 	for label, st := range e.cgroups {
 		for ev, n := range st.counts {
-			ch <- prometheus.MustNewConstMetric(descCgroupEvents, prometheus.CounterValue, float64(n), label, st.container, ev)
+			if ev == cpuClock {
+				ch <- prometheus.MustNewConstMetric(descCgroupCPUSeconds, prometheus.CounterValue, float64(n)/1e9, label, st.container)
+			} else {
+				ch <- prometheus.MustNewConstMetric(descCgroupEvents, prometheus.CounterValue, float64(n), label, st.container, ev)
+			}
 		}
 		ch <- constHistogram(descRunq, &st.runq, label)
 		for r := range st.offcpu {

@@ -21,6 +21,7 @@ func header() *profile.Header {
 	h.Host.Topology.CPUs = []profile.CPU{{ID: 0, Node: 0}, {ID: 1, Node: 1}}
 	h.Events = []profile.EventStatus{
 		{Name: "cpu-clock", Status: profile.StatusMeasured},
+		{Name: "page-faults", Status: profile.StatusMeasured},
 		{Name: "LLC-load-misses", Status: profile.StatusUnsupported, Reason: "no hardware PMU"},
 	}
 	return h
@@ -30,11 +31,15 @@ func header() *profile.Header {
 // extras first, then the window.
 func feed(e *Exporter, cgs ...collector.CgroupWindow) {
 	e.Extras(&collector.WindowExtras{Cgroups: cgs})
-	e.Window(&profile.Window{Counters: []profile.Counter{{Event: "cpu-clock", HostPerCPU: []uint64{10, 20}}}}, collector.Status{})
+	e.Window(&profile.Window{Counters: []profile.Counter{
+		{Event: "cpu-clock", HostPerCPU: []uint64{1e9, 2e9}},
+		{Event: "page-faults", HostPerCPU: []uint64{10, 20}},
+	}}, collector.Status{})
 }
 
-func cg(id uint64, path string, clock uint64) collector.CgroupWindow {
-	return collector.CgroupWindow{ID: id, Path: path, Counts: map[string]uint64{"cpu-clock": clock}}
+// cg is a cgroup's window with n page faults and n seconds of cpu-clock.
+func cg(id uint64, path string, n uint64) collector.CgroupWindow {
+	return collector.CgroupWindow{ID: id, Path: path, Counts: map[string]uint64{"page-faults": n, "cpu-clock": n * 1e9}}
 }
 
 // gather returns the exporter's metrics as families by name.
@@ -73,18 +78,27 @@ func TestCountersAccumulate(t *testing.T) {
 	feed(e, cg(7, "/a.slice/docker-"+strings.Repeat("ab", 32)+".scope", 100))
 	feed(e, cg(7, "/a.slice/docker-"+strings.Repeat("ab", 32)+".scope", 50))
 	f := gather(t, e)
+	// cpu-clock's nanoseconds are seconds under a name of their own,
+	// never an event count.
 	want := `
-# HELP cacheheat_cpu_events_total Events counted on each CPU, all tasks (cpu-clock in nanoseconds).
+# HELP cacheheat_cpu_events_total Events counted on each CPU, all tasks (every event but cpu-clock, which is cacheheat_cpu_seconds_total).
 # TYPE cacheheat_cpu_events_total counter
-cacheheat_cpu_events_total{cpu="0",event="cpu-clock",node="0"} 20
-cacheheat_cpu_events_total{cpu="1",event="cpu-clock",node="1"} 40
+cacheheat_cpu_events_total{cpu="0",event="page-faults",node="0"} 20
+cacheheat_cpu_events_total{cpu="1",event="page-faults",node="1"} 40
+# HELP cacheheat_cpu_seconds_total Time the tasks ran on each CPU (the cpu-clock event), all tasks.
+# TYPE cacheheat_cpu_seconds_total counter
+cacheheat_cpu_seconds_total{cpu="0",node="0"} 2
+cacheheat_cpu_seconds_total{cpu="1",node="1"} 4
 `
-	if err := testutil.CollectAndCompare(e, strings.NewReader(want), "cacheheat_cpu_events_total"); err != nil {
+	if err := testutil.CollectAndCompare(e, strings.NewReader(want), "cacheheat_cpu_events_total", "cacheheat_cpu_seconds_total"); err != nil {
 		t.Error(err)
 	}
 	m := f["cacheheat_cgroup_events_total"].GetMetric()
 	if len(m) != 1 || m[0].GetCounter().GetValue() != 150 {
 		t.Fatalf("cgroup counter: %v", m)
+	}
+	if s := f["cacheheat_cgroup_cpu_seconds_total"].GetMetric(); len(s) != 1 || s[0].GetCounter().GetValue() != 150 {
+		t.Fatalf("cgroup CPU seconds: %v, want 150", s)
 	}
 	for _, l := range m[0].GetLabel() {
 		if l.GetName() == "container" && l.GetValue() != strings.Repeat("ab", 32) {

@@ -121,17 +121,17 @@ func TestExporterWithPrometheus(t *testing.T) {
 		<-workDone
 	})
 
-	// /metrics shows the cgroup with a rising cpu-clock and a run-queue
-	// histogram that has counts.
+	// /metrics shows the cgroup with rising CPU seconds (cpu-clock) and
+	// a run-queue histogram that has counts.
 	first := waitFamilies(t, addr, func(f map[string]*dto.MetricFamily) bool {
-		return cgroupValue(f, cgPath, "cpu-clock") > 0 && runqCount(f, cgPath) > 0
+		return cgroupCPUSeconds(f, cgPath) > 0 && runqCount(f, cgPath) > 0
 	})
-	c1 := cgroupValue(first, cgPath, "cpu-clock")
+	c1 := cgroupCPUSeconds(first, cgPath)
 	second := waitFamilies(t, addr, func(f map[string]*dto.MetricFamily) bool {
-		return cgroupValue(f, cgPath, "cpu-clock") > c1
+		return cgroupCPUSeconds(f, cgPath) > c1
 	})
-	t.Logf("cgroup %s: cpu-clock %.0f -> %.0f ns, %d run-queue latencies", cgPath, c1, cgroupValue(second, cgPath, "cpu-clock"), runqCount(second, cgPath))
-	if got := labelOf(second["cacheheat_cgroup_events_total"], "cgroup", cgPath, "container"); got != id {
+	t.Logf("cgroup %s: CPU %.3f -> %.3f s, %d run-queue latencies", cgPath, c1, cgroupCPUSeconds(second, cgPath), runqCount(second, cgPath))
+	if got := labelOf(second["cacheheat_cgroup_cpu_seconds_total"], "cgroup", cgPath, "container"); got != id {
 		t.Errorf("container label of %s = %q, want %q", cgPath, got, id)
 	}
 
@@ -341,9 +341,9 @@ func labelOf(f *dto.MetricFamily, key, keyValue, name string) string {
 	return ""
 }
 
-func cgroupValue(f map[string]*dto.MetricFamily, cg, event string) float64 {
-	for _, m := range f["cacheheat_cgroup_events_total"].GetMetric() {
-		if hasLabel(m, "cgroup", cg) && hasLabel(m, "event", event) {
+func cgroupCPUSeconds(f map[string]*dto.MetricFamily, cg string) float64 {
+	for _, m := range f["cacheheat_cgroup_cpu_seconds_total"].GetMetric() {
+		if hasLabel(m, "cgroup", cg) {
 			return m.GetCounter().GetValue()
 		}
 	}

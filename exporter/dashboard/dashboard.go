@@ -73,12 +73,16 @@ const exporterOnly = ` and on (instance, job) ` + exporter.MetricBuildInfo
 //
 //lint:ignore SA1019 the classic model, on purpose (see above)
 func Build() (dashboard.Dashboard, error) {
-	perCPU := heatmap.NewPanelBuilder().Title("$event per CPU").
-		Description("Each CPU's rate of the event (all tasks), one row per CPU. cpu-clock is in nanoseconds per second: 1e9 is a busy CPU.").
-		Datasource(ds).Height(9).Span(12).Repeat("event").MaxPerRow(2).
-		Calculate(false).
-		RowsFrame(heatmap.NewRowsHeatmapOptionsBuilder().Layout(common.HeatmapCellLayoutUnknown)).
-		Color(heatmap.NewHeatmapColorOptionsBuilder().Mode(heatmap.HeatmapColorModeScheme).Scheme("Turbo").Scale(heatmap.HeatmapColorScaleExponential).Exponent(0.5).Steps(64)).
+	cpuHeatmap := func(title, desc string) *heatmap.PanelBuilder {
+		return heatmap.NewPanelBuilder().Title(title).Description(desc).
+			Datasource(ds).Height(9).Span(12).Calculate(false).
+			RowsFrame(heatmap.NewRowsHeatmapOptionsBuilder().Layout(common.HeatmapCellLayoutUnknown)).
+			Color(heatmap.NewHeatmapColorOptionsBuilder().Mode(heatmap.HeatmapColorModeScheme).Scheme("Turbo").Scale(heatmap.HeatmapColorScaleExponential).Exponent(0.5).Steps(64))
+	}
+	busy := cpuHeatmap("Busy per CPU", "The share of each CPU's time that tasks ran (cpu-clock, in seconds per second: 1 is a busy CPU), one row per CPU.").
+		WithTarget(query(`sum by (cpu) (rate(`+exporter.MetricCPUSeconds+`{`+inst+`}`+rate+`))`, "{{cpu}}"))
+	perCPU := cpuHeatmap("$event per CPU", "Each CPU's rate of the event (all tasks), one row per CPU.").
+		Repeat("event").MaxPerRow(2).
 		WithTarget(query(`sum by (cpu) (rate(`+exporter.MetricCPUEvents+`{`+inst+`, event=~"$event"}`+rate+`))`, "{{cpu}}"))
 
 	//lint:ignore SA1019 the classic model, on purpose (see Build)
@@ -103,12 +107,13 @@ func Build() (dashboard.Dashboard, error) {
 			Query(dashboard.StringOrMap{String: cog.ToPtr(`label_values(` + exporter.MetricOffCPU + `_count{` + inst + `}, reason)`)}).
 			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).Multi(true).IncludeAll(true).AllValue(".*")).
 		WithRow(dashboard.NewRowBuilder("CPUs and nodes")).
+		WithPanel(busy).
 		WithPanel(perCPU).
 		WithPanel(series("Event rate per NUMA node", "short", "Each node's rate of each event, all tasks.", 24,
 			query(`sum by (node, event) (rate(`+exporter.MetricCPUEvents+`{`+inst+`, event=~"$event"}`+rate+`))`, "node {{node}} {{event}}"))).
 		WithRow(dashboard.NewRowBuilder("Cgroups and containers")).
 		WithPanel(series("CPU by cgroup (top 10)", "short", "CPUs' worth of time used by the tasks of each cgroup (cpu-clock).", 12,
-			query(`topk(10, sum by (cgroup) (rate(`+cgEvent+`, cgroup=~"$cgroup", event="cpu-clock"}`+rate+`)) / 1e9)`, "{{cgroup}}"))).
+			query(`topk(10, sum by (cgroup) (rate(`+exporter.MetricCgroupCPUSeconds+`{`+inst+`, cgroup=~"$cgroup"}`+rate+`)))`, "{{cgroup}}"))).
 		WithPanel(series("Event rate by container", "short", "Each container's (or pod's) rate of each event.", 12,
 			query(`sum by (container, event) (rate(`+cgEvent+`, container!="", event=~"$event"}`+rate+`))`, "{{container}} {{event}}"))).
 		WithPanel(series("LLC miss ratio by container", "percentunit", "LLC-load-misses / LLC-loads. Needs a hardware PMU: see the table of events this host cannot count.", 8,

@@ -37,7 +37,7 @@ func TestPanelsUseExporterMetrics(t *testing.T) {
 		t.Fatalf("only %d panel queries", len(exprs))
 	}
 	all := strings.Join(exprs, "\n")
-	for _, m := range []string{"cacheheat_cpu_events_total", "cacheheat_cgroup_events_total", "cacheheat_runqueue_latency_seconds_bucket",
+	for _, m := range []string{"cacheheat_cpu_events_total", "cacheheat_cpu_seconds_total", "cacheheat_cgroup_events_total", "cacheheat_cgroup_cpu_seconds_total", "cacheheat_runqueue_latency_seconds_bucket",
 		"cacheheat_offcpu_seconds_bucket", "cacheheat_bpf_run_seconds_total", "cacheheat_dropped_total", "cacheheat_map_entries",
 		"cacheheat_event_unsupported", "process_cpu_seconds_total"} {
 		if !strings.Contains(all, m) {

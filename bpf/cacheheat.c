@@ -16,10 +16,8 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
-// errno names from the kernel's UAPI headers: vmlinux.h has no macros.
-#include <asm-generic/errno-base.h>
-
 #include "cacheheat.h"
+#include "helpers.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -733,19 +731,16 @@ static __always_inline struct cgroup_val *cgroup_of(struct task_struct *t)
 	// Plain loads, not BPF_CORE_READ: t is a BTF pointer, so the verifier
 	// turns these into faulting loads, without a helper call per hop.
 	u64 id = t->cgroups->dfl_cgrp->kn->id;
-	struct cgroup_val *cv = bpf_map_lookup_elem(&cgroups, &id);
-	if (cv)
-		return cv;
 	static const struct cgroup_val zero_cv;
-	long err = bpf_map_update_elem(&cgroups, &id, &zero_cv, BPF_NOEXIST);
-	if (err && err != -EEXIST) {
+	long err;
+	struct cgroup_val *cv = lookup_or_try_init(&cgroups, &id, &zero_cv, &err);
+	if (!cv && err) {
 		u32 zero = 0;
 		u64 *full = bpf_map_lookup_elem(&cgroup_full, &zero);
 		if (full)
 			(*full)++;
-		return NULL;
 	}
-	return bpf_map_lookup_elem(&cgroups, &id);
+	return cv;
 }
 
 // offcpu_reason_of classifies a task's state at its switch-out.
@@ -787,16 +782,8 @@ static __always_inline bool is_target(struct task_struct *t)
 		u8 *v = bpf_map_lookup_elem(&targets, &tgid);
 		return v && *v == TARGET_YES;
 	}
-	case MODE_CGROUP: {
-		struct cgroup *cg = BPF_CORE_READ(t, cgroups, dfl_cgrp);
-		struct cgroup *anc = NULL;
-
-		if (!cg || BPF_CORE_READ(cg, level) < (int)target_cgroup_level)
-			return false;
-		if (bpf_probe_read_kernel(&anc, sizeof(anc), &cg->ancestors[target_cgroup_level]) || !anc)
-			return false;
-		return BPF_CORE_READ(anc, kn, id) == target_cgroup;
-	}
+	case MODE_CGROUP:
+		return in_cgroup_subtree(t, target_cgroup, target_cgroup_level);
 	}
 	return false;
 }
@@ -998,18 +985,6 @@ static __always_inline struct task_val *account(struct last_val *l, struct task_
 	return tv;
 }
 
-static __always_inline u32 log2_bucket(u64 v)
-{
-	u32 b = 0;
-	for (int i = 0; i < HIST_BUCKETS - 1; i++) {
-		if (v < 2)
-			break;
-		v >>= 1;
-		b++;
-	}
-	return b;
-}
-
 // thread_of returns target thread t's state, created on first use. NULL
 // only when the kernel refuses (out of memory, or task storage busy on this
 // CPU in a nested program): that switch's latencies go uncounted, and are
@@ -1110,7 +1085,7 @@ static __noinline void offcpu_in(struct task_struct *next, struct offcpu_start *
 		// The wait's length, before weighting, goes in the key: a rare
 		// long wait sampled at a small chance carries a large weight,
 		// and user space scales it against waits of its own length only.
-		wait |= log2_bucket(dt) << WAIT_BUCKET_SHIFT;
+		wait |= log2_bucket(dt, HIST_BUCKETS - 1) << WAIT_BUCKET_SHIFT;
 		// The sampled switch-out stands for 1/chance of them.
 		dt = dt * v->weight / OFFCPU_W1;
 		// -EFAULT: no user stack (a kernel thread), not a loss.
@@ -1174,17 +1149,14 @@ static __always_inline bool peer_wait(u32 w)
 static __noinline void wait_in(struct task_struct *t, struct thread_state *s, u64 dt, u32 b)
 {
 	u32 w = s->wait;
-	struct wait_val *v = bpf_map_lookup_elem(&waits, &w);
+	static const struct wait_val zero_wait;
+	long err;
+	struct wait_val *v = lookup_or_try_init(&waits, &w, &zero_wait, &err);
 	if (!v) {
-		static const struct wait_val zero_wait;
-		long err = bpf_map_update_elem(&waits, &w, &zero_wait, BPF_NOEXIST);
-		v = bpf_map_lookup_elem(&waits, &w);
-		if (!v) {
-			struct stats_val *st = get_stats();
-			if (st && err)
-				st->map_errors++;
-			return;
-		}
+		struct stats_val *st = get_stats();
+		if (st && err)
+			st->map_errors++;
+		return;
 	}
 	// Per CPU: plain adds.
 	v->ns += dt;
@@ -1196,17 +1168,13 @@ static __noinline void wait_in(struct task_struct *t, struct thread_state *s, u6
 	struct peer_key pk = {.tgid = t->tgid, .waker_tgid = s->waker_tgid, .wait = w};
 	__builtin_memcpy(pk.waker_comm, s->waker_comm, sizeof(pk.waker_comm));
 	s->waker_tgid = 0;
-	struct peer_val *pv = bpf_map_lookup_elem(&peers, &pk);
+	static const struct peer_val zero_peer;
+	struct peer_val *pv = lookup_or_try_init(&peers, &pk, &zero_peer, &err);
 	if (!pv) {
-		struct peer_val init = {};
-		long err = bpf_map_update_elem(&peers, &pk, &init, BPF_NOEXIST);
-		pv = bpf_map_lookup_elem(&peers, &pk);
-		if (!pv) {
-			struct stats_val *st = get_stats();
-			if (st && err)
-				st->map_errors++;
-			return;
-		}
+		struct stats_val *st = get_stats();
+		if (st && err)
+			st->map_errors++;
+		return;
 	}
 	__sync_fetch_and_add(&pv->ns, dt);
 	__sync_fetch_and_add(&pv->count, 1);
@@ -1305,7 +1273,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	struct cgroup_val *cv = NULL;
 	u64 ts = take(&s->wakeup_ts);
 	if (ts && now >= ts) {
-		u32 b = log2_bucket(now - ts);
+		u32 b = log2_bucket(now - ts, HIST_BUCKETS - 1);
 		if (h)
 			h->runq[b]++;
 		cv = cgroup_of(next);
@@ -1322,7 +1290,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 			ts &= ~OFFCPU_MASK;
 		}
 		if (now >= ts) {
-			u32 b = log2_bucket(now - ts);
+			u32 b = log2_bucket(now - ts, HIST_BUCKETS - 1);
 			if (h)
 				h->offcpu[b]++;
 			if (!by_cgroup)

@@ -16,6 +16,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "funclat.h"
+#include "helpers.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -96,33 +97,9 @@ struct {
 	__uint(max_entries, 1 << 20);
 } func_events SEC(".maps");
 
-static __always_inline u32 log2_bucket(u64 v)
-{
-	u32 r = 0, shift;
-
-	shift = (v > 0xFFFFFFFF) << 5; v >>= shift; r = shift;
-	shift = (v > 0xFFFF) << 4; v >>= shift; r |= shift;
-	shift = (v > 0xFF) << 3; v >>= shift; r |= shift;
-	shift = (v > 0xF) << 2; v >>= shift; r |= shift;
-	shift = (v > 0x3) << 1; v >>= shift; r |= shift;
-	r |= (v >> 1);
-	if (r >= FUNC_BUCKETS)
-		r = FUNC_BUCKETS - 1;
-	return r;
-}
-
 static __always_inline bool in_target_cgroup(struct task_struct *t)
 {
-	struct cgroup *cg, *anc = NULL;
-
-	if (!target_cgroup)
-		return true;
-	cg = BPF_CORE_READ(t, cgroups, dfl_cgrp);
-	if (!cg || BPF_CORE_READ(cg, level) < (int)target_cgroup_level)
-		return false;
-	if (bpf_probe_read_kernel(&anc, sizeof(anc), &cg->ancestors[target_cgroup_level]) || !anc)
-		return false;
-	return BPF_CORE_READ(anc, kn, id) == target_cgroup;
+	return !target_cgroup || in_cgroup_subtree(t, target_cgroup, target_cgroup_level);
 }
 
 static __always_inline void snapshot(struct task_struct *t, u64 *s)
@@ -260,7 +237,7 @@ static __always_inline int on_return(struct pt_regs *ctx, u64 sp_adjust)
 	}
 	bpf_map_delete_elem(&inflight, &k);
 
-	u32 idx = k.func * FUNC_BUCKETS + log2_bucket(lat);
+	u32 idx = k.func * FUNC_BUCKETS + log2_bucket(lat, FUNC_BUCKETS - 1);
 	b = bpf_map_lookup_elem(&func_hist, &idx);
 	if (!b)
 		return 0;

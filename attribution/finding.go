@@ -58,6 +58,10 @@ type Finding struct {
 	// package metric, or an event's samples); empty when no heatmap
 	// shows it.
 	Metric string `json:"metric,omitempty"`
+	// Machine says what a cache line bounce between the finding's CPUs
+	// costs on the recording's host, from its probe (cacheheat probe);
+	// set by the report for contention findings, empty without a probe.
+	Machine string `json:"machine,omitempty"`
 }
 
 // Severity values.

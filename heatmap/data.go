@@ -3,11 +3,13 @@ package heatmap
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/cacheheat/cacheheat/attribution"
+	"github.com/cacheheat/cacheheat/host"
 	"github.com/cacheheat/cacheheat/metric"
 	"github.com/cacheheat/cacheheat/model"
 	"github.com/cacheheat/cacheheat/profile"
@@ -42,12 +44,17 @@ type Report struct {
 	// HotLines is the hot-lines section (heatmap/lines.go), nil without
 	// a line resolver or lines.
 	HotLines *HotLinesView `json:"hot_lines,omitempty"`
+	// Machine says which probe of the host the report reads against
+	// (heatmap/machine.go), nil without one.
+	Machine *MachineView `json:"machine,omitempty"`
 }
 
 // Build computes the whole report's data. maxCells <= 0 means
-// DefaultMaxCells.
-func Build(m *model.Model, maxCells int) Report {
-	c := BuildCharts(m, maxCells)
+// DefaultMaxCells. cpuOrder, when set, is the order of the per-core
+// rows (a probe's, so the report reads like the machine page); nil:
+// host.TopologyOrder.
+func Build(m *model.Model, maxCells int, cpuOrder []int) Report {
+	c := BuildCharts(m, maxCells, cpuOrder)
 	r := Report{
 		Banner:    Banner(&m.Header),
 		Summary:   BuildSummary(m),
@@ -73,12 +80,12 @@ type Charts struct {
 }
 
 // BuildCharts computes the heatmaps' data. maxCells <= 0 means
-// DefaultMaxCells.
-func BuildCharts(m *model.Model, maxCells int) Charts {
+// DefaultMaxCells; cpuOrder is Build's.
+func BuildCharts(m *model.Model, maxCells int, cpuOrder []int) Charts {
 	if maxCells <= 0 {
 		maxCells = DefaultMaxCells
 	}
-	return Charts{CPU: CPUGrid(m, maxCells), Node: NodeGrid(m, maxCells), Latency: LatencyMaps(m, maxCells)}
+	return Charts{CPU: CPUGrid(m, maxCells, cpuOrder), Node: NodeGrid(m, maxCells), Latency: LatencyMaps(m, maxCells)}
 }
 
 // Summary is the report's first section.
@@ -239,27 +246,36 @@ type Grid struct {
 	Metrics    []Metric `json:"metrics"`
 }
 
-// sortedCPUs orders CPUs by NUMA node, then L3 domain, then package and
-// core, then id, so that the heatmap groups what shares a cache.
-func sortedCPUs(t profile.Topology) []profile.CPU {
-	cpus := append([]profile.CPU(nil), t.CPUs...)
-	sort.SliceStable(cpus, func(i, j int) bool {
-		a, b := cpus[i], cpus[j]
-		if a.Node != b.Node {
-			return a.Node < b.Node
+// sortedCPUs orders a topology's CPUs as host.TopologyOrder does (the
+// order of the probe's matrix), or, for the CPUs in order, in that order
+// first.
+func sortedCPUs(t profile.Topology, order []int) []profile.CPU {
+	ids := make([]int, len(t.CPUs))
+	byID := map[int]profile.CPU{}
+	for i, c := range t.CPUs {
+		ids[i] = c.ID
+		byID[c.ID] = c
+	}
+	ids = host.TopologyOrder(t, ids)
+	if len(order) > 0 {
+		first := make([]int, 0, len(ids))
+		for _, c := range order {
+			if _, ok := byID[c]; ok && !slices.Contains(first, c) {
+				first = append(first, c)
+			}
 		}
-		if a.L3 != b.L3 {
-			return a.L3 < b.L3
+		for _, c := range ids {
+			if !slices.Contains(first, c) {
+				first = append(first, c)
+			}
 		}
-		if a.Package != b.Package {
-			return a.Package < b.Package
-		}
-		if a.Core != b.Core {
-			return a.Core < b.Core
-		}
-		return a.ID < b.ID
-	})
-	return cpus
+		ids = first
+	}
+	out := make([]profile.CPU, len(ids))
+	for i, id := range ids {
+		out[i] = byID[id]
+	}
+	return out
 }
 
 // timeBins groups windows into at most maxCols columns of equal window
@@ -291,10 +307,10 @@ func timeBins(ws []profile.Window, maxCols int) ([]Bin, []int, int) {
 	return bins, col, per
 }
 
-// CPUGrid builds the per-core heatmap data: one row per CPU ordered by
-// node, L3 domain and core, one column per (binned) window.
-func CPUGrid(m *model.Model, maxCells int) Grid {
-	cpus := sortedCPUs(m.Header.Host.Topology)
+// CPUGrid builds the per-core heatmap data: one row per CPU in topology
+// order (sortedCPUs), one column per (binned) window.
+func CPUGrid(m *model.Model, maxCells int, order []int) Grid {
+	cpus := sortedCPUs(m.Header.Host.Topology, order)
 	perRow := max(1, (len(cpus)+maxRows-1)/maxRows)
 	var rows []Row
 	rowOf := map[int]int{} // CPU id -> row
@@ -786,7 +802,7 @@ func BuildHost(t profile.Topology) HostView {
 		}
 		return a.ID < b.ID
 	})
-	for _, c := range sortedCPUs(t) {
+	for _, c := range sortedCPUs(t, nil) {
 		if len(h.Nodes) == 0 || h.Nodes[len(h.Nodes)-1].ID != c.Node {
 			h.Nodes = append(h.Nodes, HostNode{ID: c.Node})
 		}

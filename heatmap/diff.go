@@ -161,7 +161,7 @@ func BuildDiff(base, new *model.Model, res *compare.Result, maxCells int) DiffDa
 		bcpu[c.ID] = true
 	}
 	var cpus []int
-	for _, c := range sortedCPUs(new.Header.Host.Topology) {
+	for _, c := range sortedCPUs(new.Header.Host.Topology, nil) {
 		if bcpu[c.ID] {
 			cpus = append(cpus, c.ID)
 			d.Rows = append(d.Rows, cpuLabel(c))

@@ -14,6 +14,7 @@ import (
 	"github.com/cacheheat/cacheheat/attribution"
 	"github.com/cacheheat/cacheheat/metric"
 	"github.com/cacheheat/cacheheat/model"
+	"github.com/cacheheat/cacheheat/probe"
 	"github.com/cacheheat/cacheheat/profile"
 	"github.com/cacheheat/cacheheat/symbolize"
 )
@@ -47,6 +48,10 @@ type Options struct {
 	// of the recording. NoFindings leaves the section out.
 	Findings   *attribution.Result
 	NoFindings bool
+	// Probe is the recording host's probe (cacheheat probe): the
+	// per-core rows follow its order, and contention findings cite what
+	// a line bounce costs between their CPUs.
+	Probe *probe.Result
 	// Lines resolves frames to source lines for the hot-lines section,
 	// from the binaries on this host; nil leaves the section out.
 	Lines *symbolize.Lines
@@ -116,7 +121,11 @@ func Render(w io.Writer, rec *profile.Recording, opts Options) error {
 // the model does not keep what attribution reads. opts.Findings, when
 // set, is shown as it is instead; nil for both leaves no findings.
 func RenderModel(w io.Writer, m *model.Model, res *attribution.Result, opts Options) error {
-	r := Build(m, opts.MaxCells)
+	var order []int
+	if opts.Probe != nil {
+		order = opts.Probe.Order
+	}
+	r := Build(m, opts.MaxCells, order)
 	r.HotLines = HotLines(m, opts.Lines)
 	switch {
 	case opts.NoFindings:
@@ -124,6 +133,9 @@ func RenderModel(w io.Writer, m *model.Model, res *attribution.Result, opts Opti
 		r.Findings = opts.Findings
 	case res != nil:
 		r.Findings = FindingsFrom(*res, r.CPU)
+	}
+	if opts.Probe != nil {
+		r.Machine = MachineFrom(opts.Probe, m.Header.Host.Hostname, r.Findings)
 	}
 	return RenderReport(w, r)
 }

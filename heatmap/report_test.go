@@ -289,5 +289,5 @@ func TestFindingsSection(t *testing.T) {
 
 // build is Build of a recording's model.
 func build(rec *profile.Recording, maxCells int) Report {
-	return Build(model.FromRecording(rec), maxCells)
+	return Build(model.FromRecording(rec), maxCells, nil)
 }

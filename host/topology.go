@@ -1,6 +1,7 @@
 package host
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -394,4 +395,29 @@ func readCPUList(path string) ([]int, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return list, nil
+}
+
+// TopologyOrder sorts cpus so that what shares hardware sits together:
+// by package, NUMA node, L3 domain and core, SMT siblings side by side.
+// A matrix in this order shows each sharing level as a block on its
+// diagonal. CPUs the topology does not list keep their id order, last.
+func TopologyOrder(topo profile.Topology, cpus []int) []int {
+	info := map[int]profile.CPU{}
+	for _, c := range topo.CPUs {
+		info[c.ID] = c
+	}
+	out := slices.Clone(cpus)
+	slices.SortStableFunc(out, func(a, b int) int {
+		ca, oka := info[a]
+		cb, okb := info[b]
+		if oka != okb {
+			if oka {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(cmp.Compare(ca.Package, cb.Package), cmp.Compare(ca.Node, cb.Node),
+			cmp.Compare(ca.L3, cb.L3), cmp.Compare(ca.Core, cb.Core), cmp.Compare(a, b))
+	})
+	return out
 }

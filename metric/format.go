@@ -58,3 +58,17 @@ func FormatNS(ns float64) string {
 	}
 	return strconv.FormatFloat(ns, 'g', 3, 64) + "ns"
 }
+
+// FormatBytes writes a size in the largest binary unit that divides it
+// (cache and working-set sizes are powers of two): 32 KiB, 1 MiB.
+func FormatBytes(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
+}

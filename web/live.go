@@ -266,7 +266,7 @@ func (l *Live) build() {
 				mb.Add(&wins[i])
 			}
 			added = len(wins)
-			c := heatmap.BuildCharts(mb.Model(nil, false, ""), l.opts.MaxCells)
+			c := heatmap.BuildCharts(mb.Model(nil, false, ""), l.opts.MaxCells, nil)
 			u.Charts = &c
 			u.Banner = heatmap.Banner(&h)
 			if l.opts.Renderers.Findings != nil && len(wins) > 0 && (analyzed == 0 || len(wins)-analyzed >= l.opts.AnalyzeEvery) {

@@ -137,7 +137,7 @@ func TestLiveStream(t *testing.T) {
 			w.Index = j
 			so.Windows = append(so.Windows, w)
 		}
-		want, _ := json.Marshal(heatmap.BuildCharts(model.FromRecording(so), 0))
+		want, _ := json.Marshal(heatmap.BuildCharts(model.FromRecording(so), 0, nil))
 		got, _ := json.Marshal(u.Charts)
 		if u.Charts == nil || string(got) != string(want) {
 			t.Fatalf("update %d charts differ from the report's:\n got %.300s\nwant %.300s", i, got, want)

@@ -25,6 +25,7 @@ func runReport(name string, args []string, stdout io.Writer) error {
 `, stdout)
 	out := fs.StringP("output", "o", "", "HTML file to write (default: FILE with .html)")
 	noLines := fs.Bool("no-lines", false, "leave out the hot-lines section (source lines from the binaries' debug information on this host)")
+	probeFile := fs.String("probe", "", "read the report against this 'cacheheat probe --json' result (default: the probe saved for the recording's host, if any)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -48,6 +49,10 @@ func runReport(name string, args []string, stdout io.Writer) error {
 	opts := heatmap.Options{}
 	if !*noLines {
 		opts.Lines = symbolize.NewLines()
+	}
+	var err error
+	if opts.Probe, err = loadProbe(*probeFile, rb.s.Header.Host.Hostname); err != nil {
+		return err
 	}
 	if err := outfile.Write(*out, func(w io.Writer) error { return rb.render(w, opts) }); err != nil {
 		return err

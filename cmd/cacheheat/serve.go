@@ -43,7 +43,10 @@ func webRenderers() web.Renderers {
 			if err := readStream(s, rb.start); err != nil {
 				return err
 			}
-			return rb.render(w, heatmap.Options{Lines: lines})
+			// A saved probe of the recording's host, if any (one that
+			// cannot be read is left out: the page is still served).
+			p, _ := loadProbe("", s.Header.Host.Hostname)
+			return rb.render(w, heatmap.Options{Lines: lines, Probe: p})
 		},
 		Diff: func(w io.Writer, base, newRec io.ReadSeeker) error {
 			opts := compare.DefaultOptions()

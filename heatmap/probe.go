@@ -13,6 +13,7 @@ import (
 	"github.com/cacheheat/cacheheat/host"
 	"github.com/cacheheat/cacheheat/metric"
 	"github.com/cacheheat/cacheheat/probe"
+	"github.com/cacheheat/cacheheat/profile"
 )
 
 // The machine page (cacheheat probe -o): the core-to-core matrix in
@@ -28,10 +29,11 @@ var probeJS string
 var probeTmplText string
 
 var probeTmpl = template.Must(template.New("probe").Funcs(template.FuncMap{
-	"bytes": metric.FormatBytes,
-	"gbps":  func(v float64) string { return fmt.Sprintf("%.1f", v) },
-	"pct":   func(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) },
-	"cpus":  host.FormatCPUList,
+	"bytes":  metric.FormatBytes,
+	"gbps":   func(v float64) string { return fmt.Sprintf("%.1f", v) },
+	"pct":    func(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) },
+	"cpus":   host.FormatCPUList,
+	"plural": profile.Plural,
 }).Parse(probeTmplText))
 
 // probeData is the page's data block.

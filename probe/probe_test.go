@@ -248,3 +248,40 @@ func TestStaircaseNotes(t *testing.T) {
 		t.Errorf("an 8 MiB L3 on the same staircase: notes %q, want none", notes)
 	}
 }
+
+// TestSamplePairs128 keeps a 128-CPU host practical: 2 packages, 4
+// nodes each, 2 L3 domains per node, 4 cores per L3 with SMT. The sample
+// (about 32 x 31 pairs plus each CPU's nearest of every relation) is
+// under a tenth of the 16,256 ordered pairs.
+func TestSamplePairs128(t *testing.T) {
+	var topo profile.Topology
+	id := 0
+	for pkg := 0; pkg < 2; pkg++ {
+		for node := 0; node < 4; node++ {
+			for l3 := 0; l3 < 2; l3++ {
+				for core := 0; core < 4; core++ {
+					a, b := id, id+1
+					for _, c := range []int{a, b} {
+						topo.CPUs = append(topo.CPUs, profile.CPU{ID: c, Package: pkg, Node: pkg*4 + node, L3: (pkg*4+node)*2 + l3, Core: (node*2+l3)*4 + core, Siblings: []int{a, b}})
+					}
+					id += 2
+				}
+			}
+		}
+	}
+	order := host.TopologyOrder(topo, ids(topo))
+	pairs := samplePairs(topo, order, 32)
+	if len(pairs) == 0 || len(pairs) > 16256/10*2 {
+		t.Fatalf("128 CPUs: %d of 16256 ordered pairs sampled", len(pairs))
+	}
+	rels := map[string]int{}
+	for _, p := range pairs {
+		rels[Relation(topo, p[0], p[1])]++
+	}
+	for _, r := range []string{"smt", "l3", "node", "package", "remote"} {
+		if rels[r] == 0 {
+			t.Errorf("no %s pair sampled: %v", r, rels)
+		}
+	}
+	t.Logf("128 CPUs: %d ordered pairs sampled, by relation %v", len(pairs), rels)
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/cacheheat/cacheheat/internal/stopsig"
 	"github.com/cacheheat/cacheheat/metric"
 	"github.com/cacheheat/cacheheat/probe"
+	"github.com/cacheheat/cacheheat/profile"
 )
 
 func init() {
@@ -134,7 +135,7 @@ func saveProbe(r *probe.Result) (string, error) {
 }
 
 func writeProbeSummary(w io.Writer, r *probe.Result) {
-	fmt.Fprintf(w, "%s: %s, %d CPUs measured (%s) in %.1f s\n", termSafe(r.Host), termSafe(r.CPUModel), len(r.Order), host.FormatCPUList(r.Order), r.DurationS)
+	fmt.Fprintf(w, "%s: %s, %s measured (%s) in %.1f s\n", termSafe(r.Host), termSafe(r.CPUModel), profile.Plural(len(r.Order), "CPU"), host.FormatCPUList(r.Order), r.DurationS)
 	if r.Noise.Warning != "" {
 		fmt.Fprintf(w, "warning: %s\n", r.Noise.Warning)
 	}

@@ -42,7 +42,7 @@ func TestCloseWindowFeedsSinks(t *testing.T) {
 		{pid: 10, tid: 10, cpu: 0, slot: slotClock, user: []uint64{0x10, 0x20}, count: 3},
 	}}
 	sink := &testSink{}
-	r, err := NewRecorder(Options{Sinks: []WindowSink{sink}})
+	r, err := NewRecorder(Options{Sinks: []Sink{sink}})
 	if err != nil {
 		t.Fatal(err)
 	}

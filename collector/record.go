@@ -47,12 +47,12 @@ type Options struct {
 	Duration     time.Duration // 0: until the targets exit or ctx ends
 	SampleHz     int
 	SamplePeriod uint64 // the miss event's sampling period (-c)
-	Output       string
-	// OnWindow is called after each window is written; it must return
-	// quickly, the recorder waits for it.
-	OnWindow func(*profile.Window, Status)
-	// Sinks receive the header and every window in memory (WindowSink).
-	Sinks []WindowSink
+	// Output is the recording file: NewRecorder puts FileSink(Output)
+	// first in Sinks.
+	Output string
+	// Sinks receive the header, every window and the end (Sink): the
+	// file, the live view, the status line, the exporter.
+	Sinks []Sink
 	// Warn receives one-line warnings (data lost, application metrics
 	// unreadable, ...).
 	Warn func(string)
@@ -67,7 +67,7 @@ type Options struct {
 	// this host cannot measure; nil drops it (record -q).
 	Note func(string)
 	// ByCgroup counts by cgroup v2 instead of by thread and takes no
-	// stacks: windows have no processes or samples, and ExtrasSinks get
+	// stacks: windows have no processes or samples, and sinks get
 	// each cgroup's counts and latency histograms. With sinks, Output may
 	// be empty: then no file is written.
 	ByCgroup bool
@@ -101,14 +101,16 @@ type Status struct {
 type Recorder struct {
 	opts Options
 
-	mu sync.Mutex
-	w  *profile.Writer
-	cm *command
+	// mu orders the sinks' calls with Abort: begun says they have had
+	// the header, closed that they were closed (the end, or Abort).
+	mu     sync.Mutex
+	begun  bool
+	closed bool
+	cm     *command
 	// cleanup holds what a command target leaves to clean up: its
 	// cgroup, its metrics file, and the reaper that cleans them up if the
 	// recorder dies first.
 	cleanup cleanup
-	aborted bool
 	statsOn bool // this recorder turned the kernel's BPF run-time stats on
 }
 
@@ -137,6 +139,9 @@ func NewRecorder(opts Options) (*Recorder, error) {
 	var note string
 	if opts.SampleHz, note = ClampSampleRate(opts.SampleHz); note != "" {
 		opts.Warn(note)
+	}
+	if opts.Output != "" {
+		opts.Sinks = append([]Sink{FileSink(opts.Output)}, opts.Sinks...)
 	}
 	return &Recorder{opts: opts}, nil
 }
@@ -184,11 +189,15 @@ func (r *Recorder) Abort() error {
 		r.cm.kill()
 	}
 	r.cleanup.run()
-	if r.w == nil || r.aborted {
+	if !r.begun || r.closed {
 		return nil
 	}
-	r.aborted = true
-	return r.w.Abort()
+	r.closed = true
+	var errs []error
+	for _, s := range r.opts.Sinks {
+		errs = append(errs, s.Close(nil))
+	}
+	return errors.Join(errs...)
 }
 
 // Run records until the duration passes, every target exits or ctx is
@@ -395,19 +404,16 @@ func (r *Recorder) begin(p *plan, k *kernel, fk *funcKernel, cm *command, am *ap
 		fk.startMono.Store(monoNow())
 		header.Functions = fk.specs()
 	}
-	var w *profile.Writer
-	var err error
-	if o.Output != "" {
-		if w, err = profile.Create(o.Output, header); err != nil {
+	r.mu.Lock()
+	for _, s := range o.Sinks {
+		if err := s.Header(header); err != nil {
+			r.mu.Unlock()
 			return nil, err
 		}
 	}
-	for _, s := range o.Sinks {
-		s.Header(header)
-	}
-	r.mu.Lock()
-	r.w = w
+	r.begun = true
 	r.mu.Unlock()
+	var err error
 	// The first snapshot is taken before a command starts, so that none of
 	// its counts can land between the snapshot's reads of the task map and
 	// of the per-CPU totals.
@@ -606,13 +612,15 @@ func (r *Recorder) finish(rec *run, end string, cm *command, am *appMetrics) (*p
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.aborted || r.w == nil {
+	if r.closed || !r.begun {
 		return &tr, nil
 	}
-	if err := r.w.Close(tr); err != nil {
-		return nil, err
+	r.closed = true // a late Abort has nothing to end
+	for _, s := range r.opts.Sinks {
+		if err := s.Close(&tr); err != nil {
+			return nil, err
+		}
 	}
-	r.w = nil
 	return &tr, nil
 }
 
@@ -786,33 +794,21 @@ func (rc *run) window(d *drained, endNS int64, last bool) *profile.Window {
 	return win
 }
 
-// emit writes win to the file, then hands it to OnWindow and the sinks
-// with the recording's progress. After Abort nothing is written.
+// emit hands win, with its extras and the recording's progress, to
+// every sink in order (the file first). After Abort nothing is written.
 func (r *Recorder) emit(rc *run, win *profile.Window, x *WindowExtras, elapsed time.Duration) error {
-	var err error
 	r.mu.Lock()
-	if r.aborted {
-		r.mu.Unlock()
+	defer r.mu.Unlock()
+	if r.closed {
 		return nil
 	}
-	if r.w != nil {
-		err = r.w.WriteWindow(win)
-	}
-	r.mu.Unlock()
-	if err != nil {
-		return err
+	st := Status{Elapsed: elapsed, Windows: rc.windows + 1, Samples: rc.samples, Drops: rc.drops.Total()}
+	for _, s := range r.opts.Sinks {
+		if err := s.Window(win, x, st); err != nil {
+			return err
+		}
 	}
 	rc.windows++
-	st := Status{Elapsed: elapsed, Windows: rc.windows, Samples: rc.samples, Drops: rc.drops.Total()}
-	if r.opts.OnWindow != nil {
-		r.opts.OnWindow(win, st)
-	}
-	for _, s := range r.opts.Sinks {
-		if xs, ok := s.(ExtrasSink); ok && x != nil {
-			xs.Extras(x)
-		}
-		s.Window(win, st)
-	}
 	return nil
 }
 

@@ -211,23 +211,31 @@ func record(t *testing.T, ctx context.Context, opts Options) *profile.Recording 
 	return rec
 }
 
-// memSink keeps what a WindowSink receives, to compare with the file.
+// memSink keeps what a Sink receives, to compare with the file.
 type memSink struct {
-	headers int
-	header  profile.Header
-	windows []*profile.Window
+	headers, closes int
+	header          profile.Header
+	windows         []*profile.Window
+	trailer         *profile.Trailer
 }
 
-func (m *memSink) Header(h profile.Header)            { m.headers++; m.header = h }
-func (m *memSink) Window(w *profile.Window, _ Status) { m.windows = append(m.windows, w) }
+func (m *memSink) Header(h profile.Header) error { m.headers++; m.header = h; return nil }
+func (m *memSink) Window(w *profile.Window, _ *WindowExtras, _ Status) error {
+	m.windows = append(m.windows, w)
+	return nil
+}
+func (m *memSink) Close(t *profile.Trailer) error { m.closes++; m.trailer = t; return nil }
 
 // check asserts that the sink got, in memory, the header and windows the
 // file holds: one header before the windows, and the same counters,
 // samples and histograms window by window.
 func (m *memSink) check(t *testing.T, rec *profile.Recording) {
 	t.Helper()
-	if m.headers != 1 {
-		t.Fatalf("sink got %d headers, want 1", m.headers)
+	if m.headers != 1 || m.closes != 1 {
+		t.Fatalf("sink got %d headers and %d closes, want 1 of each", m.headers, m.closes)
+	}
+	if m.trailer == nil || rec.Trailer == nil || m.trailer.Windows != rec.Trailer.Windows || m.trailer.EndReason != rec.Trailer.EndReason {
+		t.Errorf("sink's trailer %+v, the file's %+v", m.trailer, rec.Trailer)
 	}
 	hj, _ := json.Marshal(m.header)
 	fj, _ := json.Marshal(rec.Header)
@@ -440,7 +448,7 @@ func TestRecordPIDNewThreads(t *testing.T) {
 	// The threads start once the recorder is attached: the first window
 	// tells us it is.
 	var once sync.Once
-	opts.OnWindow = func(*profile.Window, Status) { once.Do(func() { stdin.Write([]byte("go\n")) }) }
+	opts.Sinks = append(opts.Sinks, WindowFunc(func(*profile.Window, Status) { once.Do(func() { stdin.Write([]byte("go\n")) }) }))
 	rec := record(t, context.Background(), opts)
 	if rec.Trailer.EndReason != profile.EndTargetExit {
 		t.Errorf("end reason %q, want %q", rec.Trailer.EndReason, profile.EndTargetExit)
@@ -624,11 +632,11 @@ func TestRecordErrors(t *testing.T) {
 func stopAfterWindows(t *testing.T, n int, opts Options) (context.Context, Options) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	opts.OnWindow = func(_ *profile.Window, s Status) {
+	opts.Sinks = append(opts.Sinks, WindowFunc(func(_ *profile.Window, s Status) {
 		if s.Windows >= n {
 			cancel()
 		}
-	}
+	}))
 	return ctx, opts
 }
 

@@ -13,27 +13,61 @@ import (
 	"github.com/cacheheat/cacheheat/profile"
 )
 
-// WindowSink receives a recording in memory as it is made, beside the
-// file: the header once, before the first window, then every window right
-// after it was written. The live view is one; nothing is read back from
-// disk. Both calls run on the recorder's goroutine and must return
-// quickly; the window must not be modified (the sink may keep it).
-//
-// A recorder with sinks may have no file (Options.Output ""): the exporter
-// is such a sink.
-type WindowSink interface {
-	Header(h profile.Header)
-	Window(w *profile.Window, s Status)
+// Sink receives a recording as the recorder makes it: the header once,
+// before the first window, then every window right after it is made,
+// then the end. Everything the recorder feeds is a sink, the same way:
+// the file (FileSink), the live view, the status line, the Prometheus
+// exporter; a new output (a pusher to a profiling service) is one more
+// type with these three methods. Sinks are called in Options.Sinks
+// order, on the recorder's goroutine, and must return quickly; a window
+// must not be modified (a sink may keep it). An error from a sink ends
+// the recording with that error (the file's: disk full).
+type Sink interface {
+	Header(h profile.Header) error
+	// Window gets the window, what only a live consumer needs beside it
+	// (the file does not hold it), and the recording's progress.
+	Window(w *profile.Window, x *WindowExtras, s Status) error
+	// Close gets the trailer when the recording ends, or nil when it was
+	// aborted (Recorder.Abort: a second Ctrl-C), which ends the file
+	// without one.
+	Close(t *profile.Trailer) error
 }
 
-// ExtrasSink is a WindowSink that also wants, just before each window,
-// what only a live consumer needs and the file does not hold.
-type ExtrasSink interface {
-	WindowSink
-	Extras(x *WindowExtras)
+// FileSink writes the recording file at path (profile.Create: a
+// temporary file renamed into place when closed with a trailer).
+func FileSink(path string) Sink { return &fileSink{path: path} }
+
+type fileSink struct {
+	path string
+	w    *profile.Writer
 }
 
-// WindowExtras is what an ExtrasSink gets beside a window.
+func (f *fileSink) Header(h profile.Header) error {
+	w, err := profile.Create(f.path, h)
+	f.w = w
+	return err
+}
+
+func (f *fileSink) Window(w *profile.Window, _ *WindowExtras, _ Status) error {
+	if f.w == nil {
+		return nil
+	}
+	return f.w.WriteWindow(w)
+}
+
+func (f *fileSink) Close(t *profile.Trailer) error {
+	w := f.w
+	f.w = nil
+	switch {
+	case w == nil:
+		return nil
+	case t == nil:
+		return w.Abort()
+	}
+	return w.Close(*t)
+}
+
+// WindowExtras is what a sink gets beside each window.
 type WindowExtras struct {
 	// Cgroups holds every cgroup with a change in the window when the
 	// recorder counts by cgroup (Options.ByCgroup), and every cgroup that
@@ -91,18 +125,10 @@ type ProgramStats struct {
 	RunCount uint64
 }
 
-// windowExtras builds what ExtrasSinks get beside win; nil when no sink
-// wants it. It runs before cur becomes the previous snapshot.
+// windowExtras builds what sinks get beside win (cheap: the cgroups are
+// walked only when counting by cgroup, the programs' run time only with
+// BPFStats). It runs before cur becomes the previous snapshot.
 func (r *Recorder) windowExtras(rc *run, cur *snapshot, win *profile.Window) (*WindowExtras, error) {
-	want := false
-	for _, s := range r.opts.Sinks {
-		if _, ok := s.(ExtrasSink); ok {
-			want = true
-		}
-	}
-	if !want {
-		return nil, nil
-	}
 	x := &WindowExtras{MapEntries: map[string]int{"samples": len(win.Samples)}}
 	k, isKernel := rc.k.(*kernel)
 	if rc.cgNames != nil && isKernel {
@@ -140,3 +166,17 @@ func bpfStatsSysctl() bool {
 	b, err := os.ReadFile("/proc/sys/kernel/bpf_stats_enabled")
 	return err == nil && strings.TrimSpace(string(b)) == "1"
 }
+
+// WindowFunc is a Sink that calls itself with each window (as
+// http.HandlerFunc is a handler): for a caller that only wants to know a
+// window was made.
+type WindowFunc func(w *profile.Window, s Status)
+
+func (WindowFunc) Header(profile.Header) error { return nil }
+
+func (f WindowFunc) Window(w *profile.Window, _ *WindowExtras, s Status) error {
+	f(w, s)
+	return nil
+}
+
+func (WindowFunc) Close(*profile.Trailer) error { return nil }

@@ -22,27 +22,26 @@ type testSink struct {
 	onWin   func(*WindowExtras)
 }
 
-func (s *testSink) Header(h profile.Header) {
+func (s *testSink) Header(h profile.Header) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.header = &h
+	return nil
 }
 
-func (s *testSink) Extras(x *WindowExtras) {
+func (s *testSink) Window(w *profile.Window, x *WindowExtras, _ Status) error {
 	s.mu.Lock()
+	s.windows = append(s.windows, w)
 	s.extras = append(s.extras, x)
 	f := s.onWin
 	s.mu.Unlock()
 	if f != nil {
 		f(x)
 	}
+	return nil
 }
 
-func (s *testSink) Window(w *profile.Window, _ Status) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.windows = append(s.windows, w)
-}
+func (s *testSink) Close(*profile.Trailer) error { return nil }
 
 // The exporter's mode against the kernel: a recorder with a sink and no
 // file counts by cgroup. A process sleeping in the test's cgroup shows up
@@ -98,7 +97,7 @@ func TestRecordByCgroupToSink(t *testing.T) {
 	before, _ := os.ReadDir(wd)
 	r, err := NewRecorder(Options{
 		Target: Target{Kind: profile.TargetAll}, Events: events(t, "cpu-clock", "context-switches"),
-		Interval: 200 * time.Millisecond, Duration: time.Minute, ByCgroup: true, Sinks: []WindowSink{sink},
+		Interval: 200 * time.Millisecond, Duration: time.Minute, ByCgroup: true, Sinks: []Sink{sink},
 	})
 	if err != nil {
 		t.Fatal(err)

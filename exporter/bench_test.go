@@ -52,8 +52,7 @@ func fleetExporter(b testing.TB) *Exporter {
 		}
 		x.Cgroups = append(x.Cgroups, cw)
 	}
-	e.Extras(x)
-	e.Window(w, collector.Status{})
+	e.Window(w, x, collector.Status{})
 	return e
 }
 

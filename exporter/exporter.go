@@ -42,7 +42,7 @@ const (
 	boundStep  = 2
 )
 
-// Exporter is a collector.ExtrasSink that keeps cumulative counts from the
+// Exporter is a collector.Sink that keeps cumulative counts from the
 // recorder's windows and a prometheus.Collector that serves them. Counters
 // start at zero when the exporter starts.
 type Exporter struct {
@@ -62,7 +62,6 @@ type Exporter struct {
 	dropped     map[string]uint64
 	mapEntries  map[string]int
 	started     bool
-	pending     *collector.WindowExtras // from Extras, for the next Window
 }
 
 // cgroupState is one cgroup label's cumulative values.
@@ -115,7 +114,7 @@ func New(opts Options) *Exporter {
 var dropReasons = []string{"stack_errors", "sample_map_full", "task_map_full", "map_errors", "cgroup_map_full"}
 
 // Header takes the events and the topology from the recording's header.
-func (e *Exporter) Header(h profile.Header) {
+func (e *Exporter) Header(h profile.Header) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.cpuNode = map[int]int{}
@@ -149,22 +148,14 @@ func (e *Exporter) Header(h profile.Header) {
 		e.dropped[r] += 0
 	}
 	e.started = true
+	return nil
 }
 
-// Extras takes what the recorder has beside the next window: the
-// per-cgroup deltas, BPF program run times and map sizes.
-func (e *Exporter) Extras(x *collector.WindowExtras) {
+// Window adds a window's deltas and what the recorder has beside it:
+// the per-cgroup deltas, BPF program run times and map sizes.
+func (e *Exporter) Window(w *profile.Window, x *collector.WindowExtras, _ collector.Status) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.pending = x
-}
-
-// Window adds a window's deltas, with the extras that came before it.
-func (e *Exporter) Window(w *profile.Window, _ collector.Status) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	x := e.pending
-	e.pending = nil
 	if x == nil {
 		x = &collector.WindowExtras{}
 	}
@@ -196,7 +187,12 @@ func (e *Exporter) Window(w *profile.Window, _ collector.Status) {
 	for k, v := range x.MapEntries {
 		e.mapEntries[k] = v
 	}
+	return nil
 }
+
+// Close ends nothing: the counters stay as they were, served until the
+// exporter stops.
+func (e *Exporter) Close(*profile.Trailer) error { return nil }
 
 // addCgroup adds one cgroup's window under its label: its own path while
 // fewer than MaxCgroups labels exist (or it has one already), else "other".

@@ -27,14 +27,13 @@ func header() *profile.Header {
 	return h
 }
 
-// feed gives e one window with these cgroups, as the recorder does:
-// extras first, then the window.
+// feed gives e one window with these cgroups beside it, as the recorder
+// does.
 func feed(e *Exporter, cgs ...collector.CgroupWindow) {
-	e.Extras(&collector.WindowExtras{Cgroups: cgs})
 	e.Window(&profile.Window{Counters: []profile.Counter{
 		{Event: "cpu-clock", HostPerCPU: []uint64{1e9, 2e9}},
 		{Event: "page-faults", HostPerCPU: []uint64{10, 20}},
-	}}, collector.Status{})
+	}}, &collector.WindowExtras{Cgroups: cgs}, collector.Status{})
 }
 
 // cg is a cgroup's window with n page faults and n seconds of cpu-clock.

@@ -58,9 +58,9 @@ func run(tgt collector.Target, d time.Duration, hz int, out string) error {
 		Target:   tgt,
 		Duration: d, SampleHz: hz,
 		Output: filepath.Join(tmp, "r.rec"),
-		OnWindow: func(*profile.Window, collector.Status) {
+		Sinks: []collector.Sink{collector.WindowFunc(func(*profile.Window, collector.Status) {
 			once.Do(func() { perr = pprof.StartCPUProfile(f) })
-		},
+		})},
 	})
 	if err != nil {
 		return err

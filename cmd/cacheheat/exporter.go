@@ -41,7 +41,7 @@ func runExporter(name string, args []string, stdout io.Writer) error {
 	}
 	exp := exporter.New(exporter.Options{MaxCgroups: *f.maxCgroups, Version: Version})
 	ready := &announce{w: stdout}
-	opts.Sinks = []collector.WindowSink{exp, ready}
+	opts.Sinks = []collector.Sink{exp, ready}
 	rec, err := collector.NewRecorder(opts)
 	if err != nil {
 		return usageErrorf("exporter: %v", err)
@@ -57,13 +57,17 @@ type announce struct {
 	line string
 }
 
-func (a *announce) Header(profile.Header) {
+func (a *announce) Header(profile.Header) error {
 	if a.line != "" {
 		fmt.Fprintln(a.w, a.line)
 	}
+	return nil
 }
 
-func (a *announce) Window(*profile.Window, collector.Status) {}
+func (a *announce) Window(*profile.Window, *collector.WindowExtras, collector.Status) error {
+	return nil
+}
+func (a *announce) Close(*profile.Trailer) error { return nil }
 
 // exporterFlags are the exporter's flags, as parsed.
 type exporterFlags struct {

@@ -391,13 +391,25 @@ func (f *recordFlags) report(opts *collector.Options) *statusLine {
 		return nil
 	}
 	status := newStatusLine(os.Stderr)
-	output := opts.Output
-	opts.OnWindow = func(_ *profile.Window, s collector.Status) {
-		status.set(fmt.Sprintf("recording %s: %.0fs, %s, %s, %s",
-			termSafe(output), s.Elapsed.Seconds(), plural(s.Windows, "window"), plural(int(s.Samples), "sample"), plural(int(s.Drops), "drop")))
-	}
+	opts.Sinks = append(opts.Sinks, progressSink{status: status, output: opts.Output})
 	return status
 }
+
+// progressSink shows the recording's progress on the status line.
+type progressSink struct {
+	status *statusLine
+	output string
+}
+
+func (progressSink) Header(profile.Header) error { return nil }
+
+func (p progressSink) Window(_ *profile.Window, _ *collector.WindowExtras, s collector.Status) error {
+	p.status.set(fmt.Sprintf("recording %s: %.0fs, %s, %s, %s",
+		termSafe(p.output), s.Elapsed.Seconds(), plural(s.Windows, "window"), plural(int(s.Samples), "sample"), plural(int(s.Drops), "drop")))
+	return nil
+}
+
+func (progressSink) Close(*profile.Trailer) error { return nil }
 
 // lingerFor is how long the live view stays up after the recording: -1
 // (no --linger) until Ctrl-C.

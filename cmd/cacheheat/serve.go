@@ -203,17 +203,23 @@ type liveStatus struct {
 	Drops    uint64  `json:"drops"`
 }
 
-// Header and Window make the live view a collector.WindowSink; neither
-// waits for a viewer.
-// Both run on the recorder's goroutine, so target needs no lock.
-func (lv *liveView) Header(h profile.Header) {
+// Header, Window and Close make the live view a collector.Sink; none
+// waits for a viewer. They run on the recorder's goroutine, so target
+// needs no lock.
+func (lv *liveView) Header(h profile.Header) error {
 	lv.target = h.Target.String()
 	lv.live.SetHeader(h)
+	return nil
 }
 
-func (lv *liveView) Window(w *profile.Window, s collector.Status) {
+func (lv *liveView) Window(w *profile.Window, _ *collector.WindowExtras, s collector.Status) error {
 	lv.live.Publish(w, liveStatus{Target: lv.target, Output: lv.output, ElapsedS: s.Elapsed.Seconds(), Windows: s.Windows, Samples: s.Samples, Drops: s.Drops})
+	return nil
 }
+
+// Close leaves the page up: finish shows the report once the file is
+// complete.
+func (lv *liveView) Close(*profile.Trailer) error { return nil }
 
 // finish renders the final report from the finished file, as report
 // does (or shows the error), and keeps the page up, linking to it, until

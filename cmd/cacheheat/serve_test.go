@@ -255,7 +255,7 @@ func TestRecordLive(t *testing.T) {
 // and never reads it, beside one that reads everything. The recording
 // must be whole: its windows are contiguous and cover the duration, the
 // trailer counts them all, and the reading viewer's last update covers
-// every window the file has (each went through OnWindow while the stuck
+// every window the file has (each went through the sinks while the stuck
 // viewer sat there). The window count itself is not compared with a
 // second run: on a loaded host it varies between runs without any viewer
 // (a 2 s recording of 200 ms windows has given 3 to 11 windows at load 11).

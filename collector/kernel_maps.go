@@ -1,0 +1,488 @@
+package collector
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/cacheheat/cacheheat/bpf"
+	"github.com/cacheheat/cacheheat/profile"
+)
+
+// Reading the kernel side's maps into a snapshot each window: tasks,
+// counters, histograms, statistics, waits and their peers, and the other
+// processes; and the batch readers they share.
+
+// snapshot reads every cumulative value: the seam between the kernel and
+// the window arithmetic (window.go).
+func (k *kernel) snapshot() (*snapshot, error) {
+	s := &snapshot{}
+	var err error
+	// The stats first: they say whether the task map can have changed.
+	if err := k.readStats(s); err != nil {
+		return nil, err
+	}
+	if s.tasks, err = k.readTasks(s.stats); err != nil {
+		return nil, err
+	}
+	if s.target, err = k.readTargetTotals(); err != nil {
+		return nil, err
+	}
+	if s.host, err = k.readCounters(); err != nil {
+		return nil, err
+	}
+	if err := k.readBusy(s); err != nil {
+		return nil, err
+	}
+	if k.cfg.byCgroup {
+		if err := k.snapshotCgroups(s); err != nil {
+			return nil, err
+		}
+	}
+	if err := k.readHists(s); err != nil {
+		return nil, err
+	}
+	if !k.cfg.byCgroup {
+		if s.waits, err = k.readWaits(); err != nil {
+			return nil, err
+		}
+	}
+	s.idleNS = k.stat.idle()
+	return s, nil
+}
+
+// readWaits reads the target's cumulative off-CPU time by wait code,
+// summed over CPUs. The map holds the few codes the target blocked with,
+// and never shrinks.
+func (k *kernel) readWaits() (map[uint32]waitVal, error) {
+	out := map[uint32]waitVal{}
+	var code uint32
+	var vals []bpf.CacheheatWaitVal
+	it := k.objs.Waits.Iterate()
+	for it.Next(&code, &vals) {
+		var w waitVal
+		for _, v := range vals {
+			w.ns += v.Ns
+			w.count += v.Count
+			if w.hist == nil {
+				w.hist = make([]uint64, len(v.Hist))
+			}
+			for b, n := range v.Hist {
+				w.hist[b] += n
+			}
+		}
+		out[code] = w
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("reading the wait map: %w", err)
+	}
+	return out, nil
+}
+
+// drainPeers takes the target's waits on other processes since the last
+// drain, by the process that woke it, longest first.
+func (k *kernel) drainPeers() []profile.Peer {
+	var key bpf.CacheheatPeerKey
+	var v bpf.CacheheatPeerVal
+	var keys []bpf.CacheheatPeerKey
+	it := k.objs.Peers.Iterate()
+	for it.Next(&key, &v) {
+		keys = append(keys, key)
+	}
+	var out []profile.Peer
+	for _, key := range keys {
+		if err := k.objs.Peers.LookupAndDelete(&key, &v); err != nil {
+			continue
+		}
+		reason, call, _ := waitOf(key.Wait)
+		out = append(out, profile.Peer{
+			PID: int(key.Tgid), WakerPID: int(key.WakerTgid), WakerComm: cString(key.WakerComm[:]),
+			Reason: reason, Call: call, NS: v.Ns, Count: v.Count,
+		})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].NS != out[j].NS {
+			return out[i].NS > out[j].NS
+		}
+		return out[i].WakerPID < out[j].WakerPID
+	})
+	// The longest waits say on whom; the tail would grow every window.
+	if len(out) > maxPeers {
+		out = out[:maxPeers]
+	}
+	return out
+}
+
+// maxPeers is how many waker entries a window lists.
+const maxPeers = 20
+
+// readTasks reads every thread's counts, and prunes the records of the
+// threads that exited. Walking the map visits all its buckets, which
+// costs even when it is empty; so a map that was empty at the last walk,
+// and in which the BPF side created no record since (stats, read just
+// before), is not walked again.
+func (k *kernel) readTasks(stats []statsVal) (map[taskKey]taskVal, error) {
+	var created uint64
+	for _, s := range stats {
+		created += s.newTasks
+	}
+	if k.tasksWalked && k.tasksLast == 0 && created == k.tasksCreated {
+		return map[taskKey]taskVal{}, nil
+	}
+	keys, vals, err := k.taskBuf.readAll(k.objs.Tasks)
+	if err != nil {
+		return nil, fmt.Errorf("reading the task map: %w", err)
+	}
+	k.tasksWalked, k.tasksLast, k.tasksCreated = true, len(keys), created
+	tasks := make(map[taskKey]taskVal, len(keys))
+	var exited []bpf.CacheheatTaskKey
+	for i, key := range keys {
+		tv := taskVal{comm: cString(vals[i].Comm[:]), counts: append([]uint64(nil), vals[i].Counts[:]...)}
+		tasks[taskKey{tgid: int(key.Tgid), tid: int(key.Pid)}] = tv
+		if vals[i].Exited != 0 {
+			exited = append(exited, key)
+		}
+	}
+	k.prune(exited)
+	return tasks, nil
+}
+
+// readTargetTotals reads what the targets counted, [slot][cpu].
+func (k *kernel) readTargetTotals() ([][]uint64, error) {
+	var zero uint32
+	var tots []bpf.CacheheatTotalsVal
+	if err := k.objs.TargetTotals.Lookup(&zero, &tots); err != nil {
+		return nil, fmt.Errorf("reading target totals: %w", err)
+	}
+	target := make([][]uint64, len(k.cfg.counted))
+	for slot := range k.cfg.counted {
+		target[slot] = make([]uint64, len(tots))
+		for cpu, t := range tots {
+			target[slot][cpu] = t.Counts[slot]
+		}
+	}
+	return target, nil
+}
+
+// counterGroup lists the slots of one CPU's group of software counters.
+type counterGroup struct {
+	slots []int
+}
+
+// readCounters reads what every task counted, [slot][cpu], from the perf
+// counters: each CPU's software group at once, the others one by one.
+func (k *kernel) readCounters() ([][]counterValue, error) {
+	host := make([][]counterValue, len(k.cfg.counted))
+	for slot := range host {
+		host[slot] = make([]counterValue, k.possible)
+	}
+	for i, g := range k.groups {
+		if len(g.slots) == 0 {
+			continue
+		}
+		vals := make([]counterValue, len(g.slots))
+		if err := k.counters[g.slots[0]][i].readGroup(vals); err != nil {
+			return nil, err
+		}
+		for j, slot := range g.slots {
+			host[slot][k.counters[slot][i].cpu] = vals[j]
+		}
+	}
+	for slot, ev := range k.cfg.counted {
+		if ev.Kind == KindSoftware {
+			continue // read with its group
+		}
+		for _, pc := range k.counters[slot] {
+			v, err := pc.read()
+			if err != nil {
+				return nil, err
+			}
+			host[slot][pc.cpu] = v
+		}
+	}
+	// A rotated stand-in's own enabled clock stops while it is out of
+	// turn; the reference slot's is the time it was meant to count.
+	for _, slot := range k.cfg.rotated {
+		for cpu := range host[slot] {
+			host[slot][cpu].Enabled = host[k.cfg.refSlot][cpu].Enabled
+		}
+	}
+	return host, nil
+}
+
+// readHists reads the run-queue latency and off-CPU histograms, per CPU.
+func (k *kernel) readHists(s *snapshot) error {
+	var zero uint32
+	var hs []bpf.CacheheatHistVal
+	if err := k.objs.Hists.Lookup(&zero, &hs); err != nil {
+		return fmt.Errorf("reading histograms: %w", err)
+	}
+	s.runq = make([][]uint64, len(hs))
+	s.offcpu = make([][]uint64, len(hs))
+	for cpu, h := range hs {
+		s.runq[cpu] = append([]uint64(nil), h.Runq[:]...)
+		s.offcpu[cpu] = append([]uint64(nil), h.Offcpu[:]...)
+	}
+	return nil
+}
+
+// readStats reads the BPF side's own per-CPU statistics: sampler fires,
+// what it dropped, and the off-CPU totals.
+func (k *kernel) readStats(s *snapshot) error {
+	var zero uint32
+	var st []bpf.CacheheatStatsVal
+	if err := k.objs.Stats.Lookup(&zero, &st); err != nil {
+		return fmt.Errorf("reading bpf stats: %w", err)
+	}
+	s.stats = make([]statsVal, len(st))
+	for cpu, v := range st {
+		s.stats[cpu] = statsVal{
+			fires: v.Fires, samples: v.Samples,
+			stackErrors: v.StackErrors, sampleMapFull: v.SampleMapFull,
+			procMapFull: v.ProcMapFull, mapErrors: v.MapErrors,
+			newTasks: v.NewTasks,
+		}
+	}
+	var oc []bpf.CacheheatOffcpuStat
+	if err := k.objs.OffcpuStats.Lookup(&zero, &oc); err != nil {
+		return fmt.Errorf("reading off-cpu stats: %w", err)
+	}
+	s.offStats = make([]offcpuVal, len(oc))
+	for cpu, v := range oc {
+		s.offStats[cpu] = offcpuVal{blockedNS: v.BlockedNs, sampledNS: v.SampledNs, stackErrors: v.StackErrors, mapErrors: v.MapErrors}
+	}
+	return nil
+}
+
+// readBusy reads each CPU's busy time (busy_ns). It is read after the
+// task map and the counters, so that a window's busy time covers at
+// least the target's time counted in it.
+func (k *kernel) readBusy(s *snapshot) error {
+	var zero uint32
+	var last []bpf.CacheheatLastVal
+	if err := k.objs.Last.Lookup(&zero, &last); err != nil {
+		return fmt.Errorf("reading per-cpu state: %w", err)
+	}
+	s.busyNS = make([]uint64, len(last))
+	for cpu, v := range last {
+		s.busyNS[cpu] = v.BusyNs
+	}
+	return nil
+}
+
+// statFile reads /proc/stat once a window: kept open and read from offset
+// 0 (which makes the kernel generate it afresh) into a kept buffer, one
+// system call instead of the open, poller registration, reads and close
+// of os.ReadFile; an idle recorder's windows are mostly such overhead.
+type statFile struct {
+	path string
+	f    *os.File
+	buf  []byte
+}
+
+// idle reads each CPU's cumulative idle time (idle + iowait), in
+// nanoseconds; nil when it cannot.
+func (s *statFile) idle() []uint64 {
+	if s.f == nil {
+		f, err := os.Open(s.path)
+		if err != nil {
+			return nil
+		}
+		s.f, s.buf = f, make([]byte, 16<<10)
+	}
+	for {
+		n, err := s.f.ReadAt(s.buf, 0)
+		if err == io.EOF || (err == nil && n < len(s.buf)) {
+			return parseIdle(s.buf[:n])
+		}
+		if err != nil {
+			return nil
+		}
+		s.buf = make([]byte, 2*len(s.buf)) // it did not fit
+	}
+}
+
+func (s *statFile) close() error {
+	if s.f == nil {
+		return nil
+	}
+	err := s.f.Close()
+	s.f = nil
+	return err
+}
+
+// parseIdle reads the per-CPU idle + iowait times of /proc/stat's text.
+func parseIdle(b []byte) []uint64 {
+	var out []uint64
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
+			continue
+		}
+		cpu, err := strconv.Atoi(f[0][3:])
+		if err != nil || cpu < 0 || cpu > 1<<16 {
+			continue
+		}
+		idle, err1 := strconv.ParseUint(f[4], 10, 64)
+		iowait, err2 := strconv.ParseUint(f[5], 10, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		for len(out) <= cpu {
+			out = append(out, 0)
+		}
+		// USER_HZ is 100 on every Linux architecture's user ABI.
+		out[cpu] = (idle + iowait) * 1e7
+	}
+	return out
+}
+
+// prune deletes the task records marked exited at the previous snapshot
+// (this one has taken their last counts) and remembers those marked now.
+// A thread's last context switch follows its exit by microseconds, and
+// snapshots are at least MinInterval apart. The map thus holds live
+// threads only, however long the recording.
+func (k *kernel) prune(exitedNow []bpf.CacheheatTaskKey) {
+	for _, key := range k.exited {
+		if err := k.objs.Tasks.Delete(key); err == nil {
+			k.pruned++
+		}
+	}
+	k.exited = exitedNow
+}
+
+// counterSlots is the number of counter slots of the BPF object: its
+// countersN maps (MAX_EVENTS in bpf/cacheheat.h).
+func counterSlots(spec *ebpf.CollectionSpec) int {
+	n := 0
+	for spec.Maps["counters"+strconv.Itoa(n)] != nil {
+		n++
+	}
+	return n
+}
+
+// counterMapsOf lists the countersN maps by slot, from the generated
+// struct's ebpf tags, so that the Go side has no copy of their number.
+func counterMapsOf(m *bpf.CacheheatMaps) []*ebpf.Map {
+	v := reflect.ValueOf(m).Elem()
+	byslot := map[int]*ebpf.Map{}
+	for i := range v.NumField() {
+		n, ok := strings.CutPrefix(v.Type().Field(i).Tag.Get("ebpf"), "counters")
+		if !ok {
+			continue
+		}
+		if slot, err := strconv.Atoi(n); err == nil {
+			byslot[slot] = v.Field(i).Interface().(*ebpf.Map)
+		}
+	}
+	out := make([]*ebpf.Map, len(byslot))
+	for slot, mp := range byslot {
+		if slot < len(out) {
+			out[slot] = mp
+		}
+	}
+	return out
+}
+
+// drainOthers takes the samples of processes that are not targets since
+// the last drain, most first.
+func (k *kernel) drainOthers() []profile.OtherProcess {
+	var key bpf.CacheheatOtherKey
+	var n uint64
+	var keys []bpf.CacheheatOtherKey
+	byPID := map[int]*profile.OtherProcess{}
+	it := k.objs.Others.Iterate()
+	for it.Next(&key, &n) {
+		keys = append(keys, key)
+	}
+	for _, key := range keys {
+		if err := k.objs.Others.LookupAndDelete(&key, &n); err != nil {
+			continue
+		}
+		p := byPID[int(key.Tgid)]
+		if p == nil {
+			p = &profile.OtherProcess{PID: int(key.Tgid), Comm: cString(key.Comm[:])}
+			byPID[p.PID] = p
+		}
+		p.Samples += n
+	}
+	out := make([]profile.OtherProcess, 0, len(byPID))
+	for _, p := range byPID {
+		out = append(out, *p)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Samples != out[j].Samples {
+			return out[i].Samples > out[j].Samples
+		}
+		return out[i].PID < out[j].PID
+	})
+	// The top of the list says who; the long tail of one-sample
+	// processes says nothing and would grow every window.
+	if len(out) > maxOthers {
+		out = out[:maxOthers]
+	}
+	return out
+}
+
+// maxOthers is how many other processes a window lists.
+const maxOthers = 10
+
+// batchBuf reads every entry of a hash map in batches: a few system calls
+// for the whole map, where iterating costs two per entry. Kernels without
+// batch operations (before 5.6) are iterated. What readAll returns is
+// valid until its next call.
+type batchBuf[K, V any] struct {
+	keys []K
+	vals []V
+}
+
+func (b *batchBuf[K, V]) readAll(m *ebpf.Map) ([]K, []V, error) {
+	const chunk = 4096
+	b.keys, b.vals = b.keys[:0], b.vals[:0]
+	var cursor ebpf.MapBatchCursor
+	for {
+		n := len(b.keys)
+		b.keys, b.vals = slices.Grow(b.keys, chunk)[:n+chunk], slices.Grow(b.vals, chunk)[:n+chunk]
+		got, err := m.BatchLookup(&cursor, b.keys[n:], b.vals[n:], nil)
+		b.keys, b.vals = b.keys[:n+got], b.vals[:n+got]
+		switch {
+		case errors.Is(err, ebpf.ErrKeyNotExist):
+			return b.keys, b.vals, nil
+		case errors.Is(err, ebpf.ErrNotSupported):
+			return iterateAll[K, V](m)
+		case err != nil:
+			return nil, nil, err
+		}
+	}
+}
+
+func iterateAll[K, V any](m *ebpf.Map) ([]K, []V, error) {
+	var outK []K
+	var outV []V
+	var k K
+	var v V
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		outK, outV = append(outK, k), append(outV, v)
+	}
+	return outK, outV, it.Err()
+}
+
+func cString(b []int8) string {
+	out := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		out = append(out, byte(c))
+	}
+	return string(out)
+}

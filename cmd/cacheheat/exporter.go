@@ -15,9 +15,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/cacheheat/cacheheat/collector"
-	"github.com/cacheheat/cacheheat/exporter"
 	"github.com/cacheheat/cacheheat/host"
 	"github.com/cacheheat/cacheheat/profile"
+	"github.com/cacheheat/cacheheat/promexporter"
 	"github.com/cacheheat/cacheheat/web"
 )
 
@@ -39,7 +39,7 @@ func runExporter(name string, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	exp := exporter.New(exporter.Options{MaxCgroups: *f.maxCgroups, Version: Version})
+	exp := promexporter.New(promexporter.Options{MaxCgroups: *f.maxCgroups, Version: Version})
 	ready := &announce{w: stdout}
 	opts.Sinks = []collector.Sink{exp, ready}
 	rec, err := collector.NewRecorder(opts)
@@ -84,7 +84,7 @@ func exporterFlagSet(name string, stdout io.Writer) (*pflag.FlagSet, *exporterFl
 	var f exporterFlags
 	f.listen = fs.String("listen", "127.0.0.1:9632", "address to serve /metrics on")
 	f.allowRemote = fs.Bool("allow-remote", false, "allow a --listen address that is not loopback (the metrics name every cgroup and container on the host)")
-	f.maxCgroups = fs.Int("max-cgroups", exporter.DefaultMaxCgroups, "most cgroups with their own series; the rest are summed into cgroup=\"other\"")
+	f.maxCgroups = fs.Int("max-cgroups", promexporter.DefaultMaxCgroups, "most cgroups with their own series; the rest are summed into cgroup=\"other\"")
 	f.events = fs.StringP("event", "e", "", "events to count, comma-separated (default: as record)")
 	f.interval = fs.StringP("interval", "i", "1s", "how often the counts are brought up to date, at least 10ms")
 	f.hz = fs.IntP("freq", "F", exporterSampleHz, "cpu-clock samples per second per CPU (no stacks; they attribute long-running tasks' counts between switches)")

@@ -27,7 +27,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/cacheheat/cacheheat/exporter/dashboard"
+	"github.com/cacheheat/cacheheat/promexporter/dashboard"
 )
 
 // TestExporterWithPrometheus runs the exporter as a user would, with a real

@@ -18,10 +18,10 @@ func TestCommittedDashboardIsGenerated(t *testing.T) {
 	}
 	got, err := os.ReadFile(committed)
 	if err != nil {
-		t.Fatalf("reading the committed dashboard: %v (run: go generate ./exporter/...)", err)
+		t.Fatalf("reading the committed dashboard: %v (run: go generate ./promexporter/...)", err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatalf("%s differs from what exporter/dashboard generates: run go generate ./exporter/... and commit", committed)
+		t.Fatalf("%s differs from what promexporter/dashboard generates: run go generate ./promexporter/... and commit", committed)
 	}
 }
 

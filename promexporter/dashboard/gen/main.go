@@ -1,5 +1,5 @@
 // Command gen writes cacheheat's Grafana dashboard (package dashboard) to
-// a file: go generate ./exporter/... refreshes deploy/grafana/cacheheat.json.
+// a file: go generate ./promexporter/... refreshes deploy/grafana/cacheheat.json.
 package main
 
 import (
@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/cacheheat/cacheheat/exporter/dashboard"
+	"github.com/cacheheat/cacheheat/promexporter/dashboard"
 )
 
 func main() {

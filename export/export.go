@@ -40,52 +40,92 @@ type key struct {
 	user, kernel  uint64
 }
 
-// selection is the samples Options keep, summed, with each process's name.
-type selection struct {
-	rec     *profile.Recording
+// Selection is the samples Options keep, summed as a recording is read
+// window by window (profile.Stream: no window is kept), with each
+// process's name. Pprof and Folded write it.
+type Selection struct {
+	h       profile.Header
+	stacks  map[uint64]profile.Stack
+	o       Options
 	counts  map[key]uint64
 	keys    []key // first-seen order, so the output is deterministic
 	comm    map[int]string
 	startNS int64
 	endNS   int64
+	// all counts every window's samples by event, selected or not: the
+	// recording's primary sample event is the first with any.
+	all map[string]uint64
 }
 
-func selectSamples(rec *profile.Recording, o Options) *selection {
-	if o.Lines != nil && rec.Trailer != nil {
-		o.Lines.AddRecorded(rec.Trailer.Lines) // resolved when the recording ended
-	}
-	s := &selection{rec: rec, counts: map[key]uint64{}, comm: map[int]string{}, startNS: -1}
+// NewSelection starts a selection of a recording with header h; stacks
+// is the map the recording's stacks are (or, for a stream, will be)
+// defined in, as the windows are added.
+func NewSelection(h profile.Header, stacks map[uint64]profile.Stack, o Options) *Selection {
+	return &Selection{h: h, stacks: stacks, o: o, counts: map[key]uint64{}, comm: map[int]string{}, startNS: -1, all: map[string]uint64{}}
+}
+
+// FromRecording selects from a recording in memory.
+func FromRecording(rec *profile.Recording, o Options) *Selection {
+	s := NewSelection(rec.Header, rec.Stacks, o)
 	for i := range rec.Windows {
-		w := &rec.Windows[i]
-		if w.StartNS < int64(o.From) || (o.To > 0 && w.StartNS >= int64(o.To)) {
-			continue
-		}
-		if s.startNS < 0 {
-			s.startNS = w.StartNS
-		}
-		s.endNS = w.EndNS
-		for _, p := range w.Processes {
-			s.comm[p.PID] = p.Comm
-		}
-		for _, smp := range w.Samples {
-			if o.PID != 0 && smp.PID != o.PID {
-				continue
-			}
-			k := key{smp.Event, smp.PID, smp.TID, smp.CPU, smp.UserStack, smp.KernelStack}
-			if _, ok := s.counts[k]; !ok {
-				s.keys = append(s.keys, k)
-			}
-			s.counts[k] += smp.Count
-		}
+		s.Add(&rec.Windows[i])
 	}
-	if s.startNS < 0 {
-		s.startNS = 0
-	}
+	s.End(rec.Trailer)
 	return s
 }
 
+// Add sums the next window's samples that Options keep.
+func (s *Selection) Add(w *profile.Window) {
+	for _, smp := range w.Samples {
+		s.all[smp.Event] += smp.Count
+	}
+	o := s.o
+	if w.StartNS < int64(o.From) || (o.To > 0 && w.StartNS >= int64(o.To)) {
+		return
+	}
+	if s.startNS < 0 {
+		s.startNS = w.StartNS
+	}
+	s.endNS = w.EndNS
+	for _, p := range w.Processes {
+		s.comm[p.PID] = p.Comm
+	}
+	for _, smp := range w.Samples {
+		if o.PID != 0 && smp.PID != o.PID {
+			continue
+		}
+		k := key{smp.Event, smp.PID, smp.TID, smp.CPU, smp.UserStack, smp.KernelStack}
+		if _, ok := s.counts[k]; !ok {
+			s.keys = append(s.keys, k)
+		}
+		s.counts[k] += smp.Count
+	}
+}
+
+// End takes the recording's trailer (nil when it was cut short): the
+// source lines resolved when it ended.
+func (s *Selection) End(t *profile.Trailer) {
+	if s.o.Lines != nil && t != nil {
+		s.o.Lines.AddRecorded(t.Lines)
+	}
+}
+
+// primary is the recording's primary sample event: the first of its
+// sample events with samples (profile.Recording.PrimarySampleEvent).
+func (s *Selection) primary() string {
+	for _, e := range s.h.Settings.SampleEvents {
+		if s.all[e] > 0 {
+			return e
+		}
+	}
+	if len(s.h.Settings.SampleEvents) > 0 {
+		return s.h.Settings.SampleEvents[0]
+	}
+	return ""
+}
+
 // commOf names a process: its comm from the recording, else "pid N".
-func (s *selection) commOf(pid int) string {
+func (s *Selection) commOf(pid int) string {
 	if c := s.comm[pid]; c != "" {
 		return c
 	}
@@ -93,8 +133,8 @@ func (s *selection) commOf(pid int) string {
 }
 
 // events lists the sample events present, the primary one first.
-func (s *selection) events() []string {
-	primary := s.rec.PrimarySampleEvent()
+func (s *Selection) events() []string {
+	primary := s.primary()
 	var out []string
 	for _, k := range s.keys {
 		if !slices.Contains(out, k.event) {
@@ -130,21 +170,24 @@ func sampleWeight(h profile.Header, event string) (typ, unit string, weight int6
 // sampling period times the samples). Samples carry labels pid, tid, comm,
 // cpu and node (and cgroup for a cgroup target); mappings carry the
 // module's build id when the recorder read one.
-func Pprof(w io.Writer, rec *profile.Recording, o Options) error {
-	s := selectSamples(rec, o)
+func Pprof(w io.Writer, s *Selection) error {
+	if s.startNS < 0 {
+		s.startNS = 0
+	}
+	h, o := &s.h, s.o
 	events := s.events()
 	if len(events) == 0 {
-		events = []string{rec.PrimarySampleEvent()}
+		events = []string{s.primary()}
 	}
 	p := &pprof.Profile{
-		TimeNanos:     rec.Header.StartTime.Add(time.Duration(s.startNS)).UnixNano(),
+		TimeNanos:     h.StartTime.Add(time.Duration(s.startNS)).UnixNano(),
 		DurationNanos: s.endNS - s.startNS,
-		Comments:      []string{rec.Header.Tool},
+		Comments:      []string{h.Tool},
 	}
 	col := map[string]int{}
 	weight := map[string]int64{}
 	for _, ev := range events {
-		typ, unit, wt := sampleWeight(rec.Header, ev)
+		typ, unit, wt := sampleWeight(*h, ev)
 		col[ev] = len(p.SampleType)
 		weight[ev] = wt
 		p.SampleType = append(p.SampleType,
@@ -157,10 +200,10 @@ func Pprof(w io.Writer, rec *profile.Recording, o Options) error {
 
 	b := newBuilder(p)
 	b.lines = o.Lines
-	nodeOf := rec.Header.Host.Topology.NodeOf()
+	nodeOf := h.Host.Topology.NodeOf()
 	cgroup := ""
-	if rec.Header.Target.Kind == profile.TargetCgroup {
-		cgroup = rec.Header.Target.Cgroup
+	if h.Target.Kind == profile.TargetCgroup {
+		cgroup = h.Target.Cgroup
 	}
 	for _, k := range s.keys {
 		n := s.counts[k]
@@ -182,7 +225,7 @@ func Pprof(w io.Writer, rec *profile.Recording, o Options) error {
 		c := col[k.event]
 		smp.Value[c] = int64(n)
 		smp.Value[c+1] = int64(n) * weight[k.event]
-		frames, caller := sampleFrames(rec, k)
+		frames, caller := s.sampleFrames(k)
 		if len(frames) == 0 {
 			frames, caller = []profile.Frame{{Function: "[no stack]"}}, []bool{false}
 		}
@@ -284,14 +327,14 @@ func resolveLines(l *symbolize.Lines, f profile.Frame, caller bool) []symbolize.
 // then its user stack), and for each whether it is a caller's: the first
 // frame of each stack is where the thread was (in the kernel, or
 // entering it), every other one a return address.
-func sampleFrames(rec *profile.Recording, k key) ([]profile.Frame, []bool) {
+func (s *Selection) sampleFrames(k key) ([]profile.Frame, []bool) {
 	var frames []profile.Frame
 	var caller []bool
 	for _, id := range []uint64{k.kernel, k.user} {
 		if id == 0 {
 			continue
 		}
-		for i, f := range rec.Stacks[id].Frames {
+		for i, f := range s.stacks[id].Frames {
 			frames = append(frames, f)
 			caller = append(caller, i > 0)
 		}
@@ -325,11 +368,11 @@ func foldedFrames(frames []profile.Frame, caller []bool, o Options) []string {
 // process's comm, then the frames from the outermost to the innermost,
 // separated by ';', a space and the number of samples of o.Event. The
 // counts sum to the recording's samples of that event in the selection.
-func Folded(w io.Writer, rec *profile.Recording, o Options) error {
-	s := selectSamples(rec, o)
+func Folded(w io.Writer, s *Selection) error {
+	o := s.o
 	ev := o.Event
 	if ev == "" {
-		ev = rec.PrimarySampleEvent()
+		ev = s.primary()
 	}
 	sums := map[string]uint64{}
 	var lines []string
@@ -340,7 +383,7 @@ func Folded(w io.Writer, rec *profile.Recording, o Options) error {
 		}
 		sb.Reset()
 		sb.WriteString(foldName(s.commOf(k.pid)))
-		frames, caller := sampleFrames(rec, k)
+		frames, caller := s.sampleFrames(k)
 		for _, name := range foldedFrames(frames, caller, o) {
 			sb.WriteByte(';')
 			sb.WriteString(foldName(name))

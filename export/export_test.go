@@ -49,7 +49,7 @@ func TestFoldedSumsToTheSampleTotal(t *testing.T) {
 	rec := synth.Recording(synth.Default())
 	for _, o := range []Options{{}, {From: 2 * time.Second, To: 4 * time.Second}, {PID: 1010}} {
 		var buf bytes.Buffer
-		if err := Folded(&buf, rec, o); err != nil {
+		if err := Folded(&buf, FromRecording(rec, o)); err != nil {
 			t.Fatal(err)
 		}
 		sum, lines := foldedSum(t, buf.String())
@@ -74,7 +74,7 @@ func TestFoldedEscapesSeparators(t *testing.T) {
 	o.Names = []string{"evil;comm\nx", "f;g"}
 	rec := synth.Recording(o)
 	var buf bytes.Buffer
-	if err := Folded(&buf, rec, Options{}); err != nil {
+	if err := Folded(&buf, FromRecording(rec, Options{})); err != nil {
 		t.Fatal(err)
 	}
 	sum, lines := foldedSum(t, buf.String())
@@ -102,7 +102,7 @@ func TestPprof(t *testing.T) {
 	st.Frames[1].BuildID = "abc123"
 	rec.Stacks[id] = st
 	var buf bytes.Buffer
-	if err := Pprof(&buf, rec, Options{}); err != nil {
+	if err := Pprof(&buf, FromRecording(rec, Options{})); err != nil {
 		t.Fatal(err)
 	}
 	p, err := pprof.Parse(&buf)
@@ -151,7 +151,7 @@ func TestPprofCgroupLabel(t *testing.T) {
 		rec := synth.Recording(synth.Default())
 		rec.Header.Target = profile.Target{Kind: kind, Cgroup: "system.slice/x.service"}
 		var buf bytes.Buffer
-		if err := Pprof(&buf, rec, Options{}); err != nil {
+		if err := Pprof(&buf, FromRecording(rec, Options{})); err != nil {
 			t.Fatal(err)
 		}
 		p, err := pprof.Parse(&buf)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cacheheat/cacheheat/export"
 	"github.com/cacheheat/cacheheat/internal/outfile"
+	"github.com/cacheheat/cacheheat/profile"
 	"github.com/cacheheat/cacheheat/symbolize"
 )
 
@@ -56,25 +57,28 @@ func runExport(name string, args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	rec, err := readRecording(in)
-	if err != nil {
-		return err
-	}
-	if rec.Warning != "" {
-		fmt.Fprintf(os.Stderr, "cacheheat: warning: %s\n", termSafe(rec.Warning))
-	}
-	if *event != "" && !slices.Contains(rec.Header.Settings.SampleEvents, *event) {
-		return usageErrorf("export: the recording has no samples of %q; its sample events: %s", *event, strings.Join(rec.Header.Settings.SampleEvents, ", "))
-	}
 	o := export.Options{From: *from, To: *to, PID: *pid, Event: *event, FoldedLines: *lines}
-	// Lines come from the binaries the frames name, on this host; a file
-	// that is gone or changed keeps its frames without them.
+	// Lines come from the recording's trailer, else from the binaries
+	// the frames name, on this host; a file that is gone or changed
+	// keeps its frames without them.
 	if (*asPprof && !*noLines) || *lines {
 		o.Lines = symbolize.NewLines()
 	}
-	write := func(w io.Writer) error { return export.Folded(w, rec, o) }
+	var sel *export.Selection
+	st, err := streamRecording(in, func(s *profile.Stream) func(*profile.Window) {
+		sel = export.NewSelection(s.Header, s.Stacks, o)
+		return sel.Add
+	})
+	if err != nil {
+		return err
+	}
+	sel.End(st.Trailer)
+	if events := st.Header.Settings.SampleEvents; *event != "" && !slices.Contains(events, *event) {
+		return usageErrorf("export: the recording has no samples of %q; its sample events: %s", *event, strings.Join(events, ", "))
+	}
+	write := func(w io.Writer) error { return export.Folded(w, sel) }
 	if *asPprof {
-		write = func(w io.Writer) error { return export.Pprof(w, rec, o) }
+		write = func(w io.Writer) error { return export.Pprof(w, sel) }
 	}
 	if *out == "" || *out == "-" {
 		if f, ok := stdout.(*os.File); ok && isTerminal(f) {

@@ -49,30 +49,18 @@ func runInspect(name string, args []string, stdout io.Writer) error {
 	return nil
 }
 
-// readRecording reads a recording, turning a missing file into a usage
-// error (exit 2) and anything unreadable into a format error (exit 4).
-func readRecording(path string) (*profile.Recording, error) {
-	if err := checkRecordingPath(path); err != nil {
-		return nil, err
-	}
-	rec, err := profile.ReadFile(path)
-	if err != nil {
-		return nil, recordingError(path, err)
-	}
-	return rec, nil
-}
-
-// readModel streams a recording into its model, with readRecording's
-// errors.
+// readModel streams a recording into its model (streamRecording: the
+// one way commands read recordings).
 func readModel(path string) (*model.Model, error) {
-	if err := checkRecordingPath(path); err != nil {
+	var mb *model.Builder
+	s, err := streamRecording(path, func(s *profile.Stream) func(*profile.Window) {
+		mb = model.NewBuilder(s.Header, s.Stacks)
+		return mb.Add
+	})
+	if err != nil {
 		return nil, err
 	}
-	m, err := model.ReadFile(path)
-	if err != nil {
-		return nil, recordingError(path, err)
-	}
-	return m, nil
+	return mb.Model(s.Trailer, s.Truncated, s.Warning), nil
 }
 
 func checkRecordingPath(path string) error {

@@ -379,6 +379,7 @@ func (b *Builder) selfID(s profile.Sample) uint32 {
 // called again after more windows.
 func (b *Builder) Metrics() *Metrics {
 	m := b.m
+	m.medianSpan = 0 // the windows' median length, again over every window
 	if n := len(m.Windows); n > 0 {
 		m.DurationS = float64(m.Windows[n-1].EndNS-m.Windows[0].StartNS) / 1e9
 	}

@@ -216,6 +216,7 @@ func (l *Live) build() {
 	// The model grows window by window once the header is known; each
 	// update renders it as it stands.
 	var mb *model.Builder
+	var fb FindingsBuilder
 	added := 0
 	var findings []attribution.Finding
 	analyzed := 0
@@ -261,17 +262,22 @@ func (l *Live) build() {
 		if hasHeader {
 			if mb == nil {
 				mb = model.NewBuilder(h, stacks)
+				if l.opts.Renderers.Findings != nil {
+					fb = l.opts.Renderers.Findings(h, stacks)
+				}
 			}
 			for i := added; i < len(wins); i++ {
 				mb.Add(&wins[i])
+				if fb != nil {
+					fb.Add(&wins[i])
+				}
 			}
 			added = len(wins)
 			c := heatmap.BuildCharts(mb.Model(nil, false, ""), l.opts.MaxCells, nil)
 			u.Charts = &c
 			u.Banner = heatmap.Banner(&h)
-			if l.opts.Renderers.Findings != nil && len(wins) > 0 && (analyzed == 0 || len(wins)-analyzed >= l.opts.AnalyzeEvery) {
-				rec := &profile.Recording{Header: h, Windows: wins, Stacks: stacks}
-				findings = l.opts.Renderers.Findings(rec)
+			if fb != nil && len(wins) > 0 && (analyzed == 0 || len(wins)-analyzed >= l.opts.AnalyzeEvery) {
+				findings = fb.Result().Findings
 				analyzed = len(wins)
 			}
 		}

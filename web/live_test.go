@@ -29,16 +29,23 @@ func newTestLive(t *testing.T, opts LiveOptions) (*Live, *httptest.Server) {
 	t.Helper()
 	if opts.Renderers.Report == nil {
 		opts.Renderers = testRenderers()
-		opts.Renderers.Findings = func(rec *profile.Recording) []attribution.Finding {
-			return []attribution.Finding{{Rule: "r", Severity: "high", Title: evil, Evidence: []attribution.Evidence{
-				{Metric: "windows", Value: float64(len(rec.Windows)), Op: ">=", Threshold: 1, Unit: "windows"}}}}
-		}
+		opts.Renderers.Findings = func(profile.Header, map[uint64]profile.Stack) FindingsBuilder { return &evilFindings{} }
 	}
 	l := NewLive(opts)
 	ts := httptest.NewServer(l)
 	t.Cleanup(ts.Close)
 	t.Cleanup(func() { l.Finish(nil, fmt.Errorf("test ended")) })
 	return l, ts
+}
+
+// evilFindings finds one finding with a hostile title, its evidence the
+// number of windows added.
+type evilFindings struct{ windows int }
+
+func (e *evilFindings) Add(*profile.Window) { e.windows++ }
+func (e *evilFindings) Result() attribution.Result {
+	return attribution.Result{Findings: []attribution.Finding{{Rule: "r", Severity: "high", Title: evil, Evidence: []attribution.Evidence{
+		{Metric: "windows", Value: float64(e.windows), Op: ">=", Threshold: 1, Unit: "windows"}}}}}
 }
 
 // sseEvent is one server-sent event.

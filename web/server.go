@@ -89,10 +89,20 @@ type Renderers struct {
 	// Analyze returns the findings of the recording r holds, read as a
 	// stream: the index's count.
 	Analyze func(r io.ReadSeeker) ([]attribution.Finding, error)
-	// Findings returns rec's findings (root causes with their evidence):
-	// attribution.Analyze's, which the live view shows on the windows it
-	// holds, as the report and the CLI do.
-	Findings func(rec *profile.Recording) []attribution.Finding
+	// Findings starts the findings (root causes with their evidence) of
+	// a recording with header h, whose stacks are defined in stacks as
+	// its windows arrive: the live view adds each window once and shows
+	// the result every few windows, as the report and the CLI find them
+	// (attribution.NewBuilder).
+	Findings func(h profile.Header, stacks map[uint64]profile.Stack) FindingsBuilder
+}
+
+// FindingsBuilder reduces windows to findings as they arrive
+// (attribution.Builder is one); Result may be called again after more
+// windows.
+type FindingsBuilder interface {
+	Add(w *profile.Window)
+	Result() attribution.Result
 }
 
 // Server browses the recordings in one directory. It implements

@@ -68,7 +68,9 @@ func webRenderers() web.Renderers {
 			}
 			return res.Findings, nil
 		},
-		Findings: func(rec *profile.Recording) []attribution.Finding { return attribution.Analyze(rec).Findings },
+		Findings: func(h profile.Header, stacks map[uint64]profile.Stack) web.FindingsBuilder {
+			return attribution.NewBuilder(h, stacks)
+		},
 	}
 }
 

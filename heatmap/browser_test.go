@@ -70,9 +70,9 @@ type selftest struct {
 
 var selftestRE = regexp.MustCompile(`(?s)<div id="cacheheat-selftest"[^>]*data-done="1"[^>]*>(.*?)</div>`)
 
-// checkInBrowser opens a report in Chromium and asserts its charts drew,
-// no error was logged and no injected script ran.
-func checkInBrowser(t *testing.T, page string, wantCharts int) string {
+// runSelftest opens a page in Chromium and returns what its self-test
+// (common.js) found, and the DOM.
+func runSelftest(t *testing.T, page string) (selftest, string) {
 	t.Helper()
 	dom := chromium(t, page, "")
 	m := selftestRE.FindStringSubmatch(dom)
@@ -83,6 +83,14 @@ func checkInBrowser(t *testing.T, page string, wantCharts int) string {
 	if err := json.Unmarshal([]byte(html.UnescapeString(m[1])), &st); err != nil {
 		t.Fatalf("self-test result %q: %v", m[1], err)
 	}
+	return st, dom
+}
+
+// checkInBrowser opens a report in Chromium and asserts its charts drew,
+// no error was logged and no injected script ran.
+func checkInBrowser(t *testing.T, page string, wantCharts int) string {
+	t.Helper()
+	st, dom := runSelftest(t, page)
 	if len(st.Errors) > 0 {
 		t.Errorf("console errors: %q", st.Errors)
 	}

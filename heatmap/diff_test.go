@@ -3,7 +3,6 @@ package heatmap
 import (
 	"bytes"
 	"encoding/json"
-	"html"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,15 +87,7 @@ func TestDiffInBrowser(t *testing.T) {
 	if err := os.WriteFile(page, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	dom := chromium(t, page, "")
-	m := selftestRE.FindStringSubmatch(dom)
-	if m == nil {
-		t.Fatalf("the diff page's self-test did not run; DOM tail:\n%s", lastLines(dom, 5))
-	}
-	var st selftest
-	if err := json.Unmarshal([]byte(html.UnescapeString(m[1])), &st); err != nil {
-		t.Fatalf("self-test result %q: %v", m[1], err)
-	}
+	st, _ := runSelftest(t, page)
 	if len(st.Errors) > 0 || st.Pwned != "undefined" {
 		t.Errorf("errors %q, window.__pwned %s", st.Errors, st.Pwned)
 	}

@@ -1,8 +1,6 @@
 package heatmap
 
 import (
-	"encoding/json"
-	"html"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,15 +66,7 @@ func TestProbePageInBrowser(t *testing.T) {
 	if strings.Contains(string(raw), `<img src=x`) || strings.Contains(string(raw), `</script><script>window.__pwned`) {
 		t.Error("a host or CPU name reached the page unescaped")
 	}
-	dom := chromium(t, page, "")
-	m := selftestRE.FindStringSubmatch(dom)
-	if m == nil {
-		t.Fatalf("the page's self-test did not run; DOM tail:\n%s", lastLines(dom, 5))
-	}
-	var st selftest
-	if err := json.Unmarshal([]byte(html.UnescapeString(m[1])), &st); err != nil {
-		t.Fatal(err)
-	}
+	st, dom := runSelftest(t, page)
 	if len(st.Errors) > 0 || st.Pwned != "undefined" {
 		t.Errorf("console errors %q, window.__pwned %s", st.Errors, st.Pwned)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cacheheat/cacheheat/collector"
 	"github.com/cacheheat/cacheheat/host"
+	"github.com/cacheheat/cacheheat/metric"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -331,7 +332,7 @@ func writeCaches(row rowFunc, t profile.Topology) {
 	for _, k := range order {
 		cs := byKind[k]
 		c := cs[0]
-		desc := fmt.Sprintf("%s, %d-byte lines", sizeText(c.SizeBytes), c.LineSize)
+		desc := fmt.Sprintf("%s, %d-byte lines", metric.FormatBytes(c.SizeBytes), c.LineSize)
 		if c.Ways > 0 {
 			desc += fmt.Sprintf(", %d-way", c.Ways)
 		}
@@ -391,14 +392,4 @@ func cpuListOrNone(cpus []int) string {
 		return "no CPUs"
 	}
 	return host.FormatCPUList(cpus)
-}
-
-func sizeText(b int64) string {
-	switch {
-	case b >= 1<<20 && b%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", b>>20)
-	case b >= 1<<10 && b%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", b>>10)
-	}
-	return fmt.Sprintf("%d B", b)
 }

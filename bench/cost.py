@@ -154,6 +154,10 @@ SCENARIOS = {
     # also polls the target set every 100 ms).
     "empty-cgroup-99": ("empty-cgroup", 99),
     "sleeper-99": ("sleeper", 99),
+    # Switch-heavy: a pipe ping-pong (two switches per round trip;
+    # $PINGPONG, built from cmd/cacheheat/testdata/programs/pingpong.c
+    # by bench/switch.sh), whose argument is its seconds.
+    "pingpong-99": ("pingpong", 99),
 }
 DEFAULT = ["falseshare-good-99", "falseshare-good-999", "rcu-bad-99", "rcu-bad-999", "idle-99", "empty-cgroup-99"]
 
@@ -191,6 +195,8 @@ def run_one(binary, name, seconds, tmp):
         s0 = snapshot(rec.pid)
         if work is None:
             time.sleep(seconds)
+        elif work == "pingpong":
+            subprocess.run([os.environ["PINGPONG"], str(seconds)], stdout=subprocess.DEVNULL, check=True)
         else:
             subprocess.run([os.environ.get("WORKLOAD_BIN", binary)] + work + ["-d", f"{seconds}s"], stdout=subprocess.DEVNULL, check=True)
         s1 = snapshot(rec.pid)

@@ -234,8 +234,14 @@ type l2Encoding struct {
 }
 
 // x86Raw packs an x86 event select and unit mask the way the kernel's
-// "cpu" PMU reads attr.config (event in bits 0-7, umask in bits 8-15).
-func x86Raw(event, umask uint64) uint64 { return event | umask<<8 }
+// "cpu" PMU reads attr.config: event bits 7:0 in config bits 0-7, the
+// unit mask in bits 8-15, and (AMD's extended event codes, such as
+// 0x1c0) event bits 11:8 in config bits 32-35, as the AMD driver's
+// format says (arch/x86/events/amd/core.c: PMU_FORMAT_ATTR(event,
+// "config:0-7,32-35")). Intel's event codes fit in 8 bits.
+func x86Raw(event, umask uint64) uint64 {
+	return event&0xff | umask<<8 | (event>>8&0xf)<<32
+}
 
 func one(m int) modelRange { return modelRange{m, m} }
 

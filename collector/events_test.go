@@ -283,3 +283,18 @@ func TestEventsDoc(t *testing.T) {
 		t.Errorf("%s is out of date with the catalogue; run go test ./collector -run EventsDoc -update", docsPath)
 	}
 }
+
+// TestX86RawExtended: AMD's extended event codes (bits 11:8 of the
+// event select) go to config bits 32-35, never into the unit mask.
+func TestX86RawExtended(t *testing.T) {
+	for _, c := range []struct{ event, umask, want uint64 }{
+		{0x43, 0x04, 0x0443},
+		{0x24, 0x3f, 0x3f24},
+		{0x1c0, 0x00, 0x1_0000_00c0}, // an extended code (the kernel's Family 15h table lists 0x1C0)
+		{0x4bd, 0x01, 0x4_0000_01bd},
+	} {
+		if got := x86Raw(c.event, c.umask); got != c.want {
+			t.Errorf("x86Raw(%#x, %#x) = %#x, want %#x", c.event, c.umask, got, c.want)
+		}
+	}
+}

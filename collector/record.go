@@ -606,6 +606,9 @@ func (r *Recorder) finish(rec *run, end string, cm *command, am *appMetrics) (*p
 		if q.Dropped > 0 {
 			tr.Warnings = append(tr.Warnings, fmt.Sprintf("source lines of %d sampled addresses not kept in the recording (more than %d): they are read from the binaries when the recording is read", q.Dropped, symbolize.MaxLineRequests))
 		}
+		if len(q.TooLarge) > 0 {
+			tr.Warnings = append(tr.Warnings, fmt.Sprintf("source lines of %d files not kept in the recording (their debug information is too large to read beside the target): they are read from the binaries when the recording is read: %s", len(q.TooLarge), strings.Join(q.TooLarge, ", ")))
+		}
 	}
 	if d := rec.drops; d.Total() > 0 {
 		tr.Warnings = append(tr.Warnings, fmt.Sprintf("data lost: %d stack errors, %d samples (sample map full), %d counter deltas (task map full), %d other map errors", d.StackErrors, d.SampleMapFull, d.ProcMapFull, d.MapErrors))

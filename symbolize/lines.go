@@ -62,6 +62,7 @@ var (
 	ErrNoDebugInfo    = errors.New("no line information (no DWARF, no Go line table)")
 	ErrBinaryChanged  = errors.New("the file changed since the recording (another build id)")
 	ErrNotRegularFile = errors.New("not a regular file")
+	ErrDebugTooLarge  = errors.New("debug information too large to read here")
 )
 
 // maxDebugBytes bounds the debug sections read from one file: a file is
@@ -103,7 +104,7 @@ func (l *Lines) file(path, buildID string) *lineFile {
 	k := lineKey{path, buildID}
 	lf, ok := l.files[k]
 	if !ok {
-		lf = openLineFile(filepath.Join(l.root, strings.TrimSuffix(path, " (deleted)")), path, buildID)
+		lf = openLineFile(filepath.Join(l.root, strings.TrimSuffix(path, " (deleted)")), path, buildID, maxDebugBytes)
 		l.files[k] = lf
 	}
 	return lf
@@ -196,7 +197,7 @@ func loadDWARF(f *elf.File) (*dwarf.Data, error) {
 	return d, nil
 }
 
-func openLineFile(path, name, buildID string) (lf *lineFile) {
+func openLineFile(path, name, buildID string, maxDebug uint64) (lf *lineFile) {
 	lf = &lineFile{name: name, cache: map[uint64][]Line{}}
 	defer func() {
 		// debug/dwarf and debug/elf are not hardened against every
@@ -241,7 +242,8 @@ func openLineFile(path, name, buildID string) (lf *lineFile) {
 			debugBytes += s.Size
 		}
 	}
-	if debugBytes <= maxDebugBytes {
+	tooLarge := debugBytes > maxDebug
+	if !tooLarge {
 		if d, err := loadDWARF(f); err == nil {
 			lf.d = d
 			lf.indexUnits()
@@ -249,9 +251,12 @@ func openLineFile(path, name, buildID string) (lf *lineFile) {
 	}
 	if len(lf.cus) == 0 {
 		lf.d = nil
-		lf.gosym = goLineTable(f)
+		lf.gosym = goLineTable(f) // a Go binary's line table is cheap to read
 	}
-	if lf.d == nil && lf.gosym == nil {
+	switch {
+	case lf.d == nil && lf.gosym == nil && tooLarge:
+		lf.err = fmt.Errorf("%s: %w (%d MiB)", name, ErrDebugTooLarge, debugBytes>>20)
+	case lf.d == nil && lf.gosym == nil:
 		lf.err = fmt.Errorf("%s: %w", name, ErrNoDebugInfo)
 	}
 	return lf

@@ -2,6 +2,7 @@ package symbolize
 
 import (
 	"cmp"
+	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,6 +19,13 @@ import (
 // and the lines stay right when a binary is rebuilt or deleted after the
 // run, or the recording is read on another host.
 
+// recordDebugBytes bounds the debug sections of one file that the
+// recorder reads when the recording ends: it runs beside production
+// services, and a large C++ binary's DWARF can be gigabytes inflated.
+// A larger file's lines are left to whoever reads the recording (which
+// reads up to maxDebugBytes).
+const recordDebugBytes = 128 << 20
+
 // MaxLineRequests bounds the addresses a recording resolves when it ends
 // (about 80 bytes of recorder memory each); past it, the rest are
 // resolved from the files when the recording is read.
@@ -29,6 +37,9 @@ type LineRequests struct {
 	n, limit int
 	// Dropped counts addresses left out past MaxLineRequests.
 	Dropped int
+	// TooLarge lists the files whose debug information was too large to
+	// read when the recording ended (recordDebugBytes).
+	TooLarge []string
 }
 
 // NewLineRequests returns an empty collection.
@@ -83,8 +94,11 @@ func (q *LineRequests) Resolve(root string) []profile.SourceLines {
 	})
 	var out []profile.SourceLines
 	for _, k := range keys {
-		lf := openLineFile(filepath.Join(root, strings.TrimSuffix(k.path, " (deleted)")), k.path, k.buildID)
+		lf := openLineFile(filepath.Join(root, strings.TrimSuffix(k.path, " (deleted)")), k.path, k.buildID, recordDebugBytes)
 		if lf.err != nil {
+			if errors.Is(lf.err, ErrDebugTooLarge) {
+				q.TooLarge = append(q.TooLarge, k.path)
+			}
 			continue
 		}
 		offs := make([]uint64, 0, len(q.addrs[k]))

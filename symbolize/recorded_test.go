@@ -3,8 +3,10 @@ package symbolize
 import (
 	"debug/elf"
 	"encoding/hex"
+	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -21,7 +23,15 @@ func TestRecordedLines(t *testing.T) {
 	if err != nil {
 		t.Skip("needs gcc to build a C test binary: not in PATH")
 	}
-	bin := build(t, "inline-g", inlineProgram, "c", nil, cc, "-O2", "-g")
+	// A copy of the shared test binary: this test deletes it.
+	b, err := os.ReadFile(build(t, "inline-g", inlineProgram, "c", nil, cc, "-O2", "-g"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "inline-g")
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	f, err := elf.Open(bin)
 	if err != nil {
 		t.Fatal(err)
@@ -103,5 +113,31 @@ func TestRecordedLines(t *testing.T) {
 	q.AddStack(stacks[1])
 	if q.n != 3 || q.Dropped != 1 {
 		t.Errorf("limit 3, 4 distinct addresses: kept %d, dropped %d; want 3 and 1", q.n, q.Dropped)
+	}
+}
+
+// TestRecordedLinesTooLarge: a file whose debug information is over the
+// recorder's bound is left to the reader and named, never read at the
+// recording's end.
+func TestRecordedLinesTooLarge(t *testing.T) {
+	cc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("needs gcc to build a C test binary: not in PATH")
+	}
+	bin := build(t, "inline-g", inlineProgram, "c", nil, cc, "-O2", "-g")
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := hex.EncodeToString(buildIDOf(f))
+	f.Close()
+	lf := openLineFile(bin, bin, id, 16) // 16 bytes: every C binary's DWARF is larger
+	if !errors.Is(lf.err, ErrDebugTooLarge) {
+		t.Fatalf("debug information over the bound: %v, want ErrDebugTooLarge", lf.err)
+	}
+	q := NewLineRequests()
+	q.AddStack([]profile.Frame{{Module: bin, Offset: fileOffsets(t, bin, "outer")[0], BuildID: id}})
+	if got := q.Resolve("/"); len(got) != 1 || len(q.TooLarge) != 0 {
+		t.Errorf("a small file: %d files resolved, too large %v; want 1 and none", len(got), q.TooLarge)
 	}
 }

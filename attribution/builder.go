@@ -398,16 +398,7 @@ func (b *Builder) Metrics() *Metrics {
 // windows added: the first of the header's sample events with samples,
 // else the first of them.
 func (b *Builder) primarySampleEvent() string {
-	events := b.m.header.Settings.SampleEvents
-	for _, e := range events {
-		if b.samples[e] > 0 {
-			return e
-		}
-	}
-	if len(events) > 0 {
-		return events[0]
-	}
-	return ""
+	return profile.PrimaryOf(b.m.header.Settings.SampleEvents, func(e string) uint64 { return b.samples[e] })
 }
 
 // Result evaluates every rule against the windows added so far.

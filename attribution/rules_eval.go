@@ -178,7 +178,7 @@ func evalCoreHotspot(m *Metrics, r *Rule) []Finding {
 	}
 	ev, ok := allPass(
 		r.T(mSamples), total,
-		r.T(mWorkingThreads), median(m.steadyWorking()),
+		r.T(mWorkingThreads), metric.Median(m.steadyWorking()),
 		r.T(mTopCoreSampleShare), share,
 		r.T(mTopCoreDemand), m.Demand(top),
 		r.T(mLeastBusyOther), least,
@@ -263,19 +263,19 @@ func (m *Metrics) latencyTail(r *Rule, h string) (Finding, bool) {
 	if !nwin.pass(float64(len(idx))) {
 		return Finding{}, false
 	}
-	med := median(p99)
+	med := metric.Median(p99)
 	// The run's own spread of p99s, in log2 buckets: a window is a tail
 	// only well outside it.
 	logs := make([]float64, len(p99))
 	for k, v := range p99 {
 		logs[k] = math.Log2(math.Max(v, 1))
 	}
-	center := median(logs)
+	center := metric.Median(logs)
 	dev := make([]float64, len(logs))
 	for k, v := range logs {
 		dev[k] = math.Abs(v - center)
 	}
-	spread := math.Max(median(dev), 0.5)
+	spread := math.Max(metric.Median(dev), 0.5)
 	var tail []int
 	var tailP99 []float64
 	for k, i := range idx {
@@ -291,7 +291,7 @@ func (m *Metrics) latencyTail(r *Rule, h string) (Finding, bool) {
 	if !ok {
 		return Finding{}, false
 	}
-	tp := median(tailP99)
+	tp := metric.Median(tailP99)
 	first, last := m.Windows[tail[0]], m.Windows[tail[len(tail)-1]]
 	ev := []Evidence{
 		{Metric: metric.ID(h + " p99 in tail windows (median)"), Value: tp, Threshold: floor.Value, Op: floor.Op, Unit: metric.UnitNS},
@@ -344,7 +344,7 @@ func (m *Metrics) tailCause(idx, tail []int, causeT, excessT Threshold) (tailCau
 		for _, i := range idx {
 			rates = append(rates, m.Windows[i].Rate(e))
 		}
-		medR := median(rates)
+		medR := metric.Median(rates)
 		var tailR float64
 		for _, i := range tail {
 			tailR += m.Windows[i].Rate(e)

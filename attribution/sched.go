@@ -295,7 +295,7 @@ func (m *Metrics) steadyWindow(i int) bool {
 		for _, w := range m.Windows {
 			lens = append(lens, w.DurationS)
 		}
-		m.medianSpan = median(lens)
+		m.medianSpan = metric.Median(lens)
 	}
 	return m.Windows[i].DurationS >= m.medianSpan/2
 }
@@ -318,9 +318,9 @@ func evalCPUSaturation(m *Metrics, r *Rule) []Finding {
 	}
 	share := float64(len(sat)) / float64(steady)
 	allowed := m.AllowedCPUs()
-	runnable := median(m.steadyRunnable())
+	runnable := metric.Median(m.steadyRunnable())
 	over := runnable / float64(len(allowed))
-	med := median(p99s)
+	med := metric.Median(p99s)
 	ev, ok := allPass(p99t, med, sharet, share, overt, over, r.T(mTargetBusy), m.ownBusy(allowed))
 	if !ok {
 		return nil
@@ -345,10 +345,10 @@ func evalNoisyNeighbour(m *Metrics, r *Rule) []Finding {
 	allowed := m.AllowedCPUs()
 	working := m.steadyWorking()
 	// The target's own oversubscription is cpu-saturation's finding.
-	if runnableOver.pass(median(m.steadyRunnable())/float64(len(allowed))) && ownBusy.pass(m.ownBusy(allowed)) {
+	if runnableOver.pass(metric.Median(m.steadyRunnable())/float64(len(allowed))) && ownBusy.pass(m.ownBusy(allowed)) {
 		return nil
 	}
-	med := median(p99s)
+	med := metric.Median(p99s)
 	ev, ok := allPass(p99t, med, sharet, float64(len(sat))/float64(steady), otherst, m.OthersShare(allowed))
 	if !ok {
 		return nil
@@ -370,7 +370,7 @@ func evalNoisyNeighbour(m *Metrics, r *Rule) []Finding {
 		pids = []int{}
 	}
 	return []Finding{{
-		Advice:   fmt.Sprintf("The target's threads wait to run while other processes use the CPUs it may run on (%s): %s of the other processes' CPU samples. Its own working threads (%.0f) fit those CPUs, so fewer threads would not help: move that load away or reserve CPUs for the target (cpuset, isolcpus).", joinInts(allowed), whoText, median(working)),
+		Advice:   fmt.Sprintf("The target's threads wait to run while other processes use the CPUs it may run on (%s): %s of the other processes' CPU samples. Its own working threads (%.0f) fit those CPUs, so fewer threads would not help: move that load away or reserve CPUs for the target (cpuset, isolcpus).", joinInts(allowed), whoText, metric.Median(working)),
 		Severity: severity(p99t, med),
 		Scope:    Scope{CPUs: allowed, PIDs: pids, Functions: []string{}, StartNS: first.StartNS, EndNS: last.EndNS},
 		Evidence: ev,

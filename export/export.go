@@ -113,15 +113,7 @@ func (s *Selection) End(t *profile.Trailer) {
 // primary is the recording's primary sample event: the first of its
 // sample events with samples (profile.Recording.PrimarySampleEvent).
 func (s *Selection) primary() string {
-	for _, e := range s.h.Settings.SampleEvents {
-		if s.all[e] > 0 {
-			return e
-		}
-	}
-	if len(s.h.Settings.SampleEvents) > 0 {
-		return s.h.Settings.SampleEvents[0]
-	}
-	return ""
+	return profile.PrimaryOf(s.h.Settings.SampleEvents, func(e string) uint64 { return s.all[e] })
 }
 
 // commOf names a process: its comm from the recording, else "pid N".

@@ -3,6 +3,7 @@ package metric
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 )
 
@@ -71,4 +72,18 @@ func FormatBytes(n int64) string {
 		return fmt.Sprintf("%d KiB", n>>10)
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// Median is the median of v (0 for none), v left as it is: the one
+// median of the rules and the probe.
+func Median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

@@ -396,16 +396,12 @@ func pad[T any](s []T, n int) []T {
 // with: the first of the header's sample events that has samples, else
 // the first of them.
 func primarySample(m *Model) string {
-	events := m.Header.Settings.SampleEvents
-	for _, e := range events {
-		if s := m.Samples[e]; s != nil && s.Total > 0 {
-			return e
+	return profile.PrimaryOf(m.Header.Settings.SampleEvents, func(e string) uint64 {
+		if s := m.Samples[e]; s != nil {
+			return s.Total
 		}
-	}
-	if len(events) > 0 {
-		return events[0]
-	}
-	return ""
+		return 0
+	})
 }
 
 func sum(b []uint64) uint64 {

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cacheheat/cacheheat/host"
+	"github.com/cacheheat/cacheheat/metric"
 	"github.com/cacheheat/cacheheat/profile"
 	"github.com/cacheheat/cacheheat/workloads"
 )
@@ -129,7 +130,7 @@ func measureMatrix(ctx context.Context, order []int, topo profile.Topology, o Op
 		if err != nil {
 			c.Error = err.Error()
 		} else {
-			c.MedianNS, c.MinNS, c.MaxNS = median(ns), slices.Min(ns), slices.Max(ns)
+			c.MedianNS, c.MinNS, c.MaxNS = metric.Median(ns), slices.Min(ns), slices.Max(ns)
 		}
 		m.Cells = append(m.Cells, c)
 	}
@@ -189,15 +190,6 @@ func samplePairs(topo profile.Topology, order []int, maxCPUs int) [][2]int {
 		return out[i][1] < out[j][1]
 	})
 	return out
-}
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // pool is one locked thread pinned to each measured CPU, waiting for
@@ -352,7 +344,7 @@ func Summarize(m *Matrix, keep func(Cell) bool) (Summary, bool) {
 	if len(v) == 0 {
 		return Summary{}, false
 	}
-	return Summary{Pairs: len(v), Median: median(v), Min: slices.Min(v), Max: slices.Max(v)}, true
+	return Summary{Pairs: len(v), Median: metric.Median(v), Min: slices.Min(v), Max: slices.Max(v)}, true
 }
 
 // OfRelation keeps the cells of one relation, for Summarize.

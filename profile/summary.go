@@ -352,13 +352,20 @@ func (r *Recording) PrimarySampleEvent() string {
 			counts[s.Event] += s.Count
 		}
 	}
-	for _, e := range r.Header.Settings.SampleEvents {
-		if counts[e] > 0 {
+	return PrimaryOf(r.Header.Settings.SampleEvents, func(e string) uint64 { return counts[e] })
+}
+
+// PrimaryOf is the rule every reader names the primary sample event by:
+// the first of a recording's sample events (Settings.SampleEvents) with
+// samples, else the first of them; samples counts an event's samples.
+func PrimaryOf(events []string, samples func(event string) uint64) string {
+	for _, e := range events {
+		if samples(e) > 0 {
 			return e
 		}
 	}
-	if len(r.Header.Settings.SampleEvents) > 0 {
-		return r.Header.Settings.SampleEvents[0]
+	if len(events) > 0 {
+		return events[0]
 	}
 	return ""
 }

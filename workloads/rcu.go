@@ -1,6 +1,7 @@
 package workloads
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,13 +12,15 @@ import (
 // sync.RWMutex every read still writes the lock's reader count, so that
 // one cache line bounces between all reading cores; with an atomic pointer
 // to an immutable copy (RCU style) a read only loads shared lines, which
-// every core keeps.
+// every core keeps. The writer derives each version with real work
+// (fill); behind the lock it does that in place, so readers also block
+// while it works, which an atomically swapped copy never makes them do.
 var rcu = &Workload{
 	Name:    "rcu",
 	Summary: "read-mostly config behind sync.RWMutex vs an atomically swapped copy",
 	Variants: map[string]string{
-		Bad:  "read-mostly shared config behind a sync.RWMutex, with a writer updating it in place every millisecond",
-		Good: "RCU-style: readers load an atomic pointer, the writer swaps in an updated copy every millisecond",
+		Bad:  "read-mostly shared config behind a sync.RWMutex, with a writer deriving it in place (about 250 µs of work) under the write lock every millisecond",
+		Good: "RCU-style: readers load an atomic pointer, the writer derives an updated copy (the same work) and swaps it in every millisecond",
 	},
 	Op:      "one read of the whole shared config by a reader thread",
 	Threads: true,
@@ -30,15 +33,29 @@ type rcuConfig struct {
 	Version uint64
 	Vals    [14]uint64
 	Sum     uint64
+	// Tag is what the values were derived from (see fill); stored so
+	// that the work is not optimized away.
+	Tag uint64
 }
 
-func makeRCUConfig(v uint64) rcuConfig {
-	c := rcuConfig{Version: v}
+// fill sets c to version v one value at a time, each after
+// rcuFillRounds rounds of a hash: the work of deriving a config (parsing
+// what it is made from), about 250 µs in all on the development host.
+// A writer that fills the shared config in place holds its lock that
+// long, and every reader that comes meanwhile blocks: enough for the
+// readers to spend several percent of their time blocked on any host,
+// not only where the writer is preempted holding the lock.
+func (c *rcuConfig) fill(v uint64) {
+	c.Version, c.Sum = v, 0
+	h := v
 	for i := range c.Vals {
+		for range rcuFillRounds {
+			h = h*6364136223846793005 + 1442695040888963407
+		}
 		c.Vals[i] = v * uint64(i+1)
 		c.Sum += c.Vals[i]
 	}
-	return c
+	c.Tag = h
 }
 
 // consistent checks the invariant and returns the version.
@@ -57,21 +74,23 @@ const (
 	rcuBatch         = 1 << 10
 	rcuWriterPeriod  = time.Millisecond
 	rcuWriterThreads = 1
+	rcuFillRounds    = 1 << 14
 )
 
 func runRCU(e *env) (Result, error) {
 	var (
 		mu     sync.RWMutex
-		shared = makeRCUConfig(0)
+		shared rcuConfig
 		ptr    atomic.Pointer[rcuConfig]
 	)
-	first := makeRCUConfig(0)
-	ptr.Store(&first)
+	ptr.Store(&rcuConfig{})
 	bad := e.cfg.Variant == Bad
 	readers := e.cfg.Threads
 	ops := make([]uint64, readers)
 	torn := make([]uint64, readers)
 	maxSeen := make([]uint64, readers)
+	blocked := make([]float64, readers)
+	clockErr := make([]error, readers)
 	var writes atomic.Uint64
 	var stopWriter atomic.Bool
 	e.begin()
@@ -82,13 +101,14 @@ func runRCU(e *env) (Result, error) {
 		defer wg.Done()
 		writerErr = runWorkers(rcuWriterThreads, workerOpts{name: e.threadName()}, func(int) error {
 			for v := uint64(1); !stopWriter.Load(); v++ {
-				next := makeRCUConfig(v)
 				if bad {
 					mu.Lock()
-					shared = next
+					shared.fill(v)
 					mu.Unlock()
 				} else {
-					ptr.Store(&next)
+					next := new(rcuConfig)
+					next.fill(v)
+					ptr.Store(next)
 				}
 				writes.Add(1)
 				time.Sleep(rcuWriterPeriod)
@@ -99,6 +119,7 @@ func runRCU(e *env) (Result, error) {
 	// Readers on different CPUs: the contention is between cores.
 	err := runWorkers(readers, workerOpts{name: e.threadName(), cpus: allowedCPUs()}, func(id int) error {
 		var done, bads, seen uint64
+		start, err := readThreadClock()
 		for !e.done() {
 			for i := 0; i < rcuBatch; i++ {
 				var c rcuConfig
@@ -118,6 +139,8 @@ func runRCU(e *env) (Result, error) {
 			e.progress.add(id, rcuBatch)
 		}
 		ops[id], torn[id], maxSeen[id] = done, bads, seen
+		end, err2 := readThreadClock()
+		blocked[id], clockErr[id] = end.blockedShare(start), errors.Join(err, err2)
 		return nil
 	})
 	e.ended()
@@ -139,9 +162,19 @@ func runRCU(e *env) (Result, error) {
 	// Every read must be whole, and readers must have seen updates, or
 	// the writer was locked out and the comparison is meaningless.
 	ok := tornTotal == 0 && newest <= w && (w < 2 || newest > 0)
-	return Result{
+	res := Result{
 		Ops:          total,
 		BytesTouched: total * uint64(unsafe.Sizeof(rcuConfig{})),
 		Check:        checkf(ok, "torn_reads=%d writes=%d newest_version_seen=%d", tornTotal, w, newest),
-	}, nil
+	}
+	// Without schedstat (a kernel without CONFIG_SCHED_INFO) the run
+	// still counts; only its ground truth is absent.
+	if errors.Join(clockErr...) == nil {
+		var share float64
+		for _, b := range blocked {
+			share += b / float64(readers)
+		}
+		res.BlockedShare = &share
+	}
+	return res, nil
 }

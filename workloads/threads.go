@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -117,4 +118,37 @@ func runWorkers(n int, o workerOpts, fn func(id int) error) error {
 // split returns worker id's half-open share [lo, hi) of n items.
 func split(n, workers, id int) (lo, hi int) {
 	return n * id / workers, n * (id + 1) / workers
+}
+
+// threadClock is what the kernel has accounted to the calling (locked)
+// thread, from /proc/thread-self/schedstat: time on a CPU and time
+// runnable but waiting for one, with when it was read.
+type threadClock struct {
+	at        time.Time
+	run, wait time.Duration
+}
+
+func readThreadClock() (threadClock, error) {
+	c := threadClock{at: time.Now()}
+	b, err := os.ReadFile("/proc/thread-self/schedstat")
+	if err != nil {
+		return c, err
+	}
+	var slices uint64
+	if _, err := fmt.Sscan(string(b), &c.run, &c.wait, &slices); err != nil {
+		return c, fmt.Errorf("/proc/thread-self/schedstat: %w", err)
+	}
+	return c, nil
+}
+
+// blockedShare is the share of the time from start to c that the thread
+// was blocked: neither running nor waiting to run. It is the kernel's own
+// account, the ground truth an off-CPU estimate is checked against.
+func (c threadClock) blockedShare(start threadClock) float64 {
+	wall := c.at.Sub(start.at)
+	if wall <= 0 {
+		return 0
+	}
+	blocked := wall - (c.run - start.run) - (c.wait - start.wait)
+	return max(0, float64(blocked)/float64(wall))
 }

@@ -93,6 +93,12 @@ type Result struct {
 	NsPerOp      float64 `json:"ns_per_op"`
 	BytesTouched uint64  `json:"bytes_touched"`
 	SizeBytes    int64   `json:"size_bytes,omitempty"`
+	// BlockedShare is the share of the worker threads' time they were
+	// blocked (neither running nor waiting to run), by the kernel's
+	// per-thread account (/proc/thread-self/schedstat), averaged over the
+	// workers; rcu's readers only, for the off-CPU findings to be graded
+	// against. Absent where it was not measured.
+	BlockedShare *float64 `json:"blocked_share,omitempty"`
 	// Check is "ok(...)" when the computed result was validated, or
 	// "FAILED(...)" with what was wrong.
 	Check string `json:"check"`
@@ -128,6 +134,9 @@ func (r Result) Line() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s threads=%d duration_s=%.2f ops=%d ops_per_sec=%.4g ns_per_op=%.3f bytes_touched=%d check=%s",
 		r.Workload, r.Variant, r.Threads, r.DurationS, r.Ops, r.OpsPerSec, r.NsPerOp, r.BytesTouched, r.Check)
+	if r.BlockedShare != nil {
+		fmt.Fprintf(&b, " blocked_share=%.4f", *r.BlockedShare)
+	}
 	// Chase's staircase and stream's kernels stay on the one line, so
 	// every run is one line for scripts that read text.
 	for i, st := range r.Steps {

@@ -153,7 +153,8 @@ func TestKVBlockedLayoutIsDense(t *testing.T) {
 }
 
 func TestRCUConsistency(t *testing.T) {
-	c := makeRCUConfig(7)
+	var c rcuConfig
+	c.fill(7)
 	if !c.consistent() {
 		t.Fatal("fresh config inconsistent")
 	}

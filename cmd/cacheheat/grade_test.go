@@ -168,8 +168,8 @@ var blockedShareRE = regexp.MustCompile(`blocked_share=([0-9.]+)`)
 // Over twice the rule's share threshold the rule must fire and name the
 // RWMutex path; under half of it, it must not. Between, the run cannot
 // decide the verdict, and the test says so and fails: the workload is
-// built so that bad is well above (its writer derives each version under
-// the lock) and good is near zero. want is the variant's expected side,
+// built so that bad is well above (its writer waits holding the lock)
+// and good is near zero. want is the variant's expected side,
 // so that a run landing on the other one fails too.
 func gradeLockContention(t *testing.T, key string, res attribution.Result, blocked map[string]float64, want bool) {
 	t.Helper()

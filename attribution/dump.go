@@ -22,9 +22,9 @@ func (m *Metrics) Dump() string {
 	}
 	_, share, total := m.topCPU(m.samplesOn, m.CPUs)
 	fmt.Fprintf(&b, "samples %.0f top share %.3f: %s\n", total, share, strings.Join(samples, ", "))
-	off := HistogramSum(m.histogramTotal(profile.HistOffCPU))
+	off := profile.HistogramSum(m.histogramTotal(profile.HistOffCPU))
 	on := m.Total(metric.CPUClock)
-	runq := HistogramSum(m.histogramTotal(profile.HistRunqLatency))
+	runq := profile.HistogramSum(m.histogramTotal(profile.HistRunqLatency))
 	fmt.Fprintf(&b, "off-CPU %.3fs run-queue wait %.3fs on-CPU %.3fs blocked share %.3f\n", off/1e9, runq/1e9, on/1e9, ratio(max(off-runq, 0), off+on))
 	for _, w := range m.Windows {
 		fmt.Fprintf(&b, "window %5.1fs", float64(w.StartNS)/1e9)

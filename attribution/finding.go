@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cacheheat/cacheheat/metric"
+	"github.com/cacheheat/cacheheat/model"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -120,9 +121,10 @@ type NotEvaluated struct {
 	Reason string `json:"reason"`
 }
 
-// Analyze evaluates every rule against a recording in memory; a Builder
-// does the same over a stream.
-func Analyze(rec *profile.Recording) Result { return builderOf(rec).Result() }
+// Analyze evaluates every rule against a model: a recording's way to its
+// findings is model.Read (or model.Builder over a stream, or
+// model.FromRecording in memory), then Analyze.
+func Analyze(md *model.Model) Result { return NewMetrics(md).analyze() }
 
 // analyze evaluates every rule.
 func (m *Metrics) analyze() Result {

@@ -65,9 +65,9 @@ func TestFunctionTailCause(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rec := newRec(t, 2, 3, swEvents...).function(map[int]fb{14: {calls: 1000, lat: 20e3}, 20: c.tail}).done()
-			f, ok := findRule(Analyze(rec), "function-tail")
+			f, ok := findRule(analyzeRec(rec), "function-tail")
 			if !ok {
-				t.Fatalf("function-tail did not fire: %s", dump(Analyze(rec)))
+				t.Fatalf("function-tail did not fire: %s", dump(analyzeRec(rec)))
 			}
 			checkFinding(t, f)
 			if !strings.Contains(f.Advice, c.verdict) {
@@ -115,7 +115,7 @@ func TestFunctionTailSplit(t *testing.T) {
 // TestFunctionTailNotEvaluated: without --func the rule says how to get
 // its input.
 func TestFunctionTailNotEvaluated(t *testing.T) {
-	res := Analyze(newRec(t, 2, 3, swEvents...).done())
+	res := analyzeRec(newRec(t, 2, 3, swEvents...).done())
 	for _, ne := range res.NotEvaluated {
 		if ne.Rule == "function-tail" {
 			if !strings.Contains(ne.Reason, "--func") {
@@ -135,7 +135,7 @@ func TestTailVerdictCounts(t *testing.T) {
 		14: {calls: 2629, lat: 20e3},
 		21: {calls: 371, lat: 3e6, sums: map[string]float64{profile.FuncMinFlt: 100}},
 	}).done()
-	f, ok := findRule(Analyze(rec), "function-tail")
+	f, ok := findRule(analyzeRec(rec), "function-tail")
 	if !ok {
 		t.Fatal("function-tail did not fire")
 	}

@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/cacheheat/cacheheat/metric"
+	"github.com/cacheheat/cacheheat/model"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -51,7 +52,7 @@ type Metrics struct {
 
 	// RunqNSPerCPU estimates the target's run-queue wait on each CPU (the
 	// CPU it was switched in on) from the runq-latency histogram, bucket
-	// midpoints (see HistogramSum).
+	// midpoints (see profile.HistogramSum).
 	RunqNSPerCPU []float64
 
 	// The scheduling rules' reductions (sched.go), summed window by
@@ -65,7 +66,7 @@ type Metrics struct {
 	idleAll  bool
 	othersNS []float64
 	// others counts the other processes' cpu-clock samples.
-	others      map[otherKey]uint64
+	others      map[model.Other]uint64
 	othersTotal uint64
 	// Off-CPU time: the recording's blocked and sampled sums (its scale)
 	// and the weighted time by reason, thread and blamed function, in
@@ -83,10 +84,10 @@ type Metrics struct {
 	functions []*profile.FunctionAgg
 	// scaling sums each event's enabled and running time.
 	scaling map[string][2]uint64
-	// shares keeps, per event a rule names functions by, its samples by
-	// window, CPU and self function (names interns them).
-	shares map[string]*shareStore
-	names  []string
+	// self keeps each sample event's samples by window, CPU and innermost
+	// function (the model's Self; names interns them).
+	self  map[string][][]model.SelfCount
+	names []string
 }
 
 // WindowMetrics is one window reduced to totals.
@@ -111,18 +112,6 @@ func (w *WindowMetrics) Rate(event string) float64 {
 		return 0
 	}
 	return float64(w.Counts[event]) / w.DurationS
-}
-
-// NewMetrics derives the metrics of a recording in memory.
-func NewMetrics(rec *profile.Recording) *Metrics { return builderOf(rec).Metrics() }
-
-// builderOf runs a Builder over a recording in memory.
-func builderOf(rec *profile.Recording) *Builder {
-	b := NewBuilder(rec.Header, rec.Stacks)
-	for i := range rec.Windows {
-		b.Add(&rec.Windows[i])
-	}
-	return b
 }
 
 // recordedCPUs lists the online CPUs the recording covers: those of
@@ -258,20 +247,6 @@ func (m *Metrics) Demand(cpu int) float64 {
 // OnCPUSeconds is the target's total on-CPU time from cpu-clock.
 func (m *Metrics) OnCPUSeconds() float64 { return m.Total(metric.CPUClock) / 1e9 }
 
-// HistogramSum estimates the sum of the values in a log2 histogram: each
-// bucket's count times its midpoint. A value in [2^i, 2^(i+1)) is off from
-// the midpoint 1.5*2^i by at most a third, so the estimate is within
-// -33%..+50% of the truth, bounded the same way for every bucket.
-func HistogramSum(b []uint64) float64 {
-	var s float64
-	for i, c := range b {
-		if c > 0 {
-			s += float64(c) * (profile.BucketLower(i) + profile.BucketUpper(i)) / 2
-		}
-	}
-	return s
-}
-
 // HistogramCount is the number of values in a histogram.
 func HistogramCount(b []uint64) uint64 {
 	var n uint64
@@ -279,19 +254,6 @@ func HistogramCount(b []uint64) uint64 {
 		n += c
 	}
 	return n
-}
-
-// selfName names the code a sample hit: the innermost user frame names the
-// target's code; a kernel frame (a syscall or fault handler) says less
-// about where to look, so the innermost kernel frame is used only when the
-// sample has no user frame.
-func selfName(user, kernel []profile.Frame) string {
-	for _, fr := range [][]profile.Frame{user, kernel} {
-		if len(fr) > 0 {
-			return fr[0].String()
-		}
-	}
-	return "[unknown]"
 }
 
 // PIDs lists the target's process ids, sorted.

@@ -319,7 +319,7 @@ func TestSaturationOrNeighbour(t *testing.T) {
 			hist(profile.HistRunqLatency, 1, 26, n/2).done()
 	}
 	// Three working threads on two CPUs, nobody else.
-	res := Analyze(build(3, 9e8, 1e8, 10))
+	res := analyzeRec(build(3, 9e8, 1e8, 10))
 	if _, ok := findRule(res, "cpu-saturation"); !ok {
 		t.Errorf("3 working threads on 2 CPUs: no cpu-saturation: %s", dump(res))
 	}
@@ -327,7 +327,7 @@ func TestSaturationOrNeighbour(t *testing.T) {
 		t.Errorf("3 working threads on 2 CPUs and no other load: noisy-neighbour %s", dump(f))
 	}
 	// One working thread; other processes run 50% of the CPUs.
-	res = Analyze(build(1, 3e8, 2e8, 3))
+	res = analyzeRec(build(1, 3e8, 2e8, 3))
 	if f, ok := findRule(res, "cpu-saturation"); ok {
 		t.Errorf("1 working thread on 2 CPUs: cpu-saturation %s", dump(f))
 	}
@@ -353,7 +353,7 @@ func TestSleepAndIdleNeverBlock(t *testing.T) {
 		offcpu(100, profile.OffCPUSleep, 5e8, "time.Sleep").
 		offcpu(100, profile.OffCPUIdle, 5e8, "runtime.stopm").
 		offcpu(999, profile.OffCPULock, 9e8, "runtime.semacquire1").done()
-	res := Analyze(rec)
+	res := analyzeRec(rec)
 	for _, id := range []string{"lock-contention", "io-wait"} {
 		if f, ok := findRule(res, id); ok {
 			t.Errorf("%s fired on sleeps and idle threads: %s", id, dump(f))
@@ -370,7 +370,7 @@ func TestLockNamesFunctions(t *testing.T) {
 		offcpu(100, profile.OffCPULock, 3e8, "sync.(*RWMutex).RLock").
 		offcpu(101, profile.OffCPULock, 1e8, "sync.(*Mutex).Lock").
 		offcpu(101, profile.OffCPULock, 1e7, "pthread_mutex_lock").done()
-	f, ok := findRule(Analyze(rec), "lock-contention")
+	f, ok := findRule(analyzeRec(rec), "lock-contention")
 	if !ok {
 		t.Fatal("lock-contention did not fire")
 	}
@@ -393,7 +393,7 @@ func TestFunctionsFromTheEvent(t *testing.T) {
 	for i := range b.rec.Windows {
 		b.rec.Windows[i].Samples = append(b.rec.Windows[i].Samples, profile.Sample{Event: metric.PageFaults, PID: 100, TID: 100, CPU: 1, UserStack: id, Count: 90})
 	}
-	f, ok := findRule(Analyze(b.done()), "page-fault-storm")
+	f, ok := findRule(analyzeRec(b.done()), "page-fault-storm")
 	if !ok {
 		t.Fatal("page-fault-storm did not fire")
 	}
@@ -411,10 +411,10 @@ func TestWarmupIsNotAStorm(t *testing.T) {
 		b.rec.Header.Target = profile.Target{Kind: profile.TargetCommand, PIDs: []int{100}, Command: []string{"/bin/target"}}
 		return b.done()
 	}
-	if f, ok := findRule(Analyze(build(0)), "page-fault-storm"); ok {
+	if f, ok := findRule(analyzeRec(build(0)), "page-fault-storm"); ok {
 		t.Errorf("faults in the first window only: %s", dump(f))
 	}
-	if _, ok := findRule(Analyze(build(0, 1, 2, 3)), "page-fault-storm"); !ok {
+	if _, ok := findRule(analyzeRec(build(0, 1, 2, 3)), "page-fault-storm"); !ok {
 		t.Error("faults in every window: no page-fault-storm")
 	}
 }
@@ -424,13 +424,13 @@ func TestRuleThresholds(t *testing.T) {
 		t.Run(c.rule+"/"+string(c.metric), func(t *testing.T) {
 			r := ruleByID(t, c.rule)
 			r.T(c.metric) // the case names a real threshold
-			above := Analyze(c.build(t, 1.05))
+			above := analyzeRec(c.build(t, 1.05))
 			f, ok := findRule(above, c.rule)
 			if !ok {
 				t.Fatalf("rule did not fire just above its %q threshold; result: %s", c.metric, dump(above))
 			}
 			checkFinding(t, f)
-			below := Analyze(c.build(t, 0.95))
+			below := analyzeRec(c.build(t, 0.95))
 			if f, ok := findRule(below, c.rule); ok {
 				t.Fatalf("rule fired just below its %q threshold: %s", c.metric, dump(f))
 			}
@@ -501,7 +501,7 @@ func TestAdviceNamesCountableEvents(t *testing.T) {
 			}
 			rec.Header.Events = evs
 			rec.Header.HostEvents = []profile.EventStatus{c.host}
-			res := Analyze(rec)
+			res := analyzeRec(rec)
 			for _, ne := range res.NotEvaluated {
 				if ne.Rule != "l3-writeback-congestion" {
 					continue
@@ -529,7 +529,7 @@ func TestSoftwareModeNotEvaluated(t *testing.T) {
 		}
 	}
 	rec.Header.Events = evs
-	res := Analyze(rec)
+	res := analyzeRec(rec)
 	got := map[string]NotEvaluated{}
 	for _, ne := range res.NotEvaluated {
 		got[ne.Rule] = ne
@@ -581,7 +581,7 @@ func TestIdleSleep(t *testing.T) {
 		samples(1, 1, "_dl_start", 0).
 		hist(profile.HistRunqLatency, 1, 13, 1).
 		hist(profile.HistOffCPU, 1, 29, 1).done()
-	res := Analyze(rec)
+	res := analyzeRec(rec)
 	if len(res.Findings) != 0 {
 		t.Fatalf("idle recording gave findings: %s", dump(res.Findings))
 	}
@@ -600,7 +600,7 @@ func TestFindingScope(t *testing.T) {
 			rec.Windows[i].Samples[j].Event = metric.PageFaults // the faults' own samples
 		}
 	}
-	res := Analyze(rec)
+	res := analyzeRec(rec)
 	f, ok := findRule(res, "page-fault-storm")
 	if !ok {
 		t.Fatalf("page-fault-storm did not fire: %s", dump(res))
@@ -626,7 +626,7 @@ func TestFindingScope(t *testing.T) {
 // findings.
 func TestApproximationSaid(t *testing.T) {
 	c := ruleCases[0]
-	f, ok := findRule(Analyze(c.build(t, 1.2)), c.rule)
+	f, ok := findRule(analyzeRec(c.build(t, 1.2)), c.rule)
 	if !ok || !strings.Contains(f.Approximation, "LLC-stores / LLC-loads") {
 		t.Fatalf("finding does not state its approximation: %s", dump(f))
 	}
@@ -640,20 +640,20 @@ func TestApproximationSaid(t *testing.T) {
 func TestMultiplexedLowersConfidence(t *testing.T) {
 	c := ruleCases[3] // llc-thrashing
 	rec := c.build(t, 1.5)
-	base, _ := findRule(Analyze(rec), c.rule)
+	base, _ := findRule(analyzeRec(rec), c.rule)
 	for i := range rec.Windows {
 		for j := range rec.Windows[i].Counters {
 			rec.Windows[i].Counters[j].Enabled, rec.Windows[i].Counters[j].Running = 2e9, 1e9
 		}
 	}
-	f, ok := findRule(Analyze(rec), c.rule)
+	f, ok := findRule(analyzeRec(rec), c.rule)
 	if !ok || math.Abs(f.Confidence-base.Confidence/2) > 0.011 {
 		t.Fatalf("confidence %v with counters running half the time, want half of %v", f.Confidence, base.Confidence)
 	}
 }
 
 func TestResultJSONShape(t *testing.T) {
-	res := Analyze(newRec(t, 2, 3, swEvents...).software().counter(metric.PageFaults, []uint64{50000, 0}).done())
+	res := analyzeRec(newRec(t, 2, 3, swEvents...).software().counter(metric.PageFaults, []uint64{50000, 0}).done())
 	b, err := json.Marshal(res)
 	if err != nil {
 		t.Fatal(err)
@@ -690,7 +690,7 @@ func TestResultJSONShape(t *testing.T) {
 		}
 	}
 	// An empty result still has both arrays, never null.
-	b, _ = json.Marshal(Analyze(newRec(t, 2, 1, hwEvents...).done()))
+	b, _ = json.Marshal(analyzeRec(newRec(t, 2, 1, hwEvents...).done()))
 	if !strings.Contains(string(b), `"findings":[]`) {
 		t.Errorf("empty findings not an empty array: %s", b)
 	}
@@ -770,7 +770,7 @@ func TestWaitsByWhatTheKernelSaw(t *testing.T) {
 		counter(metric.CPUClock, []uint64{1e8, 0}).
 		wait(profile.OffCPUIPC, "read", "pipe", 9e8).
 		peer(profile.Peer{PID: 100, WakerPID: 200, WakerComm: "pingpong", Reason: profile.OffCPUIPC, Call: "read", NS: 9e8, Count: 30000}).done()
-	res := Analyze(pipe)
+	res := analyzeRec(pipe)
 	if f, ok := findRule(res, "io-wait"); ok {
 		t.Errorf("pipe waits: io-wait %s", dump(f))
 	}
@@ -788,7 +788,7 @@ func TestWaitsByWhatTheKernelSaw(t *testing.T) {
 			counter(metric.CPUClock, []uint64{1e8, 0}).
 			wait(profile.OffCPUDiskIO, "read", "file", 4e8, windows...).done()
 	}
-	res = Analyze(build(0, 1))
+	res = analyzeRec(build(0, 1))
 	if f, ok := findRule(res, "io-wait"); ok {
 		t.Errorf("I/O in windows 0-1 of 8: io-wait %s", dump(f))
 	}
@@ -799,7 +799,7 @@ func TestWaitsByWhatTheKernelSaw(t *testing.T) {
 	if f.Severity != SeverityInfo || f.Scope.StartNS != 0 || f.Scope.EndNS != 2*second || !strings.Contains(f.Advice, "first 2 of 8 windows") {
 		t.Errorf("startup-io %s: want info, windows 0-1 (0-2 s)", dump(f))
 	}
-	res = Analyze(build())
+	res = analyzeRec(build())
 	if f, ok := findRule(res, "startup-io"); ok {
 		t.Errorf("I/O in every window: startup-io %s", dump(f))
 	}
@@ -817,10 +817,10 @@ func TestOneThreadIsNoHotspot(t *testing.T) {
 			samples(1, 100, "main.spin").
 			counter(metric.CPUClock, []uint64{0, 1e9}).done()
 	}
-	if f, ok := findRule(Analyze(build(1)), "core-hotspot"); ok {
+	if f, ok := findRule(analyzeRec(build(1)), "core-hotspot"); ok {
 		t.Errorf("one thread: core-hotspot %s", dump(f))
 	}
-	if _, ok := findRule(Analyze(build(2)), "core-hotspot"); !ok {
+	if _, ok := findRule(analyzeRec(build(2)), "core-hotspot"); !ok {
 		t.Error("two threads on one core, the other idle: no core-hotspot")
 	}
 }
@@ -845,10 +845,10 @@ func TestTailStandsOutOfTheSpread(t *testing.T) {
 		}
 		return b.done()
 	}
-	if f, ok := findRule(Analyze(build(true)), "latency-tail"); ok {
+	if f, ok := findRule(analyzeRec(build(true)), "latency-tail"); ok {
 		t.Errorf("p99s wander over 8 buckets: latency-tail %s", dump(f))
 	}
-	if _, ok := findRule(Analyze(build(false)), "latency-tail"); !ok {
+	if _, ok := findRule(analyzeRec(build(false)), "latency-tail"); !ok {
 		t.Error("steady run with two spikes: no latency-tail")
 	}
 }

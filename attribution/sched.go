@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/cacheheat/cacheheat/metric"
+	"github.com/cacheheat/cacheheat/model"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -30,22 +31,11 @@ const minFunctionShare = 0.05
 // maxFunctions is how many functions a finding names.
 const maxFunctions = 3
 
-// workingShare: a thread that ran at least this share of the window's
-// busiest target thread did work in it. Idle runtime threads (a Go
-// program's sysmon and spare Ms, a pool's parked workers) run far less.
-// Relative to the busiest thread, not to the clock, so that threads
-// starved by other load still count as the work they are.
-const workingShare = 0.5
-
-// workingFloorNS: a thread must also have run this long in the window
-// (1 ms, a scheduler slice) to count as working at all.
-const workingFloorNS = 1e6
-
 // threadCPU is each target thread's cpu-clock (ns) over the recording.
 func (m *Metrics) threadCPU() map[int]float64 { return m.threadNS }
 
-// workingThreads is, per window, the number of target threads that ran at
-// least workingShare of the window's busiest thread (and workingFloorNS).
+// workingThreads is, per window, the number of target threads that did
+// work in it (model.Model.Working).
 func (m *Metrics) workingThreads() []float64 {
 	out := make([]float64, len(m.Windows))
 	for i, w := range m.Windows {
@@ -75,7 +65,7 @@ func (m *Metrics) steadyRunnable() []float64 {
 		if !m.steadyWindow(i) || w.DurationS <= 0 {
 			continue
 		}
-		ns := float64(w.Counts[metric.CPUClock]) + HistogramSum(w.Hist[profile.HistRunqLatency])
+		ns := float64(w.Counts[metric.CPUClock]) + profile.HistogramSum(w.Hist[profile.HistRunqLatency])
 		out = append(out, ns/(w.DurationS*1e9))
 	}
 	return out
@@ -144,7 +134,7 @@ func (m *Metrics) OthersShare(cpus []int) float64 {
 // each with its share of those samples, and their pids.
 func (m *Metrics) topOthers() ([]FunctionShare, []int) {
 	counts, total := m.others, m.othersTotal
-	keys := make([]otherKey, 0, len(counts))
+	keys := make([]model.Other, 0, len(counts))
 	for k := range counts {
 		keys = append(keys, k)
 	}
@@ -152,7 +142,7 @@ func (m *Metrics) topOthers() ([]FunctionShare, []int) {
 		if counts[keys[i]] != counts[keys[j]] {
 			return counts[keys[i]] > counts[keys[j]]
 		}
-		return keys[i].pid < keys[j].pid
+		return keys[i].PID < keys[j].PID
 	})
 	var out []FunctionShare
 	var pids []int
@@ -161,8 +151,8 @@ func (m *Metrics) topOthers() ([]FunctionShare, []int) {
 		if share < minFunctionShare || len(out) == maxFunctions {
 			break
 		}
-		out = append(out, FunctionShare{Function: fmt.Sprintf("%s (pid %d)", k.comm, k.pid), Share: share, Source: metric.CPUClock})
-		pids = append(pids, k.pid)
+		out = append(out, FunctionShare{Function: fmt.Sprintf("%s (pid %d)", k.Comm, k.PID), Share: share, Source: metric.CPUClock})
+		pids = append(pids, k.PID)
 	}
 	return out, pids
 }
@@ -407,19 +397,22 @@ func (m *Metrics) functionShares(event string, cpus []int, startNS, endNS int64)
 		want[c] = true
 	}
 	by := map[string]float64{}
-	st := m.shares[event]
-	if st == nil {
+	self := m.self[event]
+	if self == nil {
 		return nil
 	}
 	for i, w := range m.Windows {
 		if w.EndNS <= startNS || (endNS > 0 && w.StartNS >= endNS) {
 			continue
 		}
-		for _, r := range st.windows[i] {
-			if len(want) > 0 && !want[int(r.cpu)] {
+		if i >= len(self) {
+			break
+		}
+		for _, r := range self[i] {
+			if len(want) > 0 && !want[int(r.CPU)] {
 				continue
 			}
-			by[m.names[r.name]] += float64(r.count)
+			by[m.names[r.Name]] += float64(r.Count)
 		}
 	}
 	return shares(by, event)

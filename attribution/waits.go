@@ -33,8 +33,7 @@ type peerKey struct {
 
 // waits reduces a window's waits: its time by reason, and who woke the
 // target out of a wait on another process.
-func (b *Builder) waits(wm *WindowMetrics, w *profile.Window) {
-	m := b.m
+func (m *Metrics) waits(wm *WindowMetrics, w *profile.Window) {
 	if w.Waits != nil {
 		m.hasWaits = true
 	}

@@ -84,8 +84,9 @@ type DiffData struct {
 // BASE/NEW/delta per-core heatmaps and overlaid latency histograms, as
 // one self-contained page.
 func WriteDiff(w io.Writer, base, new *profile.Recording, res *compare.Result) error {
-	bf, nf := attribution.Analyze(base), attribution.Analyze(new)
-	return WriteDiffModels(w, model.FromRecording(base), model.FromRecording(new), res, &bf, &nf)
+	bm, nm := model.FromRecording(base), model.FromRecording(new)
+	bf, nf := attribution.Analyze(bm), attribution.Analyze(nm)
+	return WriteDiffModels(w, bm, nm, res, &bf, &nf)
 }
 
 // WriteDiffModels is WriteDiff of the recordings' models (model.Read) and

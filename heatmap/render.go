@@ -105,21 +105,24 @@ type pageData struct {
 	Live        bool                `json:"live,omitempty"`
 }
 
-// Render writes rec's HTML report to w.
+// Render writes the HTML report of a recording in memory to w, with its
+// findings (attribution.Analyze of its model) unless opts say otherwise:
+// RenderModel for tests and tools that hold a whole recording.
 func Render(w io.Writer, rec *profile.Recording, opts Options) error {
+	m := model.FromRecording(rec)
 	var res *attribution.Result
 	if !opts.NoFindings && opts.Findings == nil {
-		r := attribution.Analyze(rec)
+		r := attribution.Analyze(m)
 		res = &r
 	}
-	return RenderModel(w, model.FromRecording(rec), res, opts)
+	return RenderModel(w, m, res, opts)
 }
 
 // RenderModel writes the HTML report of a recording's model to w. Its
-// findings are res, attribution's result for the same recording (a
-// stream feeds both builders, model.Builder and attribution.Builder):
-// the model does not keep what attribution reads. opts.Findings, when
-// set, is shown as it is instead; nil for both leaves no findings.
+// findings are res, attribution.Analyze of the same model, which the
+// caller runs: the page draws what it is given and analyzes nothing.
+// opts.Findings, when set, is shown as it is instead; nil for both
+// leaves no findings.
 func RenderModel(w io.Writer, m *model.Model, res *attribution.Result, opts Options) error {
 	var order []int
 	if opts.Probe != nil {

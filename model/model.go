@@ -61,6 +61,25 @@ type Model struct {
 	// of distinct threads seen.
 	ThreadSeconds float64
 	Threads       int
+
+	// What the findings read beyond the views (derived.go).
+	//
+	// Working counts, window by window, the target threads that did
+	// work in the window (workingShare of its busiest, at least
+	// workingFloorNS).
+	Working []int
+	// CPUTime is each CPU's time by who had it.
+	CPUTime CPUTime
+	// RunqNSPerCPU estimates the target's run-queue wait on each CPU (the
+	// CPU it was switched in on) from the runq-latency histogram, bucket
+	// midpoints (profile.HistogramSum).
+	RunqNSPerCPU []float64
+	// Others counts the other processes' samples (the recorder's
+	// others, by process); OthersTotal sums them.
+	Others      map[Other]uint64
+	OthersTotal uint64
+	// SelfNames interns the innermost functions of Samples' Self rows.
+	SelfNames []string
 }
 
 // Histogram is one latency histogram over the recording.
@@ -90,6 +109,10 @@ type Samples struct {
 	// PerCPU counts the samples on each CPU, window by window (nil where
 	// a window has none): the per-core heatmap's samples metric.
 	PerCPU []profile.Counts
+	// Self holds, window by window, the samples by CPU and innermost
+	// function (SelfName; nil where a window has none): what a finding
+	// names its functions by, on its CPUs and in its time range.
+	Self [][]SelfCount
 	// Unnamed counts the samples whose innermost frame names no function,
 	// by process and reason (unnamed.go); nil when all are named.
 	Unnamed map[int]map[string]uint64
@@ -181,6 +204,12 @@ type Builder struct {
 	rates   map[string]*rateSum
 	// unnamedOf caches why a stack pair's samples are unnamed ("": named).
 	unnamedOf map[StackPair]string
+	// selfIDs caches the interned SelfName of a stack pair; selfRows
+	// indexes selfScratch, one window's Self rows, by key.
+	selfIDs     map[StackPair]uint32
+	nameIDs     map[string]uint32
+	selfRows    map[selfKey]int
+	selfScratch []selfKeyed
 }
 
 type rateSum struct {
@@ -202,9 +231,13 @@ func NewBuilder(h profile.Header, stacks map[uint64]profile.Stack) *Builder {
 		Scaling:    map[string][2]uint64{},
 		Samples:    map[string]*Samples{},
 		AppMetrics: map[string]float64{},
+		Others:     map[Other]uint64{},
 	}
 	b := &Builder{m: m, ncpu: h.Host.Topology.MaxCPU() + 1, seenEv: map[string]bool{}, seenSmp: map[string]bool{},
-		tids: map[int]bool{}, rates: map[string]*rateSum{}, unnamedOf: map[StackPair]string{}}
+		tids: map[int]bool{}, rates: map[string]*rateSum{}, unnamedOf: map[StackPair]string{},
+		selfIDs: map[StackPair]uint32{}, nameIDs: map[string]uint32{}, selfRows: map[selfKey]int{}}
+	m.CPUTime = CPUTime{Idle: make([]float64, b.ncpu), Others: make([]float64, b.ncpu), IdleAll: true}
+	m.RunqNSPerCPU = make([]float64, b.ncpu)
 	for _, e := range h.Events {
 		if e.Status == profile.StatusMeasured && !b.seenEv[e.Name] {
 			b.seenEv[e.Name] = true
@@ -227,6 +260,14 @@ func (b *Builder) Add(w *profile.Window) {
 	b.processes(w.Processes, float64(w.EndNS-w.StartNS)/1e9)
 	b.histograms(wi, w.Histograms)
 	b.samples(wi, w.Samples)
+	m.Working = append(m.Working, working(w.Processes))
+	b.cpuTime(w)
+	b.runq(w.Histograms)
+	b.selfCounts(wi, w.Samples)
+	for _, o := range w.Others {
+		m.Others[Other{o.PID, o.Comm}] += o.Samples
+		m.OthersTotal += o.Samples
+	}
 	for _, sr := range w.SampleRate {
 		r, ok := b.rates[sr.Event]
 		if !ok {
@@ -364,6 +405,7 @@ func (b *Builder) Model(t *profile.Trailer, truncated bool, warning string) *Mod
 	}
 	for _, s := range m.Samples {
 		s.PerCPU = pad(s.PerCPU, n)
+		s.Self = pad(s.Self, n)
 	}
 	for i := range m.SampleRates {
 		r := b.rates[m.SampleRates[i].Event]

@@ -216,7 +216,6 @@ func (l *Live) build() {
 	// The model grows window by window once the header is known; each
 	// update renders it as it stands.
 	var mb *model.Builder
-	var fb FindingsBuilder
 	added := 0
 	var findings []attribution.Finding
 	analyzed := 0
@@ -262,22 +261,17 @@ func (l *Live) build() {
 		if hasHeader {
 			if mb == nil {
 				mb = model.NewBuilder(h, stacks)
-				if l.opts.Renderers.Findings != nil {
-					fb = l.opts.Renderers.Findings(h, stacks)
-				}
 			}
 			for i := added; i < len(wins); i++ {
 				mb.Add(&wins[i])
-				if fb != nil {
-					fb.Add(&wins[i])
-				}
 			}
 			added = len(wins)
-			c := heatmap.BuildCharts(mb.Model(nil, false, ""), l.opts.MaxCells, nil)
+			m := mb.Model(nil, false, "")
+			c := heatmap.BuildCharts(m, l.opts.MaxCells, nil)
 			u.Charts = &c
 			u.Banner = heatmap.Banner(&h)
-			if fb != nil && len(wins) > 0 && (analyzed == 0 || len(wins)-analyzed >= l.opts.AnalyzeEvery) {
-				findings = fb.Result().Findings
+			if an := l.opts.Renderers.Findings; an != nil && len(wins) > 0 && (analyzed == 0 || len(wins)-analyzed >= l.opts.AnalyzeEvery) {
+				findings = an(m).Findings
 				analyzed = len(wins)
 			}
 		}

@@ -29,7 +29,7 @@ func newTestLive(t *testing.T, opts LiveOptions) (*Live, *httptest.Server) {
 	t.Helper()
 	if opts.Renderers.Report == nil {
 		opts.Renderers = testRenderers()
-		opts.Renderers.Findings = func(profile.Header, map[uint64]profile.Stack) FindingsBuilder { return &evilFindings{} }
+		opts.Renderers.Findings = evilFindings
 	}
 	l := NewLive(opts)
 	ts := httptest.NewServer(l)
@@ -39,13 +39,10 @@ func newTestLive(t *testing.T, opts LiveOptions) (*Live, *httptest.Server) {
 }
 
 // evilFindings finds one finding with a hostile title, its evidence the
-// number of windows added.
-type evilFindings struct{ windows int }
-
-func (e *evilFindings) Add(*profile.Window) { e.windows++ }
-func (e *evilFindings) Result() attribution.Result {
+// number of windows in the model.
+func evilFindings(m *model.Model) attribution.Result {
 	return attribution.Result{Findings: []attribution.Finding{{Rule: "r", Severity: "high", Title: evil, Evidence: []attribution.Evidence{
-		{Metric: "windows", Value: float64(e.windows), Op: ">=", Threshold: 1, Unit: "windows"}}}}}
+		{Metric: "windows", Value: float64(m.Windows()), Op: ">=", Threshold: 1, Unit: "windows"}}}}}
 }
 
 // sseEvent is one server-sent event.

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/cacheheat/cacheheat/attribution"
+	"github.com/cacheheat/cacheheat/model"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -89,20 +90,10 @@ type Renderers struct {
 	// Analyze returns the findings of the recording r holds, read as a
 	// stream: the index's count.
 	Analyze func(r io.ReadSeeker) ([]attribution.Finding, error)
-	// Findings starts the findings (root causes with their evidence) of
-	// a recording with header h, whose stacks are defined in stacks as
-	// its windows arrive: the live view adds each window once and shows
-	// the result every few windows, as the report and the CLI find them
-	// (attribution.NewBuilder).
-	Findings func(h profile.Header, stacks map[uint64]profile.Stack) FindingsBuilder
-}
-
-// FindingsBuilder reduces windows to findings as they arrive
-// (attribution.Builder is one); Result may be called again after more
-// windows.
-type FindingsBuilder interface {
-	Add(w *profile.Window)
-	Result() attribution.Result
+	// Findings analyzes a model (attribution.Analyze): the live view
+	// grows its model window by window and finds the root causes in it
+	// every few windows, as the report and the CLI find them.
+	Findings func(m *model.Model) attribution.Result
 }
 
 // Server browses the recordings in one directory. It implements

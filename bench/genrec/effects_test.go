@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cacheheat/cacheheat/attribution"
+	"github.com/cacheheat/cacheheat/model"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -35,7 +36,7 @@ func TestEffectsFireTheirRuleOnly(t *testing.T) {
 			if rec.Header.Synthetic == "" {
 				t.Error("header does not say synthetic")
 			}
-			res := attribution.Analyze(rec)
+			res := attribution.Analyze(model.FromRecording(rec))
 			for _, ne := range res.NotEvaluated {
 				if slices.Contains(hardware, ne.Rule) {
 					t.Errorf("hardware rule %s not evaluated: %s", ne.Rule, ne.Reason)
@@ -80,7 +81,7 @@ func TestSimulatedFindingsWarn(t *testing.T) {
 		if simulated {
 			rec.Header.PMU = &profile.PMU{Simulated: "intel-icx"}
 		}
-		res := attribution.Analyze(rec)
+		res := attribution.Analyze(model.FromRecording(rec))
 		want := ""
 		if simulated {
 			want = profile.SimulatedWarning

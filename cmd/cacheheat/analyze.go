@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/cacheheat/cacheheat/attribution"
+	"github.com/cacheheat/cacheheat/model"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -32,18 +33,20 @@ func runAnalyze(name string, args []string, stdout io.Writer) error {
 	if fs.NArg() != 1 {
 		return usageErrorf("analyze: want one recording file, got %d arguments; run 'cacheheat analyze --help'", fs.NArg())
 	}
-	var b *attribution.Builder
-	if _, err := streamRecording(fs.Arg(0), func(s *profile.Stream) func(*profile.Window) {
-		b = attribution.NewBuilder(s.Header, s.Stacks)
-		return b.Add
-	}); err != nil {
+	var mb *model.Builder
+	s, err := streamRecording(fs.Arg(0), func(s *profile.Stream) func(*profile.Window) {
+		mb = model.NewBuilder(s.Header, s.Stacks)
+		return mb.Add
+	})
+	if err != nil {
 		return err
 	}
+	md := mb.Model(s.Trailer, s.Truncated, s.Warning)
 	if *metrics {
-		_, err := io.WriteString(newTermWriter(stdout), b.Metrics().Dump())
+		_, err := io.WriteString(newTermWriter(stdout), attribution.NewMetrics(md).Dump())
 		return err
 	}
-	res := b.Result()
+	res := attribution.Analyze(md)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

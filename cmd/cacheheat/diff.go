@@ -152,14 +152,14 @@ func analyzeStream(open func() (*profile.Stream, error)) (*attribution.Result, e
 		return nil, err
 	}
 	defer s.Close()
-	ab := attribution.NewBuilder(s.Header, s.Stacks)
+	mb := model.NewBuilder(s.Header, s.Stacks)
 	for w := range s.Windows() {
-		ab.Add(w)
+		mb.Add(w)
 	}
 	if err := s.Err(); err != nil {
 		return nil, err
 	}
-	res := ab.Result()
+	res := attribution.Analyze(mb.Model(s.Trailer, s.Truncated, s.Warning))
 	return &res, nil
 }
 

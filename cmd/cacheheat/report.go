@@ -61,28 +61,25 @@ func runReport(name string, args []string, stdout io.Writer) error {
 	return nil
 }
 
-// reportBuilder reads a recording into its report in one pass: the model
-// (the views) and attribution (the findings); neither keeps the windows.
-// report and serve read recordings this one way.
+// reportBuilder reads a recording into its report in one pass: the model,
+// which keeps no window, and from it the views and the findings. report
+// and serve read recordings this one way.
 type reportBuilder struct {
 	s  *profile.Stream
 	mb *model.Builder
-	ab *attribution.Builder
 }
 
-// start is streamRecording's: the builders are made from the stream's
-// header and stacks.
+// start is streamRecording's: the model is made from the stream's header
+// and stacks.
 func (rb *reportBuilder) start(s *profile.Stream) func(*profile.Window) {
-	rb.s, rb.mb, rb.ab = s, model.NewBuilder(s.Header, s.Stacks), attribution.NewBuilder(s.Header, s.Stacks)
-	return func(w *profile.Window) {
-		rb.mb.Add(w)
-		rb.ab.Add(w)
-	}
+	rb.s, rb.mb = s, model.NewBuilder(s.Header, s.Stacks)
+	return rb.mb.Add
 }
 
 // render writes the report of the recording read.
 func (rb *reportBuilder) render(w io.Writer, opts heatmap.Options) error {
-	m, res := rb.mb.Model(rb.s.Trailer, rb.s.Truncated, rb.s.Warning), rb.ab.Result()
+	m := rb.mb.Model(rb.s.Trailer, rb.s.Truncated, rb.s.Warning)
+	res := attribution.Analyze(m)
 	return heatmap.RenderModel(w, m, &res, opts)
 }
 

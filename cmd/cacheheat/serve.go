@@ -68,9 +68,7 @@ func webRenderers() web.Renderers {
 			}
 			return res.Findings, nil
 		},
-		Findings: func(h profile.Header, stacks map[uint64]profile.Stack) web.FindingsBuilder {
-			return attribution.NewBuilder(h, stacks)
-		},
+		Findings: attribution.Analyze,
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/cacheheat/cacheheat/attribution"
 	"github.com/cacheheat/cacheheat/heatmap"
 	"github.com/cacheheat/cacheheat/heatmap/synth"
+	"github.com/cacheheat/cacheheat/model"
 	"github.com/cacheheat/cacheheat/profile"
 	"github.com/cacheheat/cacheheat/web"
 )
@@ -66,7 +67,7 @@ func TestServeRenderers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := len(attribution.Analyze(rec).Findings)
+	n := len(attribution.Analyze(model.FromRecording(rec)).Findings)
 	for _, r := range s.Rows(context.Background()) {
 		if r.Name == "b.rec" && (r.Findings != n || r.Windows != 8) {
 			t.Errorf("index row %+v, want %d findings and 8 windows", r, n)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cacheheat/cacheheat/attribution"
 	"github.com/cacheheat/cacheheat/metric"
+	"github.com/cacheheat/cacheheat/model"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -251,7 +252,7 @@ func gradeVerdict(t *testing.T, p programs, c verdictCase) {
 // room (the rule's own condition): beside load it has none, and the rule
 // must then stay quiet, which the must-not part of other cases checks.
 func otherCoreHasRoom(res attribution.Result, rec *profile.Recording) (bool, string) {
-	m := attribution.NewMetrics(rec)
+	m := attribution.NewMetrics(model.FromRecording(rec))
 	for _, c := range m.CPUs {
 		if c != 1 && m.CPUBusy(c) < 0.5 {
 			return true, ""

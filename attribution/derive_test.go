@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/cacheheat/cacheheat/model"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -29,10 +30,10 @@ var streamFixtures = []struct {
 	{"../profile/testdata/v1/killed.rec", nil},
 }
 
-// TestStreamMatchesAnalyze: the Builder fed a file's windows as a stream
-// reads them gives the same Result, and the same metrics, as Analyze of
-// the whole recording in memory, even when each window's contents are
-// overwritten once added (it keeps nothing of them).
+// TestStreamMatchesAnalyze: the model built from a file's windows as a
+// stream reads them gives the same Result, and the same metrics, as the
+// model of the whole recording in memory, even when what the model does
+// not keep of each window is overwritten once added.
 func TestStreamMatchesAnalyze(t *testing.T) {
 	for _, fx := range streamFixtures {
 		t.Run(fx.path, func(t *testing.T) {
@@ -40,13 +41,13 @@ func TestStreamMatchesAnalyze(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := Analyze(rec)
+			want := analyzeRec(rec)
 			s, err := profile.OpenFile(fx.path)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			b := NewBuilder(s.Header, s.Stacks)
+			b := model.NewBuilder(s.Header, s.Stacks)
 			n := 0
 			for w := range s.Windows() {
 				b.Add(w)
@@ -59,13 +60,14 @@ func TestStreamMatchesAnalyze(t *testing.T) {
 			if n != len(rec.Windows) || n == 0 {
 				t.Fatalf("streamed %d windows, the recording has %d", n, len(rec.Windows))
 			}
-			got := b.Result()
+			md := b.Model(s.Trailer, s.Truncated, s.Warning)
+			got := Analyze(md)
 			gj, _ := json.Marshal(got)
 			wj, _ := json.Marshal(want)
 			if string(gj) != string(wj) {
-				t.Errorf("streamed result differs from Analyze:\n got %s\nwant %s", gj, wj)
+				t.Errorf("streamed result differs from the in-memory one:\n got %s\nwant %s", gj, wj)
 			}
-			if g, w := b.Metrics().Dump(), NewMetrics(rec).Dump(); g != w {
+			if g, w := NewMetrics(md).Dump(), NewMetrics(model.FromRecording(rec)).Dump(); g != w {
 				t.Errorf("streamed metrics differ:\n got %s\nwant %s", g, w)
 			}
 			var fired []string
@@ -81,13 +83,14 @@ func TestStreamMatchesAnalyze(t *testing.T) {
 	}
 }
 
-// scrub zeroes what a window holds, arrays included, as a reader that
-// reused its buffers would.
+// analyzeRec is Analyze of a recording in memory.
+func analyzeRec(rec *profile.Recording) Result { return Analyze(model.FromRecording(rec)) }
+
+// scrub zeroes what a window holds that the model does not keep, arrays
+// included, as a reader that reused those buffers would. The model keeps
+// the counters' per-CPU arrays, the off-CPU stacks, the waits and the
+// --func calls (model.Builder.Add), which a stream never reuses.
 func scrub(w *profile.Window) {
-	for _, c := range w.Counters {
-		clear(c.PerCPU)
-		clear(c.HostPerCPU)
-	}
 	for _, h := range w.Histograms {
 		for _, c := range h.PerCPU {
 			clear(c)
@@ -102,11 +105,5 @@ func scrub(w *profile.Window) {
 	clear(w.Samples)
 	clear(w.IdleNS)
 	clear(w.Others)
-	if w.OffCPU != nil {
-		clear(w.OffCPU.Stacks)
-	}
-	for _, f := range w.Functions {
-		clear(f.Buckets)
-	}
 	*w = profile.Window{}
 }

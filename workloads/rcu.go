@@ -12,15 +12,16 @@ import (
 // sync.RWMutex every read still writes the lock's reader count, so that
 // one cache line bounces between all reading cores; with an atomic pointer
 // to an immutable copy (RCU style) a read only loads shared lines, which
-// every core keeps. The writer fetches each version (rcuFetch); behind
-// the lock it does that holding it, so readers also block, which an
-// atomically swapped copy never makes them do.
+// every core keeps. Both writers fetch each version (rcuFetch) and
+// publish it as a fresh copy, so they do the same work and allocate the
+// same; behind the lock the writer fetches holding it, so readers also
+// block, which an atomically swapped copy never makes them do.
 var rcu = &Workload{
 	Name:    "rcu",
 	Summary: "read-mostly config behind sync.RWMutex vs an atomically swapped copy",
 	Variants: map[string]string{
-		Bad:  "read-mostly shared config behind a sync.RWMutex; every millisecond a writer fetches the next version (a 1 ms wait) and updates the config in place, holding the write lock throughout",
-		Good: "RCU-style: readers load an atomic pointer; every millisecond the writer fetches the next version (the same wait), builds an updated copy and swaps it in",
+		Bad:  "read-mostly shared config behind a sync.RWMutex; every millisecond a writer fetches the next version (a 1 ms wait) and swaps it in, holding the write lock throughout",
+		Good: "RCU-style: readers load an atomic pointer; every millisecond the writer fetches the next version (the same wait), then swaps it in",
 	},
 	Op:      "one read of the whole shared config by a reader thread",
 	Threads: true,
@@ -35,8 +36,8 @@ type rcuConfig struct {
 	Sum     uint64
 }
 
-// fill sets c to version v, one value at a time: a reader that is not
-// excluded while it runs can see a torn config.
+// fill sets c to version v, one value at a time: a reader that saw c
+// while it ran would see a torn config, which the invariant catches.
 func (c *rcuConfig) fill(v uint64) {
 	c.Version, c.Sum = v, 0
 	for i := range c.Vals {
@@ -67,18 +68,18 @@ const (
 	// does, so every reader that comes meanwhile blocks: a third of their
 	// time on the development host, on any host far over what scheduling
 	// alone would make them block. The good writer waits before it
-	// builds its copy, and its readers never block. A wait costs no CPU,
-	// so the good variant's threads still fit their CPUs.
+	// publishes its copy, and its readers never block. A wait costs no
+	// CPU, so the good variant's threads still fit their CPUs.
 	rcuFetch = time.Millisecond
 )
 
 func runRCU(e *env) (Result, error) {
 	var (
 		mu     sync.RWMutex
-		shared rcuConfig
+		shared = &rcuConfig{}
 		ptr    atomic.Pointer[rcuConfig]
 	)
-	ptr.Store(&rcuConfig{})
+	ptr.Store(shared)
 	bad := e.cfg.Variant == Bad
 	readers := e.cfg.Threads
 	ops := make([]uint64, readers)
@@ -99,7 +100,9 @@ func runRCU(e *env) (Result, error) {
 				if bad {
 					mu.Lock()
 					time.Sleep(rcuFetch)
-					shared.fill(v)
+					next := new(rcuConfig)
+					next.fill(v)
+					shared = next
 					mu.Unlock()
 				} else {
 					time.Sleep(rcuFetch)
@@ -122,7 +125,7 @@ func runRCU(e *env) (Result, error) {
 				var c rcuConfig
 				if bad {
 					mu.RLock()
-					c = shared
+					c = *shared
 					mu.RUnlock()
 				} else {
 					c = *ptr.Load()

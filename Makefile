@@ -14,10 +14,11 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/cacheheat
 
 # Regenerates the BPF objects and bindings (needs clang, llvm, libbpf-dev,
-# bpftool) and the vendored ECharts refresh is separate: web assets are
-# refreshed with heatmap/assets/refresh.sh.
+# bpftool) and the Intel event tables from the pinned perfmon subset
+# (collector/pmu/perfmon); the vendored ECharts refresh is separate: web
+# assets are refreshed with heatmap/assets/refresh.sh.
 generate:
-	$(GO) generate ./bpf/...
+	$(GO) generate ./bpf/... ./collector
 
 # Tests that need root, BPF or Chromium run here as root and skip elsewhere
 # with a message naming what is missing. Packages run one at a time (-p 1):

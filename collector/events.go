@@ -41,6 +41,9 @@ type Event struct {
 	// Role says what the event measures (role* in vendor.go): the
 	// simulated PMU picks its stand-in by it.
 	Role string `json:"role,omitempty"`
+	// Counters are the general counters a raw event may count on (bit
+	// n: counter n), from the vendor's table; 0: any.
+	Counters uint64 `json:"counters,omitempty"`
 	// StandIn is the software event opened in this event's place on a
 	// simulated PMU (simulated.go); nil on a real one.
 	StandIn *Event `json:"stand_in,omitempty"`
@@ -178,6 +181,9 @@ func LookupEvent(name string, cpu host.CPUInfo) (Event, error) {
 	if e, ok := lookupCatalogue(name, cpu); ok {
 		return e, nil
 	}
+	if e, ok := deprecatedAlias(name, cpu); ok {
+		return simulate([]Event{e}, cpu)[0], nil
+	}
 	if uarchs := vendorEventElsewhere(name); len(uarchs) > 0 {
 		return Event{
 			Name: name, Kind: KindRaw, Type: unix.PERF_TYPE_RAW,
@@ -243,28 +249,13 @@ func x86Raw(event, umask uint64) uint64 {
 	return event&0xff | umask<<8 | (event>>8&0xf)<<32
 }
 
-func one(m int) modelRange { return modelRange{m, m} }
-
-// l2Table maps CPU models to raw L2 events. Model numbers and directory
-// names come from tools/perf/pmu-events/arch/x86/mapfile.csv in the Linux
-// kernel; each encoding from that directory's cache.json (docs/EVENTS.md
-// lists them). Intel: L2_RQSTS.MISS and L2_RQSTS.REFERENCES. AMD:
-// l2_cache_req_stat.ic_dc_miss_in_l2 and all of l2_cache_req_stat
-// (umask 0xff): core-to-L2 requests, not counting L2 prefetches.
+// l2Table maps AMD CPU models to raw L2 events. Model numbers and
+// directory names come from tools/perf/pmu-events/arch/x86/mapfile.csv in
+// the Linux kernel; each encoding from that directory's cache.json
+// (docs/EVENTS.md lists them): l2_cache_req_stat.ic_dc_miss_in_l2 and all
+// of l2_cache_req_stat (umask 0xff): core-to-L2 requests, not counting L2
+// prefetches. Intel's come from perfmon's tables (intelL2).
 var l2Table = []l2Encoding{
-	intelL2("haswell", one(0x3c), one(0x45), one(0x46)),
-	intelL2("haswellx", one(0x3f)),
-	intelL2("broadwell", one(0x3d), one(0x47)),
-	intelL2("broadwellde", one(0x56)),
-	intelL2("broadwellx", one(0x4f)),
-	intelL2("skylake", one(0x4e), one(0x5e), one(0x8e), one(0x9e), one(0xa5), one(0xa6)),
-	intelL2("skylakex", one(0x55)), // cascadelakex shares model 0x55 (newer steppings) and the encodings
-	intelL2("icelake", one(0x7d), one(0x7e)),
-	intelL2("icelakex", one(0x6a), one(0x6c)),
-	intelL2("tigerlake", one(0x8c), one(0x8d)),
-	intelL2("rocketlake", one(0xa7)),
-	intelL2("sapphirerapids", one(0x8f)),
-	intelL2("emeraldrapids", one(0xcf)),
 	amdL2("amdzen1", amdRefSum, 0x17, modelRange{0x00, 0x2f}),
 	amdL2("amdzen2", amdRefSum, 0x17, modelRange{0x30, 0xff}),
 	// mapfile.csv: AuthenticAMD-25-([245][[:xdigit:]]|[[:xdigit:]]) is
@@ -282,13 +273,31 @@ var l2Table = []l2Encoding{
 // unit masks it does list; Zen 4 named that union l2_cache_req_stat.all.
 const amdRefSum = "l2_cache_req_stat.ic_dc_miss_in_l2 (0x09) + l2_cache_req_stat.ic_dc_hit_in_l2 (0xf6)"
 
-func intelL2(uarch string, models ...modelRange) l2Encoding {
-	return l2Encoding{
-		vendor: "GenuineIntel", family: 6, models: models, uarch: uarch,
-		missConfig: x86Raw(0x24, 0x3f), missName: "L2_RQSTS.MISS",
-		refConfig: x86Raw(0x24, 0xff), refName: "L2_RQSTS.REFERENCES",
-		source: "linux tools/perf/pmu-events/arch/x86/" + uarch + "/cache.json",
+// intelL2Events are the perfmon events behind l2-misses and
+// l2-references, best first: all L2 requests (demand, prefetch) where the
+// model has the totals, demand requests where it has only those (Ice
+// Lake-SP lists no L2_RQSTS.MISS and no L2_RQSTS.REFERENCES, nor
+// demand references).
+var intelL2Events = map[string][]string{
+	"l2-misses":     {"L2_RQSTS.MISS", "L2_RQSTS.ALL_DEMAND_MISS"},
+	"l2-references": {"L2_RQSTS.REFERENCES", "L2_RQSTS.ALL_DEMAND_REFERENCES"},
+}
+
+// intelL2 fills in an l2-* placeholder for an Intel model from its
+// perfmon table.
+func intelL2(e Event, m perfmonModel) Event {
+	for _, name := range intelL2Events[e.Name] {
+		pe, ok := perfmonEventOf(m.uarch, name)
+		if !ok {
+			continue
+		}
+		e.Config, e.Counters = x86Raw(pe.Event, pe.Umask), pe.Counters
+		e.Source = perfmonSource(m, pe)
+		e.Desc = fmt.Sprintf("%s: %s", e.Desc, name)
+		return e
 	}
+	e.Missing = fmt.Sprintf("perfmon's %s table has none of %s", m.uarch, strings.Join(intelL2Events[e.Name], ", "))
+	return e
 }
 
 func amdL2(uarch, refName string, family int, models ...modelRange) l2Encoding {
@@ -314,6 +323,9 @@ func (r l2Encoding) matches(cpu host.CPUInfo) bool {
 
 // resolveL2 fills in the raw encoding of an l2-* placeholder for cpu.
 func resolveL2(e Event, cpu host.CPUInfo) Event {
+	if m, ok := perfmonModelOf(cpu); ok {
+		return intelL2(e, m)
+	}
 	for _, r := range l2Table {
 		if !r.matches(cpu) {
 			continue

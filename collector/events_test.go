@@ -86,10 +86,12 @@ func TestL2Resolution(t *testing.T) {
 		miss, ref uint64
 		uarch     string
 	}{
-		{"intel2s", 0x3f24, 0xff24, "/skylakex/"},
-		{"offline", 0x3f24, 0xff24, "/skylake/"},
-		{"epyc-nps4", 0x0964, 0xff64, "/amdzen3/"},
-		{"vm2", 0x0964, 0xff64, "/amdzen5/"},
+		// Xeon Gold 6248: model 0x55 stepping 7, Cascade Lake by perfmon's
+		// mapfile (steppings 5-F), not Skylake-SP.
+		{"intel2s", 0x3f24, 0xff24, "intel/perfmon " + perfmonCommit + " CLX/events/cascadelakex_core.json"},
+		{"offline", 0x3f24, 0xff24, "intel/perfmon " + perfmonCommit + " SKL/events/skylake_core.json"},
+		{"epyc-nps4", 0x0964, 0xff64, "tools/perf/pmu-events/arch/x86/amdzen3/cache.json"},
+		{"vm2", 0x0964, 0xff64, "tools/perf/pmu-events/arch/x86/amdzen5/cache.json"},
 	} {
 		cpu, err := host.ReadCPUInfo(fixture(tc.host))
 		if err != nil {
@@ -101,8 +103,8 @@ func TestL2Resolution(t *testing.T) {
 			t.Errorf("%s: l2-misses %+v, l2-references %+v; want configs %#x, %#x", tc.host, miss, ref, tc.miss, tc.ref)
 		}
 		for _, e := range []Event{miss, ref} {
-			if !strings.Contains(e.Source, "tools/perf/pmu-events/arch/x86"+tc.uarch+"cache.json") {
-				t.Errorf("%s %s: source %q does not cite the %s cache.json", tc.host, e.Name, e.Source, tc.uarch)
+			if !strings.Contains(e.Source, tc.uarch) {
+				t.Errorf("%s %s: source %q does not cite %s", tc.host, e.Name, e.Source, tc.uarch)
 			}
 		}
 	}
@@ -204,6 +206,19 @@ func renderEventTables() string {
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", e.Name, e.Kind, typeName[e.Type], config, e.Desc)
 	}
 	b.WriteString("\n### `l2-misses` and `l2-references` by CPU model\n\n")
+	fmt.Fprintf(&b, "Intel: generated from [intel/perfmon](https://github.com/intel/perfmon) at `%s` (`collector/pmu/perfmon`): the CPUID patterns of its `mapfile.csv` (perf's `vendor-family-model[-stepping]`, model and stepping in hex) and the events of each core file. Counters: the general counters the event may count on.\n\n", perfmonCommit)
+	b.WriteString("| CPUID pattern | perfmon file | `l2-misses` | `l2-references` |\n|---|---|---|---|\n")
+	for _, m := range perfmonModels {
+		cell := func(name string) string {
+			e := intelL2(Event{Name: name}, m)
+			if e.Missing != "" {
+				return "none: " + e.Missing
+			}
+			return fmt.Sprintf("`r%x` %s, counters `%#x`", e.Config, strings.TrimPrefix(e.Desc, ": "), e.Counters)
+		}
+		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s |\n", m.pattern, m.file, cell("l2-misses"), cell("l2-references"))
+	}
+	b.WriteString("\nAMD (not yet generated: the kernel's JSON, where AMD's tables are, is not in this project's tooling):\n\n")
 	b.WriteString("| vendor | family | models | pmu-events directory | `l2-misses` | `l2-references` |\n|---|---|---|---|---|---|\n")
 	for _, r := range l2Table {
 		var models []string
@@ -219,9 +234,21 @@ func renderEventTables() string {
 			r.missConfig, r.missName, r.refConfig, r.refName)
 	}
 	b.WriteString("\n### Vendor events by microarchitecture\n\n")
-	b.WriteString("Named as `perf list` names them; each encoding is the `EventCode` and `UMask` of that entry in the file named, under `tools/perf/pmu-events/arch/x86/<directory>/` in the Linux kernel. The role decides the simulated PMU's stand-in.\n\n")
+	b.WriteString("Named as `perf list` names them. The role (cacheheat's own reading) decides the simulated PMU's stand-in. Intel's, from perfmon's core file of each microarchitecture (deprecated names left out: their successor has the same encoding, and `-e` still accepts the old name):\n\n")
+	b.WriteString("| microarchitecture | event | config | counters | role | counts (perfmon's description) |\n|---|---|---|---|---|---|\n")
+	seenUarch := map[string]bool{}
+	for _, m := range perfmonModels {
+		if seenUarch[m.uarch] {
+			continue
+		}
+		seenUarch[m.uarch] = true
+		for _, e := range intelVendorEvents(m) {
+			fmt.Fprintf(&b, "| `%s` | `%s` | `r%x` | `%#x` | %s | %s |\n", m.uarch, e.Name, e.Config, e.Counters, e.Role, e.Desc)
+		}
+	}
+	b.WriteString("\nAMD's: each encoding is the `EventCode` and `UMask` of that entry in the file named, under `tools/perf/pmu-events/arch/x86/<directory>/` in the Linux kernel.\n\n")
 	b.WriteString("| directory | event | config | role | file | counts |\n|---|---|---|---|---|---|\n")
-	for _, uarch := range []string{"skylakex", "icelakex", "sapphirerapids", "amdzen2", "amdzen3", "amdzen4"} {
+	for _, uarch := range []string{"amdzen2", "amdzen3", "amdzen4"} {
 		for _, v := range vendorEvents[uarch] {
 			fmt.Fprintf(&b, "| `%s` | `%s` | `r%x` (event `%#02x`, umask `%#02x`) | %s | `%s` | %s |\n", uarch, v.name, x86Raw(v.event, v.umask), v.event, v.umask, v.role, v.file, v.desc)
 		}
@@ -295,6 +322,68 @@ func TestX86RawExtended(t *testing.T) {
 	} {
 		if got := x86Raw(c.event, c.umask); got != c.want {
 			t.Errorf("x86Raw(%#x, %#x) = %#x, want %#x", c.event, c.umask, got, c.want)
+		}
+	}
+}
+
+// TestCPUIdentifiedByStepping: Intel models are identified as perf and
+// perfmon's mapfile do, by family, model and stepping: model 0x55 is
+// Skylake-SP up to stepping 4 and Cascade Lake from 5; a model the mapfile
+// does not list has no microarchitecture.
+func TestCPUIdentifiedByStepping(t *testing.T) {
+	for _, c := range []struct {
+		model, stepping int
+		want            string
+	}{
+		{0x55, 4, "skylakex"},
+		{0x55, 5, "cascadelakex"},
+		{0x55, 7, "cascadelakex"},
+		{0x6a, 6, "icelakex"},
+		{0x8f, 8, "sapphirerapids"},
+		{0xfe, 0, ""},
+	} {
+		cpu := host.CPUInfo{Vendor: "GenuineIntel", Family: 6, Model: c.model, Stepping: c.stepping}
+		if got := uarchOf(cpu); got != c.want {
+			t.Errorf("model %#x stepping %d (%s): %q, want %q", c.model, c.stepping, cpuidString(cpu), got, c.want)
+		}
+	}
+}
+
+// TestSnoopOutcomes: HITM (a line modified in another core's cache) and
+// FWD (a clean line forwarded) are different snoop outcomes: a remote
+// FWD is remote, not cache-to-cache; the same-socket event is HITM under
+// its non-deprecated name on each model.
+func TestSnoopOutcomes(t *testing.T) {
+	roles := func(model, stepping int) map[string]string {
+		out := map[string]string{}
+		for _, e := range VendorEvents(host.CPUInfo{Vendor: "GenuineIntel", Family: 6, Model: model, Stepping: stepping}) {
+			out[e.Name] = e.Role
+		}
+		return out
+	}
+	spr := roles(0x8f, 8)
+	if spr["mem_load_l3_miss_retired.remote_fwd"] != roleRemote || spr["mem_load_l3_miss_retired.remote_hitm"] != roleCacheToCache {
+		t.Errorf("Sapphire Rapids: remote_fwd %q, remote_hitm %q; want remote, cache-to-cache", spr["mem_load_l3_miss_retired.remote_fwd"], spr["mem_load_l3_miss_retired.remote_hitm"])
+	}
+	icx := roles(0x6a, 6)
+	if _, ok := icx["mem_load_l3_hit_retired.xsnp_hitm"]; ok || icx["mem_load_l3_hit_retired.xsnp_fwd"] != roleCacheToCache {
+		t.Errorf("Ice Lake-SP: %v; want xsnp_fwd as cache-to-cache and not its deprecated alias xsnp_hitm", icx)
+	}
+	if skx := roles(0x55, 4); skx["mem_load_l3_hit_retired.xsnp_hitm"] != roleCacheToCache {
+		t.Errorf("Skylake-SP: %v; want xsnp_hitm as cache-to-cache", skx)
+	}
+}
+
+// TestCounterMasksFromPerfmon: every Intel raw event carries the counters
+// perfmon says it may use; on Ice Lake-SP the retired-load data sources
+// count on general counters 0-3 only.
+func TestCounterMasksFromPerfmon(t *testing.T) {
+	for _, e := range VendorEvents(host.CPUInfo{Vendor: "GenuineIntel", Family: 6, Model: 0x6a, Stepping: 6}) {
+		if e.Counters == 0 {
+			t.Errorf("%s has no counter mask", e.Name)
+		}
+		if strings.HasPrefix(e.Name, "mem_load_") && e.Counters != 0xf {
+			t.Errorf("%s counters %#x, want 0xf (0-3)", e.Name, e.Counters)
 		}
 	}
 }

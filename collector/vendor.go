@@ -2,7 +2,9 @@ package collector
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -32,46 +34,161 @@ type vendorEvent struct {
 	desc         string
 }
 
-// vendorEvents are the cache, coherence, NUMA and TLB events of each
+//go:generate go run ./pmu/gen -subset pmu/perfmon -o perfmon_gen.go
+
+// perfmonModel is a row of Intel perfmon's mapfile.csv (perfmon_gen.go):
+// a CPUID pattern, the microarchitecture (perf's pmu-events directory
+// name, which is also perfmon's file prefix) and its core event file.
+type perfmonModel struct {
+	pattern, uarch, file string
+}
+
+// perfmonEvent is one event of a perfmon core event file, as perfmon
+// lists it (perfmon_gen.go).
+type perfmonEvent struct {
+	Name         string
+	Event, Umask uint64
+	// Counters are the general counters it may count on (bit n: counter
+	// n), perfmon's Counter field: on Ice Lake and later many events
+	// count on counters 0-3 only.
+	Counters uint64
+	// MSR is the extra MSR an offcore event needs ("" for none).
+	MSR        string
+	Deprecated bool
+	Desc       string
+}
+
+// perfmonCommit is the intel/perfmon commit collector/pmu/perfmon was
+// taken from (its SOURCE file).
+const perfmonCommit = "6dadedf"
+
+// intelRoles are the roles of the Intel events cacheheat uses, by perf's
+// (lower-case) names: cacheheat's own reading of perfmon's descriptions.
+// xsnp_hitm and its successor xsnp_fwd count loads served by a line
+// another core on this socket held modified (Ice Lake-SP lists xsnp_hitm
+// as a deprecated alias of xsnp_fwd, Sapphire Rapids only xsnp_fwd);
+// remote_hitm is the same from another socket, while remote_fwd is a
+// different snoop outcome (a clean line forwarded by another socket's
+// cache): remote, not HITM.
+var intelRoles = map[string]string{
+	"mem_load_l3_hit_retired.xsnp_hitm":    roleCacheToCache,
+	"mem_load_l3_hit_retired.xsnp_fwd":     roleCacheToCache,
+	"mem_load_l3_hit_retired.xsnp_miss":    roleAccess,
+	"mem_load_l3_miss_retired.local_dram":  roleMiss,
+	"mem_load_l3_miss_retired.remote_dram": roleRemote,
+	"mem_load_l3_miss_retired.remote_hitm": roleCacheToCache,
+	"mem_load_l3_miss_retired.remote_fwd":  roleRemote,
+	"mem_load_retired.l2_miss":             roleMiss,
+	"mem_load_retired.l3_miss":             roleMiss,
+	"longest_lat_cache.miss":               roleMiss,
+	"longest_lat_cache.reference":          roleAccess,
+	"dtlb_load_misses.walk_completed":      roleMiss,
+}
+
+// cpuidString is perf's x86 CPUID string: vendor-family-model-stepping,
+// family in decimal, model and stepping in upper-case hex
+// (tools/perf/arch/x86/util/header.c, get_cpuid_str: "%s-%u-%X-%X").
+func cpuidString(cpu host.CPUInfo) string {
+	return fmt.Sprintf("%s-%d-%X-%X", cpu.Vendor, cpu.Family, cpu.Model, cpu.Stepping)
+}
+
+// matchesCPUID is perf's strcmp_cpuid_str (the same file): the mapfile's
+// pattern, an extended regular expression, must match the whole CPUID
+// string; a pattern without a stepping (three dashes make a full one) is
+// matched against the string without its stepping.
+func matchesCPUID(pattern, id string) bool {
+	if strings.Count(pattern, "-") != 3 {
+		id = id[:strings.LastIndex(id, "-")]
+	}
+	re, err := regexp.Compile("^(?:" + pattern + ")$")
+	return err == nil && re.MatchString(id)
+}
+
+// perfmonModelOf is the mapfile row of an Intel cpu, or false.
+func perfmonModelOf(cpu host.CPUInfo) (perfmonModel, bool) {
+	id := cpuidString(cpu)
+	for _, m := range perfmonModels {
+		if matchesCPUID(m.pattern, id) {
+			return m, true
+		}
+	}
+	return perfmonModel{}, false
+}
+
+// perfmonEventOf finds an event of a microarchitecture by perfmon's name.
+func perfmonEventOf(uarch, name string) (perfmonEvent, bool) {
+	for _, e := range perfmonEvents[uarch] {
+		if e.Name == name {
+			return e, true
+		}
+	}
+	return perfmonEvent{}, false
+}
+
+// intelVendorEvents are the events of intelRoles a microarchitecture's
+// perfmon file lists, deprecated names left out (their successor, with
+// the same encoding, is there).
+func intelVendorEvents(m perfmonModel) []Event {
+	var out []Event
+	for _, e := range perfmonEvents[m.uarch] {
+		name := strings.ToLower(e.Name)
+		role, ok := intelRoles[name]
+		if !ok || e.Deprecated {
+			continue
+		}
+		out = append(out, Event{
+			Name: name, Kind: KindRaw, Type: unix.PERF_TYPE_RAW, Config: x86Raw(e.Event, e.Umask),
+			Desc: e.Desc, Role: role, Counters: e.Counters,
+			Source: perfmonSource(m, e),
+		})
+	}
+	return out
+}
+
+// deprecatedAlias finds name among the deprecated events of cpu's
+// perfmon table (Ice Lake-SP's xsnp_hitm): perf still accepts such a name,
+// and so does cacheheat, saying which event replaced it. The defaults
+// never use one, so an event is never counted twice under two names.
+func deprecatedAlias(name string, cpu host.CPUInfo) (Event, bool) {
+	m, ok := perfmonModelOf(cpu)
+	if !ok || intelRoles[name] == "" {
+		return Event{}, false
+	}
+	for _, e := range perfmonEvents[m.uarch] {
+		if !e.Deprecated || strings.ToLower(e.Name) != name {
+			continue
+		}
+		ev := Event{
+			Name: name, Kind: KindRaw, Type: unix.PERF_TYPE_RAW, Config: x86Raw(e.Event, e.Umask),
+			Desc: e.Desc, Role: intelRoles[name], Counters: e.Counters, Source: perfmonSource(m, e),
+		}
+		for _, n := range perfmonEvents[m.uarch] {
+			if !n.Deprecated && n.Event == e.Event && n.Umask == e.Umask {
+				ev.Desc = fmt.Sprintf("deprecated name of %s: %s", strings.ToLower(n.Name), n.Desc)
+			}
+		}
+		return ev, true
+	}
+	return Event{}, false
+}
+
+func perfmonSource(m perfmonModel, e perfmonEvent) string {
+	return fmt.Sprintf("intel/perfmon %s %s: %s (event 0x%02x, umask 0x%02x)", perfmonCommit, m.file, e.Name, e.Event, e.Umask)
+}
+
+// vendorEvents are the cache, coherence, NUMA and TLB events of each AMD
 // microarchitecture cacheheat knows, by the pmu-events directory name of
 // l2Table. Each encoding is the EventCode and UMask of the named entry in
-// linux tools/perf/pmu-events/arch/x86/<uarch>/<file> (Intel's perfmon
-// JSON for Intel, AMD's Processor Programming Reference for AMD, which
-// those files are generated from); docs/EVENTS.md lists them.
+// linux tools/perf/pmu-events/arch/x86/<uarch>/<file> (AMD's Processor
+// Programming Reference, which those files are generated from);
+// docs/EVENTS.md lists them. Intel's are generated from perfmon
+// (perfmon_gen.go); these are not yet: the kernel's tree, where AMD's
+// JSON is, could not be brought into this project's tooling.
 var vendorEvents = map[string][]vendorEvent{
-	"skylakex": intelServer("skylakex", "mem_load_l3_hit_retired.xsnp_hitm", 0x08, "mem_load_l3_miss_retired.remote_hitm", 0x04),
-	// Ice Lake-SP's cache.json lists xsnp_hitm, the name perf c2c and
-	// most guides use, as a deprecated alias of xsnp_fwd (the same
-	// encoding): one of the two is catalogued, so they are never counted
-	// twice.
-	"icelakex": intelServer("icelakex", "mem_load_l3_hit_retired.xsnp_hitm", 0x08, "mem_load_l3_miss_retired.remote_hitm", 0x04),
-	// Sapphire Rapids renamed HITM to FWD (a snoop that forwarded the
-	// line, modified or clean) and moved the dTLB walk event to 0x12.
-	"sapphirerapids": intelServer("sapphirerapids", "mem_load_l3_hit_retired.xsnp_fwd", 0x12, "mem_load_l3_miss_retired.remote_fwd", 0x08),
 	// Zen 2 and 3 list the fill sources in memory.json, Zen 4 in cache.json.
 	"amdzen2": amdFills("memory.json", "ls_refills_from_sys.", "ls_mabresp_lcl_cache", 0x02, "ls_mabresp_rmt_cache", "ls_mabresp_lcl_dram", "ls_mabresp_rmt_dram"),
 	"amdzen3": amdFills("memory.json", "ls_dmnd_fills_from_sys.", "ext_cache_local", 0x04, "ext_cache_remote", "mem_io_local", "mem_io_remote"),
 	"amdzen4": amdFills("cache.json", "ls_dmnd_fills_from_sys.", "near_cache", 0x04, "far_cache", "dram_io_near", "dram_io_far"),
-}
-
-// intelServer lists the events Skylake-SP, Ice Lake-SP and Sapphire Rapids
-// share, with the three that differ: the same-socket HITM/FWD event name,
-// the dTLB walk event code and the remote cache event. The MEM_LOAD_*
-// events are in each directory's cache.json (on Ice Lake-SP and later
-// they count on general counters 0-3 only).
-func intelServer(uarch, hitm string, dtlbEvent uint64, remoteCache string, remoteCacheUmask uint64) []vendorEvent {
-	return []vendorEvent{
-		{hitm, 0xd2, 0x04, roleCacheToCache, "cache.json", "retired loads that hit a line modified (or forwarded) in another core's cache on this socket (HITM)"},
-		{"mem_load_l3_hit_retired.xsnp_miss", 0xd2, 0x01, roleAccess, "cache.json", "retired loads that hit L3 after a cross-core snoop missed"},
-		{"mem_load_l3_miss_retired.local_dram", 0xd3, 0x01, roleMiss, "cache.json", "retired loads served by this socket's DRAM"},
-		{"mem_load_l3_miss_retired.remote_dram", 0xd3, 0x02, roleRemote, "cache.json", "retired loads served by another socket's DRAM"},
-		{remoteCache, 0xd3, remoteCacheUmask, roleCacheToCache, "cache.json", "retired loads served by a modified line in another socket's cache"},
-		{"mem_load_retired.l2_miss", 0xd1, 0x10, roleMiss, "cache.json", "retired loads that missed L2"},
-		{"mem_load_retired.l3_miss", 0xd1, 0x20, roleMiss, "cache.json", "retired loads that missed L3"},
-		{"longest_lat_cache.miss", 0x2e, 0x41, roleMiss, "cache.json", "core requests that missed the last-level cache (architectural event)"},
-		{"longest_lat_cache.reference", 0x2e, 0x4f, roleAccess, "cache.json", "core requests to the last-level cache (architectural event)"},
-		{"dtlb_load_misses.walk_completed", dtlbEvent, 0x0e, roleMiss, "virtual-memory.json", "loads whose dTLB miss ended in a completed page walk"},
-	}
 }
 
 // amdFills lists the demand data-cache fill sources of Zen 2 to 4 (event
@@ -97,8 +214,11 @@ func amdFills(fillsFile, family, localCache string, localUmask uint64, remoteCac
 }
 
 // uarchOf names cpu's pmu-events directory, or "" for a model not in
-// l2Table.
+// perfmon's mapfile (Intel) or l2Table (AMD).
 func uarchOf(cpu host.CPUInfo) string {
+	if m, ok := perfmonModelOf(cpu); ok {
+		return m.uarch
+	}
 	for _, r := range l2Table {
 		if r.matches(cpu) {
 			return r.uarch
@@ -110,6 +230,9 @@ func uarchOf(cpu host.CPUInfo) string {
 // VendorEvents returns the raw vendor events of cpu's microarchitecture
 // (none for a model cacheheat has no table for).
 func VendorEvents(cpu host.CPUInfo) []Event {
+	if m, ok := perfmonModelOf(cpu); ok {
+		return intelVendorEvents(m)
+	}
 	uarch := uarchOf(cpu)
 	var out []Event
 	for _, v := range vendorEvents[uarch] {
@@ -134,6 +257,13 @@ func vendorEventElsewhere(name string) []string {
 	for uarch, evs := range vendorEvents {
 		for _, v := range evs {
 			if v.name == name {
+				uarchs = append(uarchs, uarch)
+			}
+		}
+	}
+	for uarch, evs := range perfmonEvents {
+		for _, e := range evs {
+			if n := strings.ToLower(e.Name); n == name && intelRoles[n] != "" && !e.Deprecated && !slices.Contains(uarchs, uarch) {
 				uarchs = append(uarchs, uarch)
 			}
 		}

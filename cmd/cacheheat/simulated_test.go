@@ -61,7 +61,7 @@ func TestSimulatedPMUEndToEnd(t *testing.T) {
 	needRoot(t)
 	bin := cacheheatBinary(t)
 	for _, tc := range []struct{ pmu, c2c string }{
-		{"intel-icx", "mem_load_l3_hit_retired.xsnp_hitm"},
+		{"intel-icx", "mem_load_l3_hit_retired.xsnp_fwd"},
 		{"amd-zen4", "ls_dmnd_fills_from_sys."},
 	} {
 		t.Run(tc.pmu, func(t *testing.T) {
@@ -244,7 +244,7 @@ func TestSimulatedCaps(t *testing.T) {
 			measured[e.Name] = true
 		}
 	}
-	for _, want := range []string{"instructions", "LLC-load-misses", "mem_load_l3_hit_retired.xsnp_hitm", "mem_load_l3_miss_retired.remote_dram"} {
+	for _, want := range []string{"instructions", "LLC-load-misses", "mem_load_l3_hit_retired.xsnp_fwd", "mem_load_l3_miss_retired.remote_dram"} {
 		if !measured[want] {
 			t.Errorf("caps does not list %s as measured (simulated)", want)
 		}

@@ -49,7 +49,12 @@ type Caps struct {
 	// PMU is set when the events are a simulated PMU's stand-ins
 	// (CACHEHEAT_SIMULATED_PMU).
 	PMU *profile.PMU `json:"pmu,omitempty"`
-	CPU host.CPUInfo `json:"cpu"`
+	// Multiplexing says how a simulated PMU schedules the default
+	// events: whether they fit its counters at once, the events' counter
+	// masks honoured, or how many rotate and which are constrained. Empty
+	// on a real PMU, whose kernel does the scheduling.
+	Multiplexing string       `json:"multiplexing,omitempty"`
+	CPU          host.CPUInfo `json:"cpu"`
 	// PMUs are the kernel's perf event sources (event_source/devices).
 	PMUs     []string              `json:"pmus"`
 	Topology profile.Topology      `json:"topology"`
@@ -114,6 +119,9 @@ func DetectCaps(root string) Caps {
 	}
 	c.Catalogue = ModelCatalogue(c.CPU)
 	c.PMU = SimulatedPMU(c.CPU)
+	if c.PMU != nil {
+		c.Multiplexing = muxText(DefaultEvents(c.CPU), c.CPU)
+	}
 	c.Events = ProbeEvents(c.Catalogue)
 	c.Conclude()
 	return c

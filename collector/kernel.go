@@ -71,6 +71,7 @@ type kernelConfig struct {
 	// counters, with refSlot's enabled time standing for theirs (muxPlan);
 	// empty on a real PMU, where the kernel multiplexes.
 	rotated     []int
+	muxMasks    []uint64 // each rotated slot's counters (Event.Counters)
 	muxCounters int
 	refSlot     int
 	// byCgroup counts by cgroup instead of by thread, without stacks
@@ -331,7 +332,7 @@ func (k *kernel) enable() error {
 		}
 	}
 	if len(k.cfg.rotated) > 0 {
-		k.mux = newRotator(k.cfg.rotated, k.cfg.muxCounters, k.counters)
+		k.mux = newRotator(k.cfg.rotated, k.cfg.muxMasks, k.cfg.muxCounters, k.counters)
 		if err := k.mux.start(muxInterval); err != nil {
 			return err
 		}

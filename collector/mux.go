@@ -7,19 +7,25 @@ import (
 
 // rotator multiplexes the simulated PMU's stand-ins the way the kernel
 // multiplexes a real PMU: when more events are counted than the PMU has
-// general counters, only `counters` of them count at a time, and every
-// interval the next ones take their place (round robin over the slots, as
-// perf_rotate_context rotates its event list). A counter out of its turn
+// general counters, only `counters` of them count at a time, each on a
+// counter its mask allows, and every interval the next ones take their
+// place (round robin over the slots, as perf_rotate_context rotates its
+// event list; an event that cannot get a counter in a turn waits for the
+// next, where it comes first). A counter out of its turn
 // is disabled, so the kernel's running time of each stand-in is the time it
 // really counted; its enabled time is the reference slot's (see
 // enabled_ref_slot in bpf/cacheheat.c), and the pipeline scales its counts
 // by enabled / running exactly as it scales a real multiplexed counter.
 type rotator struct {
 	slots    []int            // the rotated slots, in order
+	masks    []uint64         // each slot's counters (Event.Counters; 0: any)
 	counters int              // how many count at a time
 	pcs      [][]*perfCounter // [slot][cpu index]
-	turn     int
+	from     int              // the index in slots the next turn begins at
 	active   map[int]bool
+	// placed is the last turn's counter of each slot counting (for the
+	// tests: every event only on a counter its mask allows).
+	placed map[int]int
 
 	stop chan struct{}
 	done sync.WaitGroup
@@ -27,16 +33,46 @@ type rotator struct {
 	mu   sync.Mutex
 }
 
-func newRotator(slots []int, counters int, pcs [][]*perfCounter) *rotator {
-	return &rotator{slots: slots, counters: counters, pcs: pcs, active: map[int]bool{}, stop: make(chan struct{})}
+func newRotator(slots []int, masks []uint64, counters int, pcs [][]*perfCounter) *rotator {
+	if masks == nil {
+		masks = make([]uint64, len(slots))
+	}
+	return &rotator{slots: slots, masks: masks, counters: counters, pcs: pcs, active: map[int]bool{}, stop: make(chan struct{})}
 }
 
-// due returns the slots that count in turn t.
-func (r *rotator) due(t int) map[int]bool {
-	out := map[int]bool{}
+// next returns the slots that count in the next turn: from where the last
+// turn stopped, each slot in order that can join those already taken (a
+// counter assignment still exists), until the counters are full or every
+// slot was tried. The next turn starts at the first slot passed over for
+// want of a counter it may use, so that it comes first then; else after
+// the last one taken.
+func (r *rotator) next() map[int]bool {
 	n := len(r.slots)
-	for j := 0; j < r.counters && j < n; j++ {
-		out[r.slots[(t*r.counters+j)%n]] = true
+	var take []int // indices into slots
+	var masks []uint64
+	skipped, last := -1, r.from
+	for j := 0; j < n && len(take) < r.counters; j++ {
+		i := (r.from + j) % n
+		if _, ok := assignCounters(append(masks, r.masks[i]), r.counters); !ok {
+			if skipped < 0 {
+				skipped = i
+			}
+			continue
+		}
+		take = append(take, i)
+		masks = append(masks, r.masks[i])
+		last = i
+	}
+	assigned, _ := assignCounters(masks, r.counters)
+	out := map[int]bool{}
+	r.placed = map[int]int{}
+	for k, i := range take {
+		out[r.slots[i]] = true
+		r.placed[r.slots[i]] = assigned[k]
+	}
+	r.from = (last + 1) % max(n, 1)
+	if skipped >= 0 {
+		r.from = skipped
 	}
 	return out
 }
@@ -68,7 +104,7 @@ func (r *rotator) apply(next map[int]bool) error {
 
 // start enables the first turn and rotates every interval until close.
 func (r *rotator) start(interval time.Duration) error {
-	if err := r.apply(r.due(0)); err != nil {
+	if err := r.apply(r.next()); err != nil {
 		return err
 	}
 	r.done.Add(1)
@@ -82,8 +118,7 @@ func (r *rotator) start(interval time.Duration) error {
 				return
 			case <-t.C:
 			}
-			r.turn++
-			if err := r.apply(r.due(r.turn)); err != nil {
+			if err := r.apply(r.next()); err != nil {
 				r.mu.Lock()
 				r.err = err
 				r.mu.Unlock()

@@ -149,15 +149,15 @@ func (p *plan) pickCounted(evs []Event, probe func(Event) profile.EventStatus, n
 // and needs one counter that never rotates as the clock of their enabled
 // time: cpu-clock is added when the selection has none.
 func (p *plan) planRotation(warn func(string)) {
-	if rotated, _, ref := muxPlan(p.kc.counted, p.cpu); len(rotated) > 0 && ref < 0 {
+	if rotated, _, _, ref := muxPlan(p.kc.counted, p.cpu); len(rotated) > 0 && ref < 0 {
 		clock, _ := LookupEvent("cpu-clock", p.cpu)
 		p.kc.counted = append(p.kc.counted, clock)
 		p.statuses = append(p.statuses, ProbeEvent(clock))
 		warn("cpu-clock added: the simulated PMU's rotation needs a counter that never rotates as its time reference")
 	}
-	p.kc.rotated, p.kc.muxCounters, p.kc.refSlot = muxPlan(p.kc.counted, p.cpu)
+	p.kc.rotated, p.kc.muxMasks, p.kc.muxCounters, p.kc.refSlot = muxPlan(p.kc.counted, p.cpu)
 	if len(p.kc.rotated) > 0 {
-		warn(fmt.Sprintf("%s: %d events rotate over %d counters; their counts are scaled by enabled/running time", SimulatedWarning, len(p.kc.rotated), p.kc.muxCounters))
+		warn(fmt.Sprintf("%s: %d events rotate over %d counters%s; their counts are scaled by enabled/running time", SimulatedWarning, len(p.kc.rotated), p.kc.muxCounters, constrainedText(p.kc.muxMasks, p.kc.muxCounters)))
 	} else if p.cpu.Simulated != "" {
 		warn(SimulatedWarning)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -200,27 +201,117 @@ func simulate(evs []Event, cpu host.CPUInfo) []Event {
 const muxInterval = 16 * time.Millisecond
 
 // muxPlan decides, for the counted events of a simulated PMU, which slots
-// rotate over its general counters and which slot's enabled time stands
-// for theirs. rotated is empty when everything fits.
-func muxPlan(counted []Event, cpu host.CPUInfo) (rotated []int, counters, ref int) {
+// rotate over its general counters (each with the counters it may use,
+// from the vendor's table) and which slot's enabled time stands for
+// theirs. rotated is empty when every event gets a counter at once, its
+// constraints honoured: 8 counters cannot hold five events that count on
+// counters 0-3 only.
+func muxPlan(counted []Event, cpu host.CPUInfo) (rotated []int, masks []uint64, counters, ref int) {
 	ref = -1
 	f, ok := findFixture(cpu.Simulated)
 	if !ok {
-		return nil, 0, -1
+		return nil, nil, 0, -1
 	}
 	var fixedOrSoftware []int
 	for i, e := range counted {
 		if e.StandIn != nil && !slices.Contains(f.fixed, e.Name) {
 			rotated = append(rotated, i)
+			masks = append(masks, e.Counters)
 		} else {
 			fixedOrSoftware = append(fixedOrSoftware, i)
 		}
 	}
-	if len(rotated) <= f.counters {
-		return nil, f.counters, -1
+	if _, ok := assignCounters(masks, f.counters); ok {
+		return nil, nil, f.counters, -1
 	}
 	if len(fixedOrSoftware) > 0 {
 		ref = fixedOrSoftware[0]
 	}
-	return rotated, f.counters, ref
+	return rotated, masks, f.counters, ref
+}
+
+// assignCounters gives each event a general counter its mask allows (0:
+// any of them), each counter to one event, as the kernel's event
+// scheduler must (perf_assign_events); ok is false when no assignment
+// exists. A bipartite matching by augmenting paths: the sets are a
+// handful of events.
+func assignCounters(masks []uint64, counters int) (assigned []int, ok bool) {
+	owner := make([]int, counters) // counter -> event, -1 free
+	for c := range owner {
+		owner[c] = -1
+	}
+	allows := func(ev, c int) bool { return masks[ev] == 0 || masks[ev]&(1<<c) != 0 }
+	var try func(ev int, seen []bool) bool
+	try = func(ev int, seen []bool) bool {
+		for c := range counters {
+			if !allows(ev, c) || seen[c] {
+				continue
+			}
+			seen[c] = true
+			if owner[c] < 0 || try(owner[c], seen) {
+				owner[c] = ev
+				return true
+			}
+		}
+		return false
+	}
+	for ev := range masks {
+		if !try(ev, make([]bool, counters)) {
+			return nil, false
+		}
+	}
+	assigned = make([]int, len(masks))
+	for c, ev := range owner {
+		if ev >= 0 {
+			assigned[ev] = c
+		}
+	}
+	return assigned, true
+}
+
+// muxText says how a simulated PMU schedules events: all at once, or how
+// many rotate over how many counters and which are constrained.
+func muxText(evs []Event, cpu host.CPUInfo) string {
+	var counted []Event
+	for _, e := range evs {
+		if e.Missing == "" {
+			counted = append(counted, e)
+		}
+	}
+	rotated, masks, counters, _ := muxPlan(counted, cpu)
+	if len(rotated) == 0 {
+		return fmt.Sprintf("the default events fit the %d general counters at once, their counter masks honoured", counters)
+	}
+	return fmt.Sprintf("%d default events rotate over %d counters%s: their counts are scaled by enabled/running time", len(rotated), counters, constrainedText(masks, counters))
+}
+
+// constrainedText says how many rotated events may use only some of the
+// counters, for the rotation's warning ("" when none is constrained).
+func constrainedText(masks []uint64, counters int) string {
+	all := uint64(1)<<counters - 1
+	by := map[uint64]int{}
+	var keys []uint64
+	for _, m := range masks {
+		if m == 0 || m&all == all {
+			continue
+		}
+		if by[m&all] == 0 {
+			keys = append(keys, m&all)
+		}
+		by[m&all]++
+	}
+	var parts []string
+	for _, m := range keys {
+		var cs []string
+		for c := range counters {
+			if m&(1<<c) != 0 {
+				cs = append(cs, strconv.Itoa(c))
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%d on counters %s only", by[m], strings.Join(cs, ",")))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, "; ") + ")"
 }

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"slices"
 	"strings"
@@ -147,6 +148,9 @@ func TestSlotsFitEveryCatalogue(t *testing.T) {
 	for _, r := range l2Table {
 		cpus = append(cpus, host.CPUInfo{Vendor: r.vendor, Family: r.family, Model: r.models[0].lo})
 	}
+	for _, m := range perfmonModels {
+		cpus = append(cpus, cpuOfPattern(t, m.pattern))
+	}
 	for _, cpu := range cpus {
 		if n := len(ModelCatalogue(cpu)) + 1; n > slots {
 			t.Errorf("%s family %d model %#x: %d events, %d slots", cpu.Vendor, cpu.Family, cpu.Model, n, slots)
@@ -154,13 +158,58 @@ func TestSlotsFitEveryCatalogue(t *testing.T) {
 	}
 }
 
+// cpuOfPattern is a CPU a mapfile pattern matches: its family and model,
+// and the first stepping of a [..] list.
+func cpuOfPattern(t *testing.T, pattern string) host.CPUInfo {
+	t.Helper()
+	var cpu host.CPUInfo
+	parts := strings.Split(pattern, "-")
+	cpu.Vendor = parts[0]
+	if _, err := fmt.Sscanf(parts[1]+" "+parts[2], "%d %x", &cpu.Family, &cpu.Model); err != nil {
+		t.Fatalf("%s: %v", pattern, err)
+	}
+	if len(parts) == 4 {
+		fmt.Sscanf(strings.TrimPrefix(parts[3], "["), "%1x", &cpu.Stepping)
+	}
+	if !matchesCPUID(pattern, cpuidString(cpu)) {
+		t.Fatalf("%s does not match the CPU made from it, %s", pattern, cpuidString(cpu))
+	}
+	return cpu
+}
+
+// TestMuxPlanByConstraints: a simulated PMU rotates when the events do
+// not fit its counters with their masks, even when there are no more of
+// them than counters.
+func TestMuxPlanByConstraints(t *testing.T) {
+	cpu := simCPU(t, "intel-icx") // 8 general counters
+	clock, _ := LookupEvent("cpu-clock", cpu)
+	stand := &clock
+	evs := []Event{clock}
+	for i := range 6 {
+		evs = append(evs, Event{Name: fmt.Sprintf("e%d", i), Kind: KindRaw, StandIn: stand, Counters: 0xf})
+	}
+	rotated, masks, counters, ref := muxPlan(evs, cpu)
+	if len(rotated) != 6 || counters != 8 || ref != 0 || len(masks) != 6 {
+		t.Errorf("six events on counters 0-3 only: rotated %v over %d, ref %d; want all six rotating, cpu-clock the reference", rotated, counters, ref)
+	}
+	if got := constrainedText(masks, counters); got != " (6 on counters 0,1,2,3 only)" {
+		t.Errorf("warning text %q", got)
+	}
+	for i := 1; i < len(evs); i++ {
+		evs[i].Counters = 0
+	}
+	if rotated, _, _, _ := muxPlan(evs, cpu); len(rotated) != 0 {
+		t.Errorf("six unconstrained events on 8 counters rotate: %v", rotated)
+	}
+}
+
 // TestRotatorTurns: the rotation visits every slot equally often, never
 // more than counters at a time.
 func TestRotatorTurns(t *testing.T) {
-	r := newRotator([]int{2, 3, 4, 5, 6}, 2, nil)
+	r := newRotator([]int{2, 3, 4, 5, 6}, nil, 2, nil)
 	seen := map[int]int{}
 	for turn := range 10 {
-		due := r.due(turn)
+		due := r.next()
 		if len(due) != 2 {
 			t.Fatalf("turn %d: %v counting, want 2", turn, due)
 		}
@@ -172,6 +221,56 @@ func TestRotatorTurns(t *testing.T) {
 		if seen[s] != 4 {
 			t.Errorf("slot %d counted in %d of 10 turns, want 4: %v", s, seen[s], seen)
 		}
+	}
+}
+
+// TestRotatorHonoursCounterMasks: events that may count on counters 0-3
+// only never take counters 4-7, never more than four of them count at
+// once, and every event still gets its turns.
+func TestRotatorHonoursCounterMasks(t *testing.T) {
+	// Ice Lake-SP's shape: 8 counters, the retired-load data sources on
+	// 0-3 (perfmon's Counter "0,1,2,3"), the rest anywhere.
+	slots := []int{10, 11, 12, 13, 14, 15, 16, 17, 18, 19}
+	masks := []uint64{0xf, 0xf, 0xf, 0xf, 0xf, 0xf, 0, 0, 0xff, 0}
+	r := newRotator(slots, masks, 8, nil)
+	seen := map[int]int{}
+	for turn := range 50 {
+		due := r.next()
+		low := 0
+		for s := range due {
+			seen[s]++
+			c := r.placed[s]
+			m := masks[s-10]
+			if m != 0 && m&(1<<c) == 0 {
+				t.Fatalf("turn %d: slot %d on counter %d, outside its mask %#x", turn, s, c, m)
+			}
+			if m == 0xf {
+				low++
+			}
+		}
+		if low > 4 || len(due) > 8 {
+			t.Fatalf("turn %d: %d events counting, %d of them on counters 0-3 only: %v", turn, len(due), low, r.placed)
+		}
+		used := map[int]bool{}
+		for _, c := range r.placed {
+			if used[c] {
+				t.Fatalf("turn %d: counter %d given twice: %v", turn, c, r.placed)
+			}
+			used[c] = true
+		}
+	}
+	for _, s := range slots {
+		if seen[s] < 10 {
+			t.Errorf("slot %d counted in %d of 50 turns: %v", s, seen[s], seen)
+		}
+	}
+	// Six 0-3 events do not fit 8 counters at once; the same six without
+	// a mask do.
+	if _, ok := assignCounters(masks[:6], 8); ok {
+		t.Error("six events on counters 0-3 only were given 8 counters at once")
+	}
+	if _, ok := assignCounters(make([]uint64, 6), 8); !ok {
+		t.Error("six unconstrained events did not fit 8 counters")
 	}
 }
 

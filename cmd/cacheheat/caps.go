@@ -119,6 +119,7 @@ func writeCapsCPU(w io.Writer, row rowFunc, c collector.Caps) {
 	if c.PMU != nil {
 		row("PMU", "%s: %s, %d general counters, fixed %s; every hardware event opens a software stand-in (docs/EVENTS.md)",
 			profile.SimulatedWarning, c.PMU.Simulated, c.PMU.Counters, orNone(strings.Join(c.PMU.Fixed, ", ")))
+		row("multiplexing", "%s", c.Multiplexing)
 	}
 }
 

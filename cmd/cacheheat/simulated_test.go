@@ -214,6 +214,7 @@ func TestSimulatedCaps(t *testing.T) {
 		Verdict  string                `json:"verdict"`
 		Topology profile.Topology      `json:"topology"`
 		BPFLoad  collector.BPFLoad     `json:"bpf_load"`
+		Mux      string                `json:"multiplexing"`
 	}
 	out := runBin(t, []string{collector.EnvSimulatedPMU + "=intel-icx"}, "caps", "--json")
 	if err := json.Unmarshal(out, &caps); err != nil {
@@ -224,6 +225,11 @@ func TestSimulatedCaps(t *testing.T) {
 	}
 	if !strings.HasPrefix(caps.Verdict, profile.SimulatedWarning) {
 		t.Errorf("verdict %q does not start with the simulated warning", caps.Verdict)
+	}
+	// Ice Lake-SP's l2-misses and xsnp_fwd count on counters 0-3 only
+	// (perfmon), and caps says how the defaults are scheduled.
+	if want := "10 default events rotate over 8 counters (2 on counters 0,1,2,3 only)"; !strings.Contains(caps.Mux, want) {
+		t.Errorf("multiplexing %q, want %q", caps.Mux, want)
 	}
 	if !caps.BPFLoad.OK {
 		t.Errorf("cacheheat's BPF object did not load: %s", caps.BPFLoad.Error)

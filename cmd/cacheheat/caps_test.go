@@ -19,7 +19,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // fixtureCaps builds the caps of a fixture host from package host's
 // fixture trees, with event statuses given by status: the text layout is
 // tested without depending on the machine the test runs on.
-func fixtureCaps(t *testing.T, name string, status func(collector.Event) profile.EventStatus) collector.Caps {
+func fixtureCaps(t *testing.T, name string, status func(host.CPUInfo, collector.Event) profile.EventStatus) collector.Caps {
 	t.Helper()
 	root := filepath.Join("..", "..", "host", "testdata", "hosts", name)
 	h, err := host.Detect(root)
@@ -46,13 +46,13 @@ func fixtureCaps(t *testing.T, name string, status func(collector.Event) profile
 	}
 	c.Catalogue = collector.Catalogue(cpu)
 	for _, ev := range c.Catalogue {
-		c.Events = append(c.Events, status(ev))
+		c.Events = append(c.Events, status(cpu, ev))
 	}
 	c.Conclude()
 	return c
 }
 
-func noPMU(ev collector.Event) profile.EventStatus {
+func noPMU(_ host.CPUInfo, ev collector.Event) profile.EventStatus {
 	st := profile.EventStatus{Name: ev.Name, Kind: ev.Kind, Status: profile.StatusMeasured}
 	if ev.IsHardware() {
 		st.Status, st.Errno, st.Reason = profile.StatusUnsupported, "ENOENT", collector.ReasonNoPMU
@@ -60,10 +60,13 @@ func noPMU(ev collector.Event) profile.EventStatus {
 	return st
 }
 
-func withPMU(ev collector.Event) profile.EventStatus {
+// withPMU is what a PMU of cpu's model answers: every event measured but
+// the generic ones its kernel driver maps no encoding for (ENOENT), by the
+// kernel's tables (collector.KernelMapsGeneric): LLC-* and node-* on Zen,
+// none on Intel, whose tables map node events on client and server parts.
+func withPMU(cpu host.CPUInfo, ev collector.Event) profile.EventStatus {
 	st := profile.EventStatus{Name: ev.Name, Kind: ev.Kind, Status: profile.StatusMeasured}
-	if strings.HasPrefix(ev.Name, "node-") {
-		// Many parts map no generic node events (AMD, Intel client parts).
+	if ev.Kind != collector.KindRaw && ev.IsHardware() && !collector.KernelMapsGeneric(cpu, ev.Name) {
 		st.Status, st.Errno, st.Reason = profile.StatusUnsupported, "ENOENT", collector.ReasonNoSuchEvent
 	}
 	return st
@@ -89,7 +92,7 @@ func checkGolden(t *testing.T, name string, got []byte) {
 func TestCapsTextGolden(t *testing.T) {
 	for _, tc := range []struct {
 		host   string
-		status func(collector.Event) profile.EventStatus
+		status func(host.CPUInfo, collector.Event) profile.EventStatus
 	}{
 		{"vm2", noPMU},
 		{"epyc-nps4", withPMU},
@@ -128,8 +131,8 @@ func TestCapsVerdicts(t *testing.T) {
 	if epyc.Mode != "hardware" || !strings.HasPrefix(epyc.Verdict, "hardware mode") {
 		t.Errorf("epyc: mode %q verdict %q", epyc.Mode, epyc.Verdict)
 	}
-	denied := fixtureCaps(t, "intel2s", func(ev collector.Event) profile.EventStatus {
-		st := noPMU(ev)
+	denied := fixtureCaps(t, "intel2s", func(cpu host.CPUInfo, ev collector.Event) profile.EventStatus {
+		st := noPMU(cpu, ev)
 		if ev.IsHardware() {
 			st.Status, st.Errno, st.Reason = profile.StatusDenied, "EACCES", "run as root or grant CAP_PERFMON; perf_event_paranoid is 2"
 		}
@@ -139,7 +142,7 @@ func TestCapsVerdicts(t *testing.T) {
 		t.Errorf("denied: mode %q verdict %q", denied.Mode, denied.Verdict)
 	}
 	// An unprivileged user on the VM: nothing opens, BPF is refused.
-	user := fixtureCaps(t, "vm2", func(ev collector.Event) profile.EventStatus {
+	user := fixtureCaps(t, "vm2", func(cpu host.CPUInfo, ev collector.Event) profile.EventStatus {
 		return profile.EventStatus{Name: ev.Name, Kind: ev.Kind, Status: profile.StatusDenied, Errno: "EACCES", Reason: "run as root or grant CAP_PERFMON; perf_event_paranoid is 2"}
 	})
 	user.BPFLoad = collector.BPFLoad{Error: "load program: operation not permitted"}

@@ -168,7 +168,7 @@ func TestLinesEndToEnd(t *testing.T) {
 		return string(page)
 	}
 	hasLines := func(page string) bool {
-		return strings.Contains(page, `id="hotlines"`) && strings.Contains(page, ">rcu.go:") && strings.Contains(page, "c = shared")
+		return strings.Contains(page, `id="hotlines"`) && strings.Contains(page, ">rcu.go:") && strings.Contains(page, "c = *shared")
 	}
 
 	copyProg()

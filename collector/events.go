@@ -340,6 +340,12 @@ func resolveL2(e Event, cpu host.CPUInfo) Event {
 		return e
 	}
 	e.Missing = fmt.Sprintf("no raw encoding known for %s family %d model %d", orUnknown(cpu.Vendor), cpu.Family, cpu.Model)
+	if cpu.Vendor == "GenuineIntel" {
+		// A model perfmon's mapfile does not list: the architectural
+		// events still count (the kernel maps cache-references and
+		// cache-misses to the architectural last-level cache pair).
+		e.Missing += fmt.Sprintf(" (CPUID %s is not in perfmon's mapfile at %s; the architectural events cycles, instructions, cache-references and cache-misses still count)", cpuidString(cpu), perfmonCommit)
+	}
 	return e
 }
 

@@ -126,7 +126,7 @@ func TestL2UnknownModelIsListedWithReason(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "no raw encoding known for GenuineIntel family 6 model 254"
+	want := "no raw encoding known for GenuineIntel family 6 model 254 (CPUID GenuineIntel-6-FE-0 is not in perfmon's mapfile at " + perfmonCommit + "; the architectural events cycles, instructions, cache-references and cache-misses still count)"
 	if e.Missing != want {
 		t.Errorf("Missing = %q, want %q", e.Missing, want)
 	}

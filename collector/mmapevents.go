@@ -27,12 +27,16 @@ import (
 
 // mmapRingPages is each CPU's ring buffer, in pages (a power of two): 256
 // KiB holds the mappings of a few hundred process starts, and the watcher
-// drains it every mmapPoll.
+// drains it at least every mmapPoll while records come.
 const mmapRingPages = 64
 
-// mmapPoll is how often the watcher drains the rings: soon after a
-// process maps its files, while it (and /proc/PID/map_files) is still
-// there.
+// mmapPoll bounds how long records wait: the kernel wakes the watcher at
+// a ring's first record (its wakeup watermark is one byte), the watcher
+// drains every ring at once, soon after a process maps its files while
+// it (and /proc/PID/map_files) is still there, and then lets a burst of
+// process starts gather for mmapPoll before it waits again. A host where
+// nothing maps wakes the watcher never: a 20 ms ticker woke it 50 times a
+// second and tripled what an idle recorder costs.
 const mmapPoll = 20 * time.Millisecond
 
 // mmapRecord is one mapping, exec or fork the kernel reported.
@@ -51,6 +55,10 @@ type mmapWatcher struct {
 	rings []*mmapRing
 	sym   *symbolize.Symbolizer
 	keep  func(pid int) bool
+	// epfd waits for any ring's first record, or for wake (an eventfd)
+	// to say the watcher stops; -1 when epoll was refused and the
+	// watcher polls every mmapPoll instead.
+	epfd, wake int
 
 	mu   sync.Mutex // one drain at a time
 	lost atomic.Uint64
@@ -62,7 +70,7 @@ type mmapWatcher struct {
 // (an old kernel, a seccomp profile) records as before: processes are
 // read from /proc alone.
 func newMmapWatcher(cpus []int, sym *symbolize.Symbolizer, keep func(pid int) bool) (*mmapWatcher, error) {
-	w := &mmapWatcher{sym: sym, keep: keep, stop: make(chan struct{}), done: make(chan struct{})}
+	w := &mmapWatcher{sym: sym, keep: keep, epfd: -1, wake: -1, stop: make(chan struct{}), done: make(chan struct{})}
 	for _, cpu := range cpus {
 		r, err := openMmapRing(cpu)
 		if err != nil {
@@ -71,21 +79,71 @@ func newMmapWatcher(cpus []int, sym *symbolize.Symbolizer, keep func(pid int) bo
 		}
 		w.rings = append(w.rings, r)
 	}
+	w.openEpoll()
 	return w, nil
 }
 
-// start drains the rings every mmapPoll until close.
+// openEpoll sets up the wait for the rings' records; on failure the
+// watcher polls.
+func (w *mmapWatcher) openEpoll() {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return
+	}
+	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		unix.Close(epfd)
+		return
+	}
+	for _, fd := range append(w.ringFDs(), wake) {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
+		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+			unix.Close(epfd)
+			unix.Close(wake)
+			return
+		}
+	}
+	w.epfd, w.wake = epfd, wake
+}
+
+func (w *mmapWatcher) ringFDs() []int {
+	fds := make([]int, len(w.rings))
+	for i, r := range w.rings {
+		fds[i] = r.fd
+	}
+	return fds
+}
+
+// start drains the rings as records come (or every mmapPoll without
+// epoll) until close.
 func (w *mmapWatcher) start() {
 	go func() {
 		defer close(w.done)
-		t := time.NewTicker(mmapPoll)
-		defer t.Stop()
+		// A timer, not a ticker: nothing wakes the process while the
+		// watcher sleeps in epoll.
+		pause := time.NewTimer(mmapPoll)
+		defer pause.Stop()
+		events := make([]unix.EpollEvent, len(w.rings)+1)
 		for {
+			if w.epfd >= 0 {
+				// Blocks the goroutine's thread until a ring has a
+				// record or close writes wake.
+				if _, err := unix.EpollWait(w.epfd, events, -1); err != nil && err != unix.EINTR {
+					unix.Close(w.epfd) // polls from here on
+					w.epfd = -1
+				}
+			}
 			select {
 			case <-w.stop:
 				return
-			case <-t.C:
-				w.drain()
+			default:
+			}
+			w.drain()
+			pause.Reset(mmapPoll)
+			select {
+			case <-w.stop:
+				return
+			case <-pause.C:
 			}
 		}
 	}()
@@ -128,6 +186,11 @@ func (w *mmapWatcher) close() {
 	case <-w.stop:
 	default:
 		close(w.stop)
+		if w.wake >= 0 {
+			var one [8]byte
+			one[0] = 1 // an eventfd counter of 1, in host (little-endian) order
+			_, _ = unix.Write(w.wake, one[:])
+		}
 		<-w.done
 	}
 	w.drain()
@@ -135,6 +198,14 @@ func (w *mmapWatcher) close() {
 }
 
 func (w *mmapWatcher) closeRings() {
+	if w.epfd >= 0 {
+		unix.Close(w.epfd)
+		w.epfd = -1
+	}
+	if w.wake >= 0 {
+		unix.Close(w.wake)
+		w.wake = -1
+	}
 	for _, r := range w.rings {
 		r.close()
 	}
@@ -159,7 +230,11 @@ func openMmapRing(cpu int) (*mmapRing, error) {
 		// identity (mmap2), execs (comm, comm_exec), forks (task: a
 		// child runs in its parent's mappings until it execs), and each
 		// record's time (sample_id_all) to order the CPUs' records.
-		Bits: unix.PerfBitMmap | unix.PerfBitMmap2 | unix.PerfBitComm | unix.PerfBitCommExec | unix.PerfBitTask | unix.PerfBitSampleIDAll,
+		Bits: unix.PerfBitMmap | unix.PerfBitMmap2 | unix.PerfBitComm | unix.PerfBitCommExec | unix.PerfBitTask | unix.PerfBitSampleIDAll |
+			unix.PerfBitWatermark,
+		// Wake a poller at the first byte (wakeup_watermark): the
+		// watcher sleeps in epoll until a record comes (mmapPoll).
+		Wakeup: 1,
 	}
 	fd, err := unix.PerfEventOpen(&attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
 	if err != nil {

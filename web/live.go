@@ -401,8 +401,7 @@ func (l *Live) serveReport(w http.ResponseWriter, r *http.Request) {
 	case report == nil:
 		http.Error(w, "no final report: "+msg, http.StatusNotFound)
 	default:
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.Write(report)
+		writeHTML(w, report)
 	}
 }
 
@@ -412,8 +411,7 @@ func (l *Live) servePage(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("rendering the live page: %v", err), http.StatusInternalServerError)
 		return
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Write(buf.Bytes())
+	writeHTML(w, buf.Bytes())
 }
 
 // evidenceText writes each finding's evidence lines.

@@ -415,8 +415,7 @@ func render(w http.ResponseWriter, name string, data any) {
 		http.Error(w, fmt.Sprintf("rendering %s: %v", name, err), http.StatusInternalServerError)
 		return
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Write(buf.Bytes())
+	writeHTML(w, buf.Bytes())
 }
 
 // errRender marks a renderer's failure (500), as opposed to a recording
@@ -454,8 +453,14 @@ func (s *Server) serveReport(w http.ResponseWriter, r *http.Request) {
 		httpError(w, err)
 		return
 	}
+	writeHTML(w, body)
+}
+
+// writeHTML sends a page: every HTML response of the server and the live
+// view goes out here.
+func writeHTML(w http.ResponseWriter, page []byte) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Write(body)
+	w.Write(page)
 }
 
 func (s *Server) serveDiff(w http.ResponseWriter, r *http.Request) {
@@ -487,6 +492,5 @@ func (s *Server) serveDiff(w http.ResponseWriter, r *http.Request) {
 		httpError(w, err)
 		return
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Write(body)
+	writeHTML(w, body)
 }

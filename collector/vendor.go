@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -97,19 +98,37 @@ func cpuidString(cpu host.CPUInfo) string {
 // string; a pattern without a stepping (three dashes make a full one) is
 // matched against the string without its stepping.
 func matchesCPUID(pattern, id string) bool {
+	re, err := cpuidPattern(pattern)
+	return err == nil && matchesCompiled(re, pattern, id)
+}
+
+func cpuidPattern(pattern string) (*regexp.Regexp, error) {
+	return regexp.Compile("^(?:" + pattern + ")$")
+}
+
+func matchesCompiled(re *regexp.Regexp, pattern, id string) bool {
 	if strings.Count(pattern, "-") != 3 {
 		id = id[:strings.LastIndex(id, "-")]
 	}
-	re, err := regexp.Compile("^(?:" + pattern + ")$")
-	return err == nil && re.MatchString(id)
+	return re.MatchString(id)
 }
+
+// perfmonPatterns are perfmonModels' patterns compiled once: every event
+// lookup asks which model the CPU is.
+var perfmonPatterns = sync.OnceValue(func() []*regexp.Regexp {
+	out := make([]*regexp.Regexp, len(perfmonModels))
+	for i, m := range perfmonModels {
+		out[i], _ = cpuidPattern(m.pattern) // nil: a pattern Go cannot read matches nothing
+	}
+	return out
+})
 
 // perfmonModelOf is the mapfile row of an Intel cpu, or false.
 func perfmonModelOf(cpu host.CPUInfo) (perfmonModel, bool) {
 	id := cpuidString(cpu)
-	for _, m := range perfmonModels {
-		if matchesCPUID(m.pattern, id) {
-			return m, true
+	for i, re := range perfmonPatterns() {
+		if re != nil && matchesCompiled(re, perfmonModels[i].pattern, id) {
+			return perfmonModels[i], true
 		}
 	}
 	return perfmonModel{}, false
@@ -136,11 +155,7 @@ func intelVendorEvents(m perfmonModel) []Event {
 		if !ok || e.Deprecated {
 			continue
 		}
-		out = append(out, Event{
-			Name: name, Kind: KindRaw, Type: unix.PERF_TYPE_RAW, Config: x86Raw(e.Event, e.Umask),
-			Desc: e.Desc, Role: role, Counters: e.Counters,
-			Source: perfmonSource(m, e),
-		})
+		out = append(out, e.toEvent(m, role))
 	}
 	return out
 }
@@ -158,10 +173,7 @@ func deprecatedAlias(name string, cpu host.CPUInfo) (Event, bool) {
 		if !e.Deprecated || strings.ToLower(e.Name) != name {
 			continue
 		}
-		ev := Event{
-			Name: name, Kind: KindRaw, Type: unix.PERF_TYPE_RAW, Config: x86Raw(e.Event, e.Umask),
-			Desc: e.Desc, Role: intelRoles[name], Counters: e.Counters, Source: perfmonSource(m, e),
-		}
+		ev := e.toEvent(m, intelRoles[name])
 		for _, n := range perfmonEvents[m.uarch] {
 			if !n.Deprecated && n.Event == e.Event && n.Umask == e.Umask {
 				ev.Desc = fmt.Sprintf("deprecated name of %s: %s", strings.ToLower(n.Name), n.Desc)
@@ -170,6 +182,14 @@ func deprecatedAlias(name string, cpu host.CPUInfo) (Event, bool) {
 		return ev, true
 	}
 	return Event{}, false
+}
+
+// toEvent is e as the catalogue opens it, under perf's (lower-case) name.
+func (e perfmonEvent) toEvent(m perfmonModel, role string) Event {
+	return Event{
+		Name: strings.ToLower(e.Name), Kind: KindRaw, Type: unix.PERF_TYPE_RAW, Config: x86Raw(e.Event, e.Umask),
+		Desc: e.Desc, Role: role, Counters: e.Counters, Source: perfmonSource(m, e),
+	}
 }
 
 func perfmonSource(m perfmonModel, e perfmonEvent) string {

@@ -44,6 +44,9 @@ type Event struct {
 	// Counters are the general counters a raw event may count on (bit
 	// n: counter n), from the vendor's table; 0: any.
 	Counters uint64 `json:"counters,omitempty"`
+	// CountersHTOff are those it may count on with Hyper-Threading off,
+	// where the table says (Haswell to Cascade Lake); 0: as Counters.
+	CountersHTOff uint64 `json:"counters_ht_off,omitempty"`
 	// StandIn is the software event opened in this event's place on a
 	// simulated PMU (simulated.go); nil on a real one.
 	StandIn *Event `json:"stand_in,omitempty"`
@@ -265,6 +268,8 @@ var l2Table = []l2Encoding{
 	// Newer mapfiles narrow family 26 to ([12467][[:xdigit:]]|[[:xdigit:]])
 	// for Zen 5; other family 26 models are left unknown rather than
 	// guessed.
+	// Zen 5's L2 events are in l2-cache.json (added by "perf vendor
+	// events amd: Add Zen 5 core events", v2, 2024-05-03).
 	amdL2("amdzen5", "l2_cache_req_stat.all", 0x1a, modelRange{0x00, 0x2f}, modelRange{0x40, 0x4f}, modelRange{0x60, 0x7f}),
 }
 
@@ -291,7 +296,7 @@ func intelL2(e Event, m perfmonModel) Event {
 		if !ok {
 			continue
 		}
-		e.Config, e.Counters = x86Raw(pe.Event, pe.Umask), pe.Counters
+		e.Config, e.Counters, e.CountersHTOff = x86Raw(pe.Event, pe.Umask), pe.Counters, pe.CountersHTOff
 		e.Source = perfmonSource(m, pe)
 		e.Desc = fmt.Sprintf("%s: %s", e.Desc, name)
 		return e
@@ -300,12 +305,20 @@ func intelL2(e Event, m perfmonModel) Event {
 	return e
 }
 
+// amdL2File is the pmu-events file of uarch's l2_cache_req_stat events.
+func amdL2File(uarch string) string {
+	if uarch == "amdzen5" {
+		return "l2-cache.json"
+	}
+	return "cache.json"
+}
+
 func amdL2(uarch, refName string, family int, models ...modelRange) l2Encoding {
 	return l2Encoding{
 		vendor: "AuthenticAMD", family: family, models: models, uarch: uarch,
 		missConfig: x86Raw(0x64, 0x09), missName: "l2_cache_req_stat.ic_dc_miss_in_l2",
 		refConfig: x86Raw(0x64, 0xff), refName: refName,
-		source: "linux tools/perf/pmu-events/arch/x86/" + uarch + "/cache.json",
+		source: "linux tools/perf/pmu-events/arch/x86/" + uarch + "/" + amdL2File(uarch),
 	}
 }
 

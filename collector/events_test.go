@@ -91,7 +91,7 @@ func TestL2Resolution(t *testing.T) {
 		{"intel2s", 0x3f24, 0xff24, "intel/perfmon " + perfmonCommit + " CLX/events/cascadelakex_core.json"},
 		{"offline", 0x3f24, 0xff24, "intel/perfmon " + perfmonCommit + " SKL/events/skylake_core.json"},
 		{"epyc-nps4", 0x0964, 0xff64, "tools/perf/pmu-events/arch/x86/amdzen3/cache.json"},
-		{"vm2", 0x0964, 0xff64, "tools/perf/pmu-events/arch/x86/amdzen5/cache.json"},
+		{"vm2", 0x0964, 0xff64, "tools/perf/pmu-events/arch/x86/amdzen5/l2-cache.json"},
 	} {
 		cpu, err := host.ReadCPUInfo(fixture(tc.host))
 		if err != nil {
@@ -229,8 +229,8 @@ func renderEventTables() string {
 				models = append(models, fmt.Sprintf("%#02x-%#02x", m.lo, m.hi))
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %d (%#x) | %s | [`%s`](https://git.kernel.org/pub/scm/linux/kernel/git/torvalds/linux.git/tree/tools/perf/pmu-events/arch/x86/%s/cache.json) | `r%x` %s | `r%x` %s |\n",
-			r.vendor, r.family, r.family, strings.Join(models, ", "), r.uarch, r.uarch,
+		fmt.Fprintf(&b, "| %s | %d (%#x) | %s | [`%s`](https://git.kernel.org/pub/scm/linux/kernel/git/torvalds/linux.git/tree/tools/perf/pmu-events/arch/x86/%s/%s) | `r%x` %s | `r%x` %s |\n",
+			r.vendor, r.family, r.family, strings.Join(models, ", "), r.uarch, r.uarch, amdL2File(r.uarch),
 			r.missConfig, r.missName, r.refConfig, r.refName)
 	}
 	b.WriteString("\n### Vendor events by microarchitecture\n\n")

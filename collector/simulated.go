@@ -41,6 +41,10 @@ type pmuFixture struct {
 	// counters is the number of general-purpose counters per logical CPU
 	// (CPUID leaf 0xA on Intel, 6 core counters on Zen).
 	counters int
+	// htOff: Hyper-Threading is off, so a Skylake-SP thread has its
+	// core's 8 counters, and each event may use the counters of its
+	// table's CounterHTOff list (Event.CountersHTOff).
+	htOff bool
 	// fixed are the events counted on fixed counters, never multiplexed.
 	fixed []string
 }
@@ -70,6 +74,8 @@ func KernelMapsGeneric(cpu host.CPUInfo, name string) bool {
 var simulatedPMUs = []pmuFixture{
 	{name: "intel-skx", cpu: host.CPUInfo{Vendor: "GenuineIntel", ModelName: "Intel(R) Xeon(R) Gold 6148 CPU @ 2.40GHz", Family: 6, Model: 0x55, Stepping: 4},
 		counters: 4, fixed: []string{"instructions", "cycles"}},
+	{name: "intel-skx-htoff", cpu: host.CPUInfo{Vendor: "GenuineIntel", ModelName: "Intel(R) Xeon(R) Gold 6148 CPU @ 2.40GHz", Family: 6, Model: 0x55, Stepping: 4},
+		counters: 8, htOff: true, fixed: []string{"instructions", "cycles"}},
 	{name: "intel-icx", cpu: host.CPUInfo{Vendor: "GenuineIntel", ModelName: "Intel(R) Xeon(R) Platinum 8380 CPU @ 2.30GHz", Family: 6, Model: 0x6a, Stepping: 6},
 		counters: 8, fixed: []string{"instructions", "cycles"}},
 	{name: "intel-spr", cpu: host.CPUInfo{Vendor: "GenuineIntel", ModelName: "Intel(R) Xeon(R) Platinum 8480+", Family: 6, Model: 0x8f, Stepping: 8},
@@ -221,7 +227,7 @@ func muxPlan(counted []Event, cpu host.CPUInfo) (rotated []int, masks []uint64, 
 	for i, e := range counted {
 		if e.StandIn != nil && !slices.Contains(f.fixed, e.Name) {
 			rotated = append(rotated, i)
-			masks = append(masks, e.Counters)
+			masks = append(masks, f.countersOf(e))
 		} else {
 			fixedOrSoftware = append(fixedOrSoftware, i)
 		}
@@ -272,6 +278,14 @@ func assignCounters(masks []uint64, counters int) (assigned []int, ok bool) {
 		}
 	}
 	return assigned, true
+}
+
+// countersOf are the counters e may use on f's PMU.
+func (f pmuFixture) countersOf(e Event) uint64 {
+	if f.htOff && e.CountersHTOff != 0 {
+		return e.CountersHTOff
+	}
+	return e.Counters
 }
 
 // muxText says how a simulated PMU schedules events: all at once, or how

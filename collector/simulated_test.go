@@ -203,6 +203,35 @@ func TestMuxPlanByConstraints(t *testing.T) {
 	}
 }
 
+// TestMuxPlanHyperThreading: Skylake-SP's table lists L2 and LLC events
+// on counters 0-3 with Hyper-Threading on and 0-7 with it off; the same
+// part's fixtures schedule by the list that applies, so the same five
+// constrained events rotate on one and fit at once on the other.
+func TestMuxPlanHyperThreading(t *testing.T) {
+	var evs []Event
+	for _, f := range []string{"intel-skx", "intel-skx-htoff"} {
+		cpu := simCPU(t, f)
+		evs = evs[:0]
+		for _, name := range []string{"cpu-clock", "l2-misses", "l2-references", "dtlb_load_misses.walk_completed", "longest_lat_cache.miss", "longest_lat_cache.reference"} {
+			e, err := LookupEvent(name, cpu)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Kind == KindRaw && (e.Counters != 0xf || e.CountersHTOff != 0xff) {
+				t.Fatalf("%s on %s: counters %#x, with HT off %#x; Skylake-SP's table says 0-3 and 0-7", name, f, e.Counters, e.CountersHTOff)
+			}
+			evs = append(evs, e)
+		}
+		rotated, _, counters, _ := muxPlan(simulate(evs, cpu), cpu)
+		switch {
+		case f == "intel-skx" && (counters != 4 || len(rotated) != 5):
+			t.Errorf("%s (HT on, 4 counters): %d of 5 rotate over %d counters, want all 5 over 4", f, len(rotated), counters)
+		case f == "intel-skx-htoff" && (counters != 8 || len(rotated) != 0):
+			t.Errorf("%s (HT off, 8 counters, CounterHTOff 0-7): %d rotate over %d, want none", f, len(rotated), counters)
+		}
+	}
+}
+
 // TestRotatorTurns: the rotation visits every slot equally often, never
 // more than counters at a time.
 func TestRotatorTurns(t *testing.T) {

@@ -53,6 +53,10 @@ type perfmonEvent struct {
 	// n), perfmon's Counter field: on Ice Lake and later many events
 	// count on counters 0-3 only.
 	Counters uint64
+	// CountersHTOff are those it may count on when Hyper-Threading is
+	// off, perfmon's CounterHTOff (Haswell to Cascade Lake: 8 counters
+	// then, 4 a thread with it on); 0 where the table has no such field.
+	CountersHTOff uint64
 	// MSR is the extra MSR an offcore event needs ("" for none).
 	MSR        string
 	Deprecated bool
@@ -188,7 +192,7 @@ func deprecatedAlias(name string, cpu host.CPUInfo) (Event, bool) {
 func (e perfmonEvent) toEvent(m perfmonModel, role string) Event {
 	return Event{
 		Name: strings.ToLower(e.Name), Kind: KindRaw, Type: unix.PERF_TYPE_RAW, Config: x86Raw(e.Event, e.Umask),
-		Desc: e.Desc, Role: role, Counters: e.Counters, Source: perfmonSource(m, e),
+		Desc: e.Desc, Role: role, Counters: e.Counters, CountersHTOff: e.CountersHTOff, Source: perfmonSource(m, e),
 	}
 }
 

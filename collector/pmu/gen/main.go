@@ -240,18 +240,21 @@ func hexField(e map[string]json.RawMessage, key, path string) (uint64, error) {
 	return v, nil
 }
 
-// counterMask turns perfmon's Counter list ("0,1,2,3") into a mask of
-// general counters.
-func counterMask(e map[string]json.RawMessage, path string) (uint64, error) {
-	s, err := field(e, "Counter", path)
-	if err != nil {
+// counterMask turns perfmon's Counter or CounterHTOff list ("0,1,2,3")
+// into a mask of general counters; 0 when the entry has no such field
+// (CounterHTOff is only in the tables of Haswell to Cascade Lake, whose
+// cores give a thread 4 counters with Hyper-Threading on and 8 with it
+// off).
+func counterMask(e map[string]json.RawMessage, key, path string) (uint64, error) {
+	s, err := field(e, key, path)
+	if err != nil || s == "" {
 		return 0, err
 	}
 	var m uint64
 	for _, c := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(c))
 		if err != nil || n < 0 || n > 63 {
-			return 0, fmt.Errorf("%s: %s: Counter %q is not a list of general counters", path, name(e), s)
+			return 0, fmt.Errorf("%s: %s: %s %q is not a list of general counters", path, name(e), key, s)
 		}
 		m |= 1 << n
 	}
@@ -306,9 +309,25 @@ func generate(dir, out string) error {
 			if err != nil {
 				return err
 			}
-			mask, err := counterMask(e, path)
+			mask, err := counterMask(e, "Counter", path)
 			if err != nil {
 				return err
+			}
+			if mask == 0 {
+				return fmt.Errorf("%s: %s: no Counter list", path, name(e))
+			}
+			htOff, err := counterMask(e, "CounterHTOff", path)
+			if err != nil {
+				return err
+			}
+			// An event that must count alone on its core (TakenAlone) would
+			// need the scheduler to keep every other event off; none of
+			// the events cacheheat uses is one, and a table that made one
+			// so must not pass unnoticed.
+			if alone, err := field(e, "TakenAlone", path); err != nil {
+				return err
+			} else if alone == "1" {
+				return fmt.Errorf("%s: %s: TakenAlone events are not modelled by the scheduler", path, name(e))
 			}
 			msr, err := field(e, "MSRIndex", path)
 			if err != nil {
@@ -325,8 +344,8 @@ func generate(dir, out string) error {
 			if msr == "0x00" || msr == "0" {
 				msr = ""
 			}
-			fmt.Fprintf(&b, "\t\t{Name: %q, Event: 0x%02x, Umask: 0x%02x, Counters: 0x%x, MSR: %q, Deprecated: %t, Desc: %q},\n",
-				name(e), ev, umask, mask, msr, dep == "1", desc)
+			fmt.Fprintf(&b, "\t\t{Name: %q, Event: 0x%02x, Umask: 0x%02x, Counters: 0x%x, CountersHTOff: 0x%x, MSR: %q, Deprecated: %t, Desc: %q},\n",
+				name(e), ev, umask, mask, htOff, msr, dep == "1", desc)
 		}
 		b.WriteString("\t},\n")
 	}

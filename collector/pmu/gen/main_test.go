@@ -89,6 +89,17 @@ func TestMalformedTableNamesFileAndLine(t *testing.T) {
 	if err := generate(dir, out); err == nil || !strings.Contains(err.Error(), "EventCode") {
 		t.Errorf("a bad event code: error %v, want it named", err)
 	}
+	for _, c := range []struct{ event, want string }{
+		{`"Counter": "0,x"`, `Counter "0,x"`},
+		{`"Counter": "0,1", "CounterHTOff": "9,"`, `CounterHTOff "9,"`},
+		{`"UMask": "0x02"`, "no Counter list"},
+		{`"Counter": "0,1", "TakenAlone": "1"`, "TakenAlone"},
+	} {
+		write("X/events/x_core.json", `{"Header": {}, "Events": [{"EventName": "A", "EventCode": "0x24", "UMask": "0x01", `+c.event+`}]}`)
+		if err := generate(dir, out); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("event with %s: error %v, want %q", c.event, err, c.want)
+		}
+	}
 	write("mapfile.csv", "Family-model,Version,Filename,EventType\nGenuineIntel-6-55\n")
 	if err := generate(dir, out); err == nil || !strings.Contains(err.Error(), "mapfile.csv:2") {
 		t.Errorf("a short mapfile row: error %v, want mapfile.csv:2", err)

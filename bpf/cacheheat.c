@@ -571,9 +571,12 @@ static __always_inline long task_state(struct task_struct *t)
 	struct task_struct___since514 *n = (void *)t;
 	struct task_struct___pre514 *o = (void *)t;
 
+	// Plain loads, not BPF_CORE_READ: t is a BTF pointer (a tp_btf
+	// argument), so the verifier turns them into faulting loads, without
+	// a helper call each; on_switch runs at every context switch.
 	if (bpf_core_field_exists(n->__state))
-		return BPF_CORE_READ(n, __state);
-	return BPF_CORE_READ(o, state);
+		return n->__state;
+	return o->state;
 }
 
 // Inode types (include/uapi/linux/stat.h) and socket families
@@ -594,10 +597,13 @@ static __always_inline long task_state(struct task_struct *t)
 // fd_kind_of says what file descriptor fd of task t is (enum fd_kind).
 static __always_inline u32 fd_kind_of(struct task_struct *t, u64 fd)
 {
-	struct fdtable *fdt = BPF_CORE_READ(t, files, fdt);
-	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+	// Plain loads as far as the descriptor array (t is a BTF pointer, as
+	// in task_state); the array of pointers is not a type the verifier
+	// follows, so the file and what it points to are read by helper.
+	struct fdtable *fdt = t->files->fdt;
+	if (!fdt || fd >= fdt->max_fds)
 		return FD_BAD;
-	struct file **arr = BPF_CORE_READ(fdt, fd);
+	struct file **arr = fdt->fd;
 	struct file *f = NULL;
 	if (!arr || bpf_probe_read_kernel(&f, sizeof(f), &arr[fd & 0xffffff]) || !f)
 		return FD_BAD;

@@ -9,6 +9,8 @@
 # ratio to the unrecorded median; then bench/cost.py's kernel-accounted
 # ns per run of each cacheheat program under the ping-pong.
 #   bash bench/switch.sh [ROUNDS] [SECONDS]     (default 5 rounds of 5 s)
+#   BASE_BIN=OLD bash bench/switch.sh ...       adds mode "base": OLD's
+#   record -a in the same rounds (a change measured against its parent)
 # Needs root, cc; perf, bpftrace and stress-ng for their rows (a mode
 # whose tool is missing is left out and said so).
 set -uo pipefail
@@ -39,6 +41,9 @@ start() {
   cacheheat)
     "$BIN" record -q -a -o "$tmp/r.rec" >/dev/null 2>&1 &
     rp=$! ;;
+  base)
+    "$BASE_BIN" record -q -a -o "$tmp/r.rec" >/dev/null 2>&1 &
+    rp=$! ;;
   perf)
     perf record -q -a -g -F 99 -o "$tmp/perf.data" >/dev/null 2>&1 &
     rp=$! ;;
@@ -64,6 +69,7 @@ stop() {
 }
 
 modes=(none cacheheat)
+[ -n "${BASE_BIN:-}" ] && modes+=(base)
 command -v perf >/dev/null && modes+=(perf) || echo "perf not installed: its row is left out" >&2
 if command -v bpftrace >/dev/null; then
   mount | grep -q ' /sys/kernel/tracing ' || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
@@ -96,4 +102,6 @@ done
 
 echo
 echo "Each cacheheat program's cost under the ping-pong (bench/cost.py, the kernel's run-time stats):"
-PINGPONG=$PP python3 bench/cost.py --bin "$BIN" --rounds 3 --seconds "$SECS" --scenarios pingpong-99
+bins=$BIN
+[ -n "${BASE_BIN:-}" ] && bins="base=$BASE_BIN,cacheheat=$BIN"
+PINGPONG=$PP python3 bench/cost.py --bin "$bins" --rounds 3 --seconds "$SECS" --scenarios pingpong-99

@@ -571,12 +571,13 @@ static __always_inline long task_state(struct task_struct *t)
 	struct task_struct___since514 *n = (void *)t;
 	struct task_struct___pre514 *o = (void *)t;
 
-	// Plain loads, not BPF_CORE_READ: t is a BTF pointer (a tp_btf
-	// argument), so the verifier turns them into faulting loads, without
-	// a helper call each; on_switch runs at every context switch.
+	// A plain load, not BPF_CORE_READ: t is a BTF pointer (a tp_btf
+	// argument), so the verifier turns it into a faulting load, without a
+	// helper call; on_switch runs at every context switch. Before 5.14
+	// (rare now) a helper reads the old field.
 	if (bpf_core_field_exists(n->__state))
 		return n->__state;
-	return o->state;
+	return BPF_CORE_READ(o, state);
 }
 
 // Inode types (include/uapi/linux/stat.h) and socket families

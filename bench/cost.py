@@ -21,8 +21,12 @@ workload's run reads:
 Shares are of all CPU time (wall time x CPUs) for the BPF programs and the
 recorder; the last column is the recorder's share of one CPU.
 Needs root, python3 and the built binary; no bpftool, no perf. The
-workloads run from the binary measured, or from $WORKLOAD_BIN when set (to
-compare BPF variants with the very same workload).
+workloads run from $WORKLOAD_BIN when set, else from a copy of the first
+binary made for the run: never from the recorder's own file. A recorder
+whose workload ran from its own executable measured half the recorder
+time of the same recorder beside a copy (rcu bad, 0.14% against 0.26% of
+all CPU, BENCHMARKS.md "Fifth session"); the cause was not found, and
+the copy keeps every binary compared on the same footing.
 
 Usage: bench/cost.py [--bin bin/cacheheat] [--rounds 3] [--seconds 10]
                      [--scenarios default|all|NAME,..] [--raw FILE.json]
@@ -32,6 +36,7 @@ import argparse
 import ctypes
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -198,7 +203,7 @@ def run_one(binary, name, seconds, tmp):
         elif work == "pingpong":
             subprocess.run([os.environ["PINGPONG"], str(seconds)], stdout=subprocess.DEVNULL, check=True)
         else:
-            subprocess.run([os.environ.get("WORKLOAD_BIN", binary)] + work + ["-d", f"{seconds}s"], stdout=subprocess.DEVNULL, check=True)
+            subprocess.run([os.environ["WORKLOAD_BIN"]] + work + ["-d", f"{seconds}s"], stdout=subprocess.DEVNULL, check=True)
         s1 = snapshot(rec.pid)
     finally:
         rec.send_signal(signal.SIGINT)
@@ -261,6 +266,10 @@ def main():
     stats_fd = enable_stats()
     results = {(l, n): [] for l in labels for n in names}
     with tempfile.TemporaryDirectory() as tmp:
+        if not os.environ.get("WORKLOAD_BIN"):
+            wl = os.path.join(tmp, "workload-bin")
+            shutil.copy(bins[0][1], wl)
+            os.environ["WORKLOAD_BIN"] = wl
         # Rounds interleave the scenarios and the binaries, so drift on a
         # shared host hits each alike.
         for r in range(a.rounds):

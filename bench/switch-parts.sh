@@ -9,7 +9,7 @@
 #   noswitchin neither of those nor the switch-in's work (thread state,
 #             run-queue and off-CPU histograms)
 #   empty     returns at once: the attach and dispatch floor
-# The workloads always run from the real binary (WORKLOAD_BIN), so the
+# The workloads always run from a copy of the real binary (WORKLOAD_BIN), so the
 # variants differ only in their BPF program.
 # Needs root, clang and go (make generate), python3.
 # Usage: bench/switch-parts.sh [ROUNDS] [SCENARIOS] (default 2 rcu-bad-99)
@@ -56,5 +56,6 @@ for v in full nostacks noaccount noswitchin empty; do
 done
 if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp "$out"/{full,nostacks,noaccount,noswitchin,empty} "$KEEP"/; fi
 [ "$ROUNDS" -gt 0 ] || exit 0
-WORKLOAD_BIN="$out/full" python3 bench/cost.py --rounds "$ROUNDS" --seconds 6 --scenarios "$SCEN" \
+cp "$out/full" "$out/workload"
+WORKLOAD_BIN="$out/workload" python3 bench/cost.py --rounds "$ROUNDS" --seconds 6 --scenarios "$SCEN" \
   --bin "$(IFS=,; echo "${bins[*]}")" | grep -E '^\| (scenario|---|.*on_switch)'

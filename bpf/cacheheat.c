@@ -595,6 +595,14 @@ static __always_inline long task_state(struct task_struct *t)
 #define PF_KTHREAD 0x00200000
 #define ENOSYS_RET ((unsigned long)-38)
 
+// bpf_rdonly_cast (a kfunc, Linux 6.2 and later) turns a pointer the
+// verifier cannot type (one read from memory by helper) into a typed
+// read-only one, whose fields are then plain faulting loads instead of a
+// helper call each. have_rdonly_cast is set before load when the kernel
+// has it; without it the verifier drops that code and the helpers read.
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
+const volatile bool have_rdonly_cast = false;
+
 // fd_kind_of says what file descriptor fd of task t is (enum fd_kind).
 static __always_inline u32 fd_kind_of(struct task_struct *t, u64 fd)
 {
@@ -608,7 +616,13 @@ static __always_inline u32 fd_kind_of(struct task_struct *t, u64 fd)
 	struct file *f = NULL;
 	if (!arr || bpf_probe_read_kernel(&f, sizeof(f), &arr[fd & 0xffffff]) || !f)
 		return FD_BAD;
-	u32 mode = BPF_CORE_READ(f, f_inode, i_mode) & S_IFMT;
+	u32 mode;
+	if (have_rdonly_cast) {
+		f = bpf_rdonly_cast(f, bpf_core_type_id_kernel(struct file));
+		mode = f->f_inode->i_mode & S_IFMT;
+	} else {
+		mode = BPF_CORE_READ(f, f_inode, i_mode) & S_IFMT;
+	}
 	switch (mode) {
 	case S_IFREG:
 		return FD_REG;
@@ -621,8 +635,15 @@ static __always_inline u32 fd_kind_of(struct task_struct *t, u64 fd)
 	case S_IFIFO:
 		return FD_FIFO;
 	case S_IFSOCK: {
-		struct socket *sock = BPF_CORE_READ(f, private_data);
-		u16 family = BPF_CORE_READ(sock, sk, __sk_common.skc_family);
+		struct socket *sock;
+		u16 family;
+		if (have_rdonly_cast) {
+			sock = bpf_rdonly_cast(f->private_data, bpf_core_type_id_kernel(struct socket));
+			family = sock->sk->__sk_common.skc_family;
+		} else {
+			sock = BPF_CORE_READ(f, private_data);
+			family = BPF_CORE_READ(sock, sk, __sk_common.skc_family);
+		}
 		if (family == AF_UNIX)
 			return FD_SOCK_UNIX;
 		if (family == AF_INET || family == AF_INET6)

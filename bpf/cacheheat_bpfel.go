@@ -329,6 +329,7 @@ const (
 	CacheheatVarByCgroup           = "by_cgroup"
 	CacheheatVarEnabledRefSlot     = "enabled_ref_slot"
 	CacheheatVarFaultSlots         = "fault_slots"
+	CacheheatVarHaveRdonlyCast     = "have_rdonly_cast"
 	CacheheatVarNrCounters         = "nr_counters"
 	CacheheatVarNrEvents           = "nr_events"
 	CacheheatVarOffcpuMinK         = "offcpu_min_k"
@@ -477,6 +478,7 @@ type CacheheatVariableSpecs struct {
 	ByCgroup           *ebpf.VariableSpec `ebpf:"by_cgroup"`
 	EnabledRefSlot     *ebpf.VariableSpec `ebpf:"enabled_ref_slot"`
 	FaultSlots         *ebpf.VariableSpec `ebpf:"fault_slots"`
+	HaveRdonlyCast     *ebpf.VariableSpec `ebpf:"have_rdonly_cast"`
 	NrCounters         *ebpf.VariableSpec `ebpf:"nr_counters"`
 	NrEvents           *ebpf.VariableSpec `ebpf:"nr_events"`
 	OffcpuMinK         *ebpf.VariableSpec `ebpf:"offcpu_min_k"`
@@ -654,6 +656,7 @@ type CacheheatVariables struct {
 	ByCgroup           *ebpf.Variable `ebpf:"by_cgroup"`
 	EnabledRefSlot     *ebpf.Variable `ebpf:"enabled_ref_slot"`
 	FaultSlots         *ebpf.Variable `ebpf:"fault_slots"`
+	HaveRdonlyCast     *ebpf.Variable `ebpf:"have_rdonly_cast"`
 	NrCounters         *ebpf.Variable `ebpf:"nr_counters"`
 	NrEvents           *ebpf.Variable `ebpf:"nr_events"`
 	OffcpuMinK         *ebpf.Variable `ebpf:"offcpu_min_k"`

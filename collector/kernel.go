@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
@@ -219,6 +220,7 @@ func (k *kernel) load() error {
 		"offcpu_stacks_per_sec": uint64(offCPUStacksPerSec),
 		"offcpu_min_k":          uint64(offCPUMinK),
 		"by_cgroup":             cfg.byCgroup,
+		"have_rdonly_cast":      haveKfunc("bpf_rdonly_cast"),
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return fmt.Errorf("setting bpf variable %s: %w", name, err)
@@ -239,6 +241,17 @@ func (k *kernel) load() error {
 		return fmt.Errorf("%w: loading bpf programs: %w", ErrHost, err)
 	}
 	return nil
+}
+
+// haveKfunc says whether the running kernel's BTF has the kfunc name.
+// Looked up once: the kernel's types are parsed on first use and cached.
+func haveKfunc(name string) bool {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return false
+	}
+	var fn *btf.Func
+	return spec.TypeByName(name, &fn) == nil
 }
 
 // openCounters opens each counted event on each CPU, disabled, and puts it

@@ -110,6 +110,53 @@ struct {
 	__type(value, u8);
 } targets SEC(".maps");
 
+// target_bytes mirrors targets for the switch path: byte tgid of the map's
+// memory is tgid's enum target_state (0: none), eight to an element. An
+// array lookup is a few inlined instructions where a hash lookup is a
+// call and a hash; is_target runs for both tasks of every context switch
+// and every wake-up, mostly for tasks that are not targets. User space
+// sizes it to pid_max before load (one element outside MODE_PIDS) and
+// writes its bytes through the map's memory, one byte at a time, so that
+// it never overwrites a byte the programs set; tgids past its end fall
+// back to targets. targets stays the set user space lists.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u64);
+} target_bytes SEC(".maps");
+
+// target_byte returns tgid's byte of target_bytes, or NULL past its end.
+static __always_inline volatile u8 *target_byte(u32 tgid)
+{
+	u32 idx = tgid >> 3;
+	u64 *w = bpf_map_lookup_elem(&target_bytes, &idx);
+	if (!w)
+		return NULL;
+	return (volatile u8 *)w + (tgid & 7);
+}
+
+// target_state_of is tgid's enum target_state.
+static __always_inline u8 target_state_of(u32 tgid)
+{
+	volatile u8 *b = target_byte(tgid);
+	if (b)
+		return *b;
+	u8 *v = bpf_map_lookup_elem(&targets, &tgid);
+	return v ? *v : 0;
+}
+
+// set_target sets tgid's state in both maps (0 when the set is full).
+static __always_inline long set_target(u32 tgid, u8 state)
+{
+	long err = bpf_map_update_elem(&targets, &tgid, &state, BPF_ANY);
+	volatile u8 *b = target_byte(tgid);
+	if (!err && b)
+		*b = state;
+	return err;
+}
+
 struct task_key {
 	u32 tgid;
 	u32 pid;
@@ -806,10 +853,8 @@ static __always_inline bool is_target(struct task_struct *t)
 	switch (target_mode) {
 	case MODE_ALL:
 		return true;
-	case MODE_PIDS: {
-		u8 *v = bpf_map_lookup_elem(&targets, &tgid);
-		return v && *v == TARGET_YES;
-	}
+	case MODE_PIDS:
+		return target_state_of(tgid) == TARGET_YES;
 	case MODE_CGROUP:
 		return in_cgroup_subtree(t, target_cgroup, target_cgroup_level);
 	}
@@ -1343,11 +1388,9 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 		return 0;
 	u32 ptgid = parent->tgid;
 	u32 ctgid = child->tgid;
-	u8 *pv = bpf_map_lookup_elem(&targets, &ptgid);
-	if (ptgid == ctgid || !pv || *pv != TARGET_YES)
+	if (ptgid == ctgid || target_state_of(ptgid) != TARGET_YES)
 		return 0;
-	u8 one = TARGET_YES;
-	if (bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY)) {
+	if (set_target(ctgid, TARGET_YES)) {
 		struct stats_val *s = get_stats();
 		if (s)
 			s->map_errors++;
@@ -1359,8 +1402,7 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	u32 tgid = p->tgid;
-	u8 *v = target_mode == MODE_PIDS ? bpf_map_lookup_elem(&targets, &tgid) : NULL;
-	if (!v || *v != TARGET_AT_EXEC) {
+	if (target_mode != MODE_PIDS || target_state_of(tgid) != TARGET_AT_EXEC) {
 		// A new image: the Go runtime offsets user space found for the
 		// old one no longer hold (it checks the new binary). A command
 		// released at its exec keeps those it was given for the binary
@@ -1370,7 +1412,7 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	}
 	// Counts up to here belong to the launcher: this CPU's accounting of
 	// p starts now, and so do its migrations.
-	*v = TARGET_YES;
+	set_target(tgid, TARGET_YES);
 	struct last_val *l = get_last();
 	if (!l)
 		return 0;

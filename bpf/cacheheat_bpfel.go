@@ -310,6 +310,7 @@ const (
 	CacheheatMapStacks0            = "stacks0"
 	CacheheatMapStacks1            = "stacks1"
 	CacheheatMapStats              = "stats"
+	CacheheatMapTargetBytes        = "target_bytes"
 	CacheheatMapTargetTotals       = "target_totals"
 	CacheheatMapTargets            = "targets"
 	CacheheatMapTaskScratch        = "task_scratch"
@@ -463,6 +464,7 @@ type CacheheatMapSpecs struct {
 	Stacks0        *ebpf.MapSpec `ebpf:"stacks0"`
 	Stacks1        *ebpf.MapSpec `ebpf:"stacks1"`
 	Stats          *ebpf.MapSpec `ebpf:"stats"`
+	TargetBytes    *ebpf.MapSpec `ebpf:"target_bytes"`
 	TargetTotals   *ebpf.MapSpec `ebpf:"target_totals"`
 	Targets        *ebpf.MapSpec `ebpf:"targets"`
 	TaskScratch    *ebpf.MapSpec `ebpf:"task_scratch"`
@@ -574,6 +576,7 @@ type CacheheatMaps struct {
 	Stacks0        *ebpf.Map `ebpf:"stacks0"`
 	Stacks1        *ebpf.Map `ebpf:"stacks1"`
 	Stats          *ebpf.Map `ebpf:"stats"`
+	TargetBytes    *ebpf.Map `ebpf:"target_bytes"`
 	TargetTotals   *ebpf.Map `ebpf:"target_totals"`
 	Targets        *ebpf.Map `ebpf:"targets"`
 	TaskScratch    *ebpf.Map `ebpf:"task_scratch"`
@@ -640,6 +643,7 @@ func (m *CacheheatMaps) Close() error {
 		m.Stacks0,
 		m.Stacks1,
 		m.Stats,
+		m.TargetBytes,
 		m.TargetTotals,
 		m.Targets,
 		m.TaskScratch,

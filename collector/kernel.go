@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -113,6 +115,9 @@ type kernel struct {
 	// counts.
 	exited []bpf.CacheheatTaskKey
 	pruned uint64
+	// targetBytes is the memory of the target_bytes map (MODE_PIDS):
+	// byte tgid is tgid's target state.
+	targetBytes *ebpf.Memory
 }
 
 // checkPrivileges says what is missing for BPF recording, naming it.
@@ -232,6 +237,9 @@ func (k *kernel) load() error {
 		spec.Maps["cgroups"].MaxEntries = 1
 	} else {
 		spec.Maps["cgroups"].MaxEntries = cgroupMapEntries
+	}
+	if cfg.mode == modePIDs {
+		spec.Maps["target_bytes"].MaxEntries = targetWords()
 	}
 	if err := spec.LoadAndAssign(&k.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
@@ -435,7 +443,35 @@ func (k *kernel) addPID(pid int, how uint8) error {
 	if err := k.objs.Targets.Put(uint32(pid), how); err != nil {
 		return fmt.Errorf("adding pid %d to the targets: %w", pid, err)
 	}
+	if k.targetBytes == nil {
+		m, err := k.objs.TargetBytes.Memory()
+		if err != nil {
+			return fmt.Errorf("mapping the target bytes: %w", err)
+		}
+		k.targetBytes = m
+	}
+	// One byte: the programs may be setting its neighbours (children
+	// forked by targets) at the same time.
+	if int64(pid) < int64(k.targetBytes.Size()) {
+		if _, err := k.targetBytes.WriteAt([]byte{how}, int64(pid)); err != nil {
+			return fmt.Errorf("adding pid %d to the target bytes: %w", pid, err)
+		}
+	}
 	return nil
+}
+
+// targetWords sizes target_bytes: a byte for every process id up to
+// pid_max, eight to an element (4 MiB at Linux's largest pid_max, 2^22);
+// process ids past it, should pid_max be raised during a recording, fall
+// back to the hash map.
+func targetWords() uint32 {
+	maxPID := 1 << 22
+	if b, err := os.ReadFile("/proc/sys/kernel/pid_max"); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n > 0 && n <= 1<<22 {
+			maxPID = n
+		}
+	}
+	return uint32(maxPID/8 + 1)
 }
 
 // targetPIDs lists the processes in the BPF target set (-p, command).

@@ -163,6 +163,9 @@ SCENARIOS = {
     # $PINGPONG, built from cmd/cacheheat/testdata/programs/pingpong.c
     # by bench/switch.sh), whose argument is its seconds.
     "pingpong-99": ("pingpong", 99),
+    # The same ping-pong beside a recorder of a sleeping process: what
+    # every switch of tasks that are not targets costs.
+    "pingpong-others-99": ("pingpong-others", 99),
 }
 DEFAULT = ["falseshare-good-99", "falseshare-good-999", "rcu-bad-99", "rcu-bad-999", "idle-99", "empty-cgroup-99"]
 
@@ -179,9 +182,9 @@ def cgroup2_mount():
 def run_one(binary, name, seconds, tmp):
     work, hz = SCENARIOS[name]
     target, sleeper, cgroup = ["-a"], None, None
-    if work == "sleeper":
+    if work in ("sleeper", "pingpong-others"):
         sleeper = subprocess.Popen(["sleep", "3600"])
-        target, work = ["-p", str(sleeper.pid)], None
+        target, work = ["-p", str(sleeper.pid)], (None if work == "sleeper" else "pingpong")
     elif work == "empty-cgroup":
         cgroup = os.path.join(cgroup2_mount(), f"cacheheat-cost-{os.getpid()}")
         os.makedirs(cgroup, exist_ok=True)

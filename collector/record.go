@@ -267,9 +267,9 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 		rec.runner = newRunner(r, p, k, rec, cm, []string{am.env()})
 		go rec.runner.loop(exited, stopWatch)
 	case cm != nil:
-		go watchCommand(cm, k, rec.sym, rec.goProcs, exited, stopWatch)
+		go watchCommand(cm, k, rec.sym, rec.goProcs, rec.mmaps != nil, exited, stopWatch)
 	case p.target.Kind == profile.TargetPID:
-		go watchPIDs(k, rec.sym, rec.goProcs, exited, stopWatch)
+		go watchPIDs(k, rec.sym, rec.goProcs, rec.mmaps != nil, exited, stopWatch)
 	}
 	end, err := r.loop(ctx, rec, exited)
 	if err != nil {
@@ -816,8 +816,9 @@ func (r *Recorder) emit(rc *run, win *profile.Window, x *WindowExtras, elapsed t
 }
 
 // watchCommand closes exited when the command exits, and keeps the
-// symbolizer's view of its mappings fresh.
-func watchCommand(cm *command, k *kernel, sym *symbolize.Symbolizer, gp *goProcs, exited, stop chan struct{}) {
+// symbolizer's view of its mappings fresh unless the mapping watcher
+// follows them (following).
+func watchCommand(cm *command, k *kernel, sym *symbolize.Symbolizer, gp *goProcs, following bool, exited, stop chan struct{}) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -828,40 +829,54 @@ func watchCommand(cm *command, k *kernel, sym *symbolize.Symbolizer, gp *goProcs
 		case <-stop:
 			return
 		case <-t.C:
-			_ = sym.Snapshot(cm.cmd.Process.Pid)
+			if !following {
+				_ = sym.Snapshot(cm.cmd.Process.Pid)
+			}
 			gp.add(k, cm.cmd.Process.Pid)
 		}
 	}
 }
 
 // watchPIDs closes exited when every process in the target set has
-// exited, and keeps the symbolizer's view of their mappings fresh.
-func watchPIDs(k *kernel, sym *symbolize.Symbolizer, gp *goProcs, exited, stop chan struct{}) {
-	t := time.NewTicker(100 * time.Millisecond)
+// exited. It wakes when a target exits (pidWatch) and once a second, to
+// list the set again (children join it at fork), register the Go runtime
+// of each target (an exec may have changed it) and, unless the mapping
+// watcher follows them (following), re-read their mappings.
+func watchPIDs(k *kernel, sym *symbolize.Symbolizer, gp *goProcs, following bool, exited, stop chan struct{}) {
+	t := time.NewTicker(time.Second)
 	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
+	w := newPIDWatch()
+	defer w.close()
+	// check lists the set and says whether any of it runs.
+	check := func() bool {
 		pids, err := k.targetPIDs()
 		if err != nil {
-			continue
+			return true
 		}
 		any := false
 		for _, pid := range pids {
-			if alive(pid) {
+			if w.alive(pid) {
 				any = true
-				_ = sym.Snapshot(pid)
+				if !following {
+					_ = sym.Snapshot(pid)
+				}
 				gp.add(k, pid)
 			}
 		}
-		if !any {
-			close(exited)
+		return any
+	}
+	// Every wake lists the set again: an exit may have been the last of
+	// those watched while a child forked since the last tick runs.
+	for check() {
+		select {
+		case <-stop:
 			return
+		case pid := <-w.exits:
+			w.exited(pid)
+		case <-t.C:
 		}
 	}
+	close(exited)
 }
 
 // pickCPUs returns the online CPUs to record on: all, or the -C list,

@@ -680,3 +680,40 @@ func TestRecordMissSampling(t *testing.T) {
 		t.Error("miss samples carry no stack")
 	}
 }
+
+// TestPIDWatch: the -p watcher's liveness check says a running process
+// is alive, reports its exit on its channel, and then, as for a process
+// exited before it was asked about, says it is not, as alive's /proc read
+// does.
+func TestPIDWatch(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w := newPIDWatch()
+	defer w.close()
+	pid := cmd.Process.Pid
+	if !w.alive(pid) || !alive(pid) {
+		t.Fatalf("a running sleep: pidfd alive %v, /proc alive %v", w.alive(pid), alive(pid))
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// A zombie until waited for: its exit is reported all the same.
+	select {
+	case got := <-w.exits:
+		if got != pid {
+			t.Fatalf("exit of %d reported as %d", pid, got)
+		}
+		w.exited(got)
+	case <-time.After(30 * time.Second):
+		t.Fatal("a killed process's exit was never reported")
+	}
+	if w.alive(pid) || alive(pid) {
+		t.Errorf("a killed, unreaped process: pidfd alive %v, /proc alive %v", w.alive(pid), alive(pid))
+	}
+	_ = cmd.Wait()
+	if newPIDWatch().alive(pid) {
+		t.Error("a reaped process, asked about first: alive")
+	}
+}

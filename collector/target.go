@@ -44,6 +44,89 @@ func checkPIDs(pids []int) error {
 	return nil
 }
 
+// pidWatch follows the exits of target processes through pidfds, which
+// poll readable once their process has exited (zombie or reaped) and name
+// that process only, whatever later reuses its number. The runtime's
+// poller waits on them, so the -p watcher wakes when a target exits, not
+// ten times a second to read /proc/PID/stat: that polling was most of what
+// a recorder of an idle process cost. Nonblocking pidfds need Linux 5.10;
+// the BPF programs need 5.11.
+type pidWatch struct {
+	exits chan int
+	done  chan struct{}
+	files map[int]*os.File // processes watched, not yet seen to exit
+	dead  map[int]bool
+}
+
+func newPIDWatch() *pidWatch {
+	return &pidWatch{exits: make(chan int), done: make(chan struct{}), files: map[int]*os.File{}, dead: map[int]bool{}}
+}
+
+// alive says whether pid is running, watching it from the first time it
+// is asked about. A pidfd that cannot be opened for another reason than
+// the process being gone: /proc says.
+func (w *pidWatch) alive(pid int) bool {
+	if w.dead[pid] {
+		return false
+	}
+	if _, ok := w.files[pid]; ok {
+		return true
+	}
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			w.dead[pid] = true
+			return false
+		}
+		return alive(pid)
+	}
+	if exitedNow(fd) {
+		unix.Close(fd)
+		w.dead[pid] = true
+		return false
+	}
+	f := os.NewFile(uintptr(fd), "pidfd")
+	w.files[pid] = f
+	go w.wait(pid, f)
+	return true
+}
+
+// wait reports pid on exits once it exits (or the watch is closed).
+func (w *pidWatch) wait(pid int, f *os.File) {
+	if rc, err := f.SyscallConn(); err == nil {
+		// Read calls back, and between calls waits in the poller until
+		// the pidfd is readable: the process has exited.
+		_ = rc.Read(func(fd uintptr) bool { return exitedNow(int(fd)) })
+	}
+	select {
+	case w.exits <- pid:
+	case <-w.done:
+	}
+}
+
+// exited marks pid as exited.
+func (w *pidWatch) exited(pid int) {
+	if f, ok := w.files[pid]; ok {
+		f.Close()
+		delete(w.files, pid)
+	}
+	w.dead[pid] = true
+}
+
+func (w *pidWatch) close() {
+	close(w.done)
+	for _, f := range w.files {
+		f.Close()
+	}
+}
+
+// exitedNow says whether a pidfd polls readable (its process has exited).
+func exitedNow(fd int) bool {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0
+}
+
 // alive says whether pid is a running process (not a zombie).
 func alive(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))

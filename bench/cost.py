@@ -156,7 +156,7 @@ SCENARIOS = {
     "idle-99": (None, 99),
     # The recorder with nothing to record, even on a busy host: an empty
     # cgroup (its fixed cost per window), and a process that sleeps (-p
-    # also polls the target set every 100 ms).
+    # waits on its targets' pidfds and lists the target set once a second).
     "empty-cgroup-99": ("empty-cgroup", 99),
     "sleeper-99": ("sleeper", 99),
     # Switch-heavy: a pipe ping-pong (two switches per round trip;

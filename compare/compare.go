@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/cacheheat/cacheheat/metric"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -363,6 +364,7 @@ func CompareSeries(base, new []Series, opts Options) Result {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("no metric both recordings have matches %s", strings.Join(opts.Metrics, ", ")))
 	}
 	correct(&res, tested, opts)
+	unsizedFromZero(&res)
 	markUndecided(&res, opts)
 	explainByCPUShare(&res)
 	explainByWork(&res)
@@ -475,6 +477,31 @@ func correct(res *Result, tested []int, opts Options) {
 		m.Verdict = verdict(m.Significant, m.Ratio, m.Direction, math.Max(opts.Threshold, opts.WindowFloor))
 	}
 	res.Tested = len(tested)
+}
+
+// unsizedFromZero keeps a change from or to nothing from deciding a
+// comparison of windows. A ratio to a zero median is no size, and how
+// often a rare event happens differs between two runs of one program by
+// far more than one run's windows vary (the runtime threads of one Go
+// workload migrated 11, 74 and 145 times in three 3 s runs; a diff of
+// two runs of falseshare good exited 1 on cpu-migrations/s 0/s -> 54/s).
+// One run a side cannot measure that; repeated runs (record -r N) can.
+// Such a metric is reported as changed, with a warning naming it.
+func unsizedFromZero(res *Result) {
+	var names []string
+	for i := range res.Metrics {
+		m := &res.Metrics[i]
+		if (m.BaseMedian == 0) == (m.NewMedian == 0) || (m.Verdict != VerdictRegression && m.Verdict != VerdictImprovement) {
+			continue
+		}
+		m.Verdict = VerdictChanged
+		names = append(names, fmt.Sprintf("%s (%s -> %s)", m.Name, metric.FormatValue(m.BaseMedian, m.Unit), metric.FormatValue(m.NewMedian, m.Unit)))
+	}
+	if len(names) > 0 {
+		res.Warnings = append(res.Warnings, fmt.Sprintf(
+			"%s changed from or to none: a ratio to zero has no size, and one run a side cannot show how much two runs differ; reported as changed, not as a regression or improvement (record both with -r N to test it)",
+			strings.Join(names, ", ")))
+	}
 }
 
 // sortByVerdict orders metrics regressions first, then by adjusted

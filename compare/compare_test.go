@@ -412,8 +412,20 @@ func TestInfiniteRatioJSON(t *testing.T) {
 	res := CompareSeries(
 		[]Series{{Name: "x", Direction: LowerIsBetter, Values: []float64{0, 0, 0, 0, 0, 0}}},
 		[]Series{{Name: "x", Direction: LowerIsBetter, Values: []float64{5, 6, 7, 8, 9, 10}}}, testOptions())
-	if m := res.Metrics[0]; !math.IsInf(m.Ratio, 1) || m.Verdict != VerdictRegression {
-		t.Fatalf("0 -> positive: ratio %g verdict %q, want inf regression", m.Ratio, m.Verdict)
+	// Significant, but a ratio to zero has no size: changed, with a
+	// warning, never a regression on one run a side (unsizedFromZero).
+	if m := res.Metrics[0]; !math.IsInf(m.Ratio, 1) || m.Verdict != VerdictChanged || m.PAdj >= 0.01 {
+		t.Fatalf("0 -> positive: ratio %g verdict %q p %g, want inf, changed and significant", m.Ratio, m.Verdict, m.PAdj)
+	}
+	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "x (0 -> ") {
+		t.Errorf("warnings %q, want one naming x", res.Warnings)
+	}
+	// Both sides above zero: the ratio is a size, and a x2 rise regresses.
+	res2 := CompareSeries(
+		[]Series{{Name: "x", Direction: LowerIsBetter, Values: []float64{1, 2, 3, 4, 5, 6}}},
+		[]Series{{Name: "x", Direction: LowerIsBetter, Values: []float64{7, 8, 9, 10, 11, 12}}}, testOptions())
+	if m := res2.Metrics[0]; m.Verdict != VerdictRegression {
+		t.Errorf("3.5 -> 9.5: verdict %q, want regression", m.Verdict)
 	}
 	var buf bytes.Buffer
 	if err := WriteJSON(&buf, &res); err != nil {

@@ -865,15 +865,24 @@ func watchPIDs(k *kernel, sym *symbolize.Symbolizer, gp *goProcs, following bool
 		}
 		return any
 	}
-	// Every wake lists the set again: an exit may have been the last of
-	// those watched while a child forked since the last tick runs.
+	// The set is listed each tick, and at once when an exit leaves none
+	// watched (a child forked since the last tick may run); not at every
+	// exit, which under a storm of short children would walk the map
+	// for each.
 	for check() {
-		select {
-		case <-stop:
-			return
-		case pid := <-w.exits:
-			w.exited(pid)
-		case <-t.C:
+	wait:
+		for {
+			select {
+			case <-stop:
+				return
+			case pid := <-w.exits:
+				w.exited(pid)
+				if len(w.files) > 0 {
+					continue
+				}
+			case <-t.C:
+			}
+			break wait
 		}
 	}
 	close(exited)

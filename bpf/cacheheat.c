@@ -243,13 +243,9 @@ struct stats_val {
 	u64 fires[SAMPLE_SLOTS];   // sample program runs, all tasks
 	u64 samples[SAMPLE_SLOTS]; // samples of the target's tasks
 	u64 stack_errors;
-	u64 sample_map_full;
+	u64 sample_map_full; // samples dropped: sample_ring was full
 	u64 proc_map_full;
 	u64 map_errors;
-	// Sample keys created in each buffer of the samples map: user space
-	// walks a buffer's keys only when some were created since it last
-	// cleared it (the walk visits every bucket of the map, empty or not).
-	u64 new_keys[2];
 	// Task records created: user space skips the walk of an empty task
 	// map (a recorder of idle targets) until one is.
 	u64 new_tasks;
@@ -277,54 +273,59 @@ struct {
 } hists SEC(".maps");
 
 
-// Stacks are double-buffered: samples go to the stack map and sample keys
-// of the active buffer while user space drains and clears the other, so a
-// stack id is never reused under a sample that still refers to it.
+// Samples reach user space through one BPF ring buffer, never through a
+// map that user space walks: a CPU sample carries its stacks' addresses
+// (bpf_get_stack), an off-CPU sample the ids of its stacks in
+// offcpu_stacks, and user space aggregates them. A full ring drops the
+// sample and counts it (stats sample_map_full); the programs never wait.
+// Its size is set by user space from the CPU count before load.
 struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(max_entries, 16384);
-	__uint(key_size, sizeof(u32));
-	__uint(value_size, MAX_STACK_DEPTH * sizeof(u64));
-} stacks0 SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} sample_ring SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(max_entries, 16384);
-	__uint(key_size, sizeof(u32));
-	__uint(value_size, MAX_STACK_DEPTH * sizeof(u64));
-} stacks1 SEC(".maps");
+// The reader is woken only when the ring holds ring_wake_bytes (half of
+// it, set by user space): otherwise it collects at the end of each
+// window, so a recorder sleeps between windows however often samples
+// come, and not at all when none came.
+const volatile u64 ring_wake_bytes = 128 * 1024;
 
-// ctrl[0] is the active stack buffer (0 or 1), written by user space.
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, u32);
-	__type(value, u32);
-} ctrl SEC(".maps");
-
-struct sample_key {
+struct sample_rec {
 	u32 pid; // tgid
 	u32 tid;
 	u32 cpu;
+	u16 slot;
+	u16 pad;
+	// CPU samples: the bytes bpf_get_stack wrote to user[] and kernel[]
+	// of the stack_rec, or its error; 0: no such stack.
+	s32 ulen;
+	s32 klen;
+	// Off-CPU samples: ids in offcpu_stacks, -1: none.
 	s32 ustack;
 	s32 kstack;
-	u16 slot;
-	u16 buf;
 	u32 gstack; // off-CPU only: key of the goroutine's stack in gostacks, 0: none
 	u32 wait;   // off-CPU only: the switch-out's wait code (enum wait_bits)
+	u64 value;  // 1 for a CPU sample; off-CPU: nanoseconds blocked, weighted
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, struct sample_key);
-	__type(value, u64);
-} samples SEC(".maps");
+// A CPU sample's record: the header and both stacks, innermost first.
+struct stack_rec {
+	struct sample_rec h;
+	u64 user[MAX_STACK_DEPTH];
+	u64 kernel[MAX_STACK_DEPTH];
+};
+
+// ring_flags wakes the reader only past ring_wake_bytes (see there).
+static __always_inline u64 ring_flags(void)
+{
+	return bpf_ringbuf_query(&sample_ring, BPF_RB_AVAIL_DATA) >= ring_wake_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
 
 // Off-CPU stacks, as BCC's offcputime: at a target thread's voluntary
 // switch-out its user and kernel stacks are taken, and at its switch-in the
 // time it was blocked is added to that stack pair under sample slot
-// SLOT_OFFCPU of the samples map (the value is nanoseconds, not a count).
+// SLOT_OFFCPU, sent through sample_ring (the value is nanoseconds, not a
+// count).
 // Taking stacks costs a few microseconds, so each CPU takes them for one
 // switch-out in k, chosen at random (never by timing, which would lock
 // onto a periodic program), with k set every OFFCPU_PERIOD_NS so that a
@@ -1164,34 +1165,27 @@ static __noinline void offcpu_in(struct task_struct *next, struct offcpu_start *
 		// -EFAULT: no user stack (a kernel thread), not a loss.
 		if (st && ((v->ustack < 0 && v->ustack != -EFAULT) || (v->kstack < 0 && v->kstack != -EFAULT)))
 			st->stack_errors++;
+		struct sample_rec *r = bpf_ringbuf_reserve(&sample_ring, sizeof(*r), 0);
+		if (!r) {
+			struct stats_val *s = get_stats();
+			if (s)
+				s->sample_map_full++;
+			return;
+		}
 		if (st)
 			st->sampled_ns += dt;
-		u32 *bufp = bpf_map_lookup_elem(&ctrl, &zero);
-		struct sample_key k = {
+		*r = (struct sample_rec){
 			.pid = next->tgid,
 			.tid = tid,
 			.cpu = bpf_get_smp_processor_id(),
+			.slot = SLOT_OFFCPU,
 			.ustack = v->ustack,
 			.kstack = v->kstack,
-			.slot = SLOT_OFFCPU,
-			.buf = bufp ? (*bufp & 1) : 0,
 			.gstack = v->gstack,
 			.wait = wait,
+			.value = dt,
 		};
-		u64 *ns = bpf_map_lookup_elem(&samples, &k);
-		if (ns) {
-			__sync_fetch_and_add(ns, dt);
-		} else if (!bpf_map_update_elem(&samples, &k, &dt, BPF_NOEXIST)) {
-			struct stats_val *s = get_stats();
-			if (s)
-				s->new_keys[k.buf & 1]++;
-		} else {
-			ns = bpf_map_lookup_elem(&samples, &k);
-			if (ns)
-				__sync_fetch_and_add(ns, dt);
-			else if (st)
-				st->map_errors++;
-		}
+		bpf_ringbuf_submit(r, ring_flags());
 	}
 }
 
@@ -1485,7 +1479,6 @@ static __always_inline bool in_kernel(struct bpf_perf_event_data *ctx)
 
 static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 {
-	u32 zero = 0;
 	struct stats_val *s = get_stats();
 	struct last_val *l = get_last();
 	if (!s || !l)
@@ -1515,46 +1508,28 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 	if (by_cgroup)
 		return 0; // counts by cgroup only: no stacks
 
-	u32 *bufp = bpf_map_lookup_elem(&ctrl, &zero);
-	u32 buf = bufp ? (*bufp & 1) : 0;
+	struct stack_rec *r = bpf_ringbuf_reserve(&sample_ring, sizeof(*r), 0);
+	if (!r) {
+		s->sample_map_full++;
+		return 0;
+	}
 	u64 id = bpf_get_current_pid_tgid();
-	struct sample_key k = {
+	r->h = (struct sample_rec){
 		.pid = id >> 32,
 		.tid = (u32)id,
 		.cpu = bpf_get_smp_processor_id(),
-		.kstack = -EFAULT, // what bpf_get_stackid says for no stack
 		.slot = slot,
-		.buf = buf,
+		.ustack = -1,
+		.kstack = -1,
+		.value = 1,
 	};
-	bool kernel = in_kernel(ctx);
-	if (buf) {
-		k.ustack = bpf_get_stackid(ctx, &stacks1, BPF_F_USER_STACK);
-		if (kernel)
-			k.kstack = bpf_get_stackid(ctx, &stacks1, 0);
-	} else {
-		k.ustack = bpf_get_stackid(ctx, &stacks0, BPF_F_USER_STACK);
-		if (kernel)
-			k.kstack = bpf_get_stackid(ctx, &stacks0, 0);
-	}
+	r->h.ulen = bpf_get_stack(ctx, r->user, sizeof(r->user), BPF_F_USER_STACK);
+	if (in_kernel(ctx))
+		r->h.klen = bpf_get_stack(ctx, r->kernel, sizeof(r->kernel), 0);
 	// -EFAULT: no user stack (a kernel thread), not a loss.
-	if ((k.ustack < 0 && k.ustack != -EFAULT) || (k.kstack < 0 && k.kstack != -EFAULT))
+	if ((r->h.ulen < 0 && r->h.ulen != -EFAULT) || r->h.klen < 0)
 		s->stack_errors++;
-
-	// The key holds this CPU, so only this CPU updates the entry: a plain
-	// add.
-	u64 *cnt = bpf_map_lookup_elem(&samples, &k);
-	if (cnt) {
-		(*cnt)++;
-		return 0;
-	}
-	u64 one = 1;
-	long err = bpf_map_update_elem(&samples, &k, &one, BPF_NOEXIST);
-	if (!err)
-		s->new_keys[k.buf & 1]++;
-	else if (err == -E2BIG) // the map is full
-		s->sample_map_full++;
-	else if (err)
-		s->map_errors++;
+	bpf_ringbuf_submit(r, ring_flags());
 	return 0;
 }
 
@@ -1580,3 +1555,5 @@ const enum sample_slot *unused_sample_slot __attribute__((unused));
 const enum offcpu_reason *unused_offcpu_reason __attribute__((unused));
 const enum wait_bits *unused_wait_bits __attribute__((unused));
 const enum fd_kind *unused_fd_kind __attribute__((unused));
+// The sample ring's records reach BTF only through these, for bpf2go.
+const struct stack_rec *unused_stack_rec __attribute__((unused));

@@ -128,17 +128,20 @@ type CacheheatPeerVal struct {
 	Count uint64
 }
 
-type CacheheatSampleKey struct {
+type CacheheatSampleRec struct {
 	_      structs.HostLayout
 	Pid    uint32
 	Tid    uint32
 	Cpu    uint32
+	Slot   uint16
+	Pad    uint16
+	Ulen   int32
+	Klen   int32
 	Ustack int32
 	Kstack int32
-	Slot   uint16
-	Buf    uint16
 	Gstack uint32
 	Wait   uint32
+	Value  uint64
 }
 
 type CacheheatSampleSlot uint32
@@ -170,6 +173,13 @@ const (
 	CacheheatSlotSourceSRC_MAJFAULT  CacheheatSlotSource = 5
 )
 
+type CacheheatStackRec struct {
+	_      structs.HostLayout
+	H      CacheheatSampleRec
+	User   [127]uint64
+	Kernel [127]uint64
+}
+
 type CacheheatStatsVal struct {
 	_             structs.HostLayout
 	Fires         [2]uint64
@@ -178,7 +188,6 @@ type CacheheatStatsVal struct {
 	SampleMapFull uint64
 	ProcMapFull   uint64
 	MapErrors     uint64
-	NewKeys       [2]uint64
 	NewTasks      uint64
 }
 
@@ -296,7 +305,6 @@ const (
 	CacheheatMapCounters7          = "counters7"
 	CacheheatMapCounters8          = "counters8"
 	CacheheatMapCounters9          = "counters9"
-	CacheheatMapCtrl               = "ctrl"
 	CacheheatMapGoProcs            = "go_procs"
 	CacheheatMapGostackScratch     = "gostack_scratch"
 	CacheheatMapGostacks           = "gostacks"
@@ -306,9 +314,7 @@ const (
 	CacheheatMapOffcpuStats        = "offcpu_stats"
 	CacheheatMapOthers             = "others"
 	CacheheatMapPeers              = "peers"
-	CacheheatMapSamples            = "samples"
-	CacheheatMapStacks0            = "stacks0"
-	CacheheatMapStacks1            = "stacks1"
+	CacheheatMapSampleRing         = "sample_ring"
 	CacheheatMapStats              = "stats"
 	CacheheatMapTargetBytes        = "target_bytes"
 	CacheheatMapTargetTotals       = "target_totals"
@@ -335,6 +341,7 @@ const (
 	CacheheatVarNrEvents           = "nr_events"
 	CacheheatVarOffcpuMinK         = "offcpu_min_k"
 	CacheheatVarOffcpuStacksPerSec = "offcpu_stacks_per_sec"
+	CacheheatVarRingWakeBytes      = "ring_wake_bytes"
 	CacheheatVarSlotSrc            = "slot_src"
 	CacheheatVarStartNs            = "start_ns"
 	CacheheatVarTargetCgroup       = "target_cgroup"
@@ -346,6 +353,7 @@ const (
 	CacheheatVarUnusedSampleSlot   = "unused_sample_slot"
 	CacheheatVarUnusedSizes        = "unused_sizes"
 	CacheheatVarUnusedSlotSource   = "unused_slot_source"
+	CacheheatVarUnusedStackRec     = "unused_stack_rec"
 	CacheheatVarUnusedTargetState  = "unused_target_state"
 	CacheheatVarUnusedWaitBits     = "unused_wait_bits"
 )
@@ -450,7 +458,6 @@ type CacheheatMapSpecs struct {
 	Counters7      *ebpf.MapSpec `ebpf:"counters7"`
 	Counters8      *ebpf.MapSpec `ebpf:"counters8"`
 	Counters9      *ebpf.MapSpec `ebpf:"counters9"`
-	Ctrl           *ebpf.MapSpec `ebpf:"ctrl"`
 	GoProcs        *ebpf.MapSpec `ebpf:"go_procs"`
 	GostackScratch *ebpf.MapSpec `ebpf:"gostack_scratch"`
 	Gostacks       *ebpf.MapSpec `ebpf:"gostacks"`
@@ -460,9 +467,7 @@ type CacheheatMapSpecs struct {
 	OffcpuStats    *ebpf.MapSpec `ebpf:"offcpu_stats"`
 	Others         *ebpf.MapSpec `ebpf:"others"`
 	Peers          *ebpf.MapSpec `ebpf:"peers"`
-	Samples        *ebpf.MapSpec `ebpf:"samples"`
-	Stacks0        *ebpf.MapSpec `ebpf:"stacks0"`
-	Stacks1        *ebpf.MapSpec `ebpf:"stacks1"`
+	SampleRing     *ebpf.MapSpec `ebpf:"sample_ring"`
 	Stats          *ebpf.MapSpec `ebpf:"stats"`
 	TargetBytes    *ebpf.MapSpec `ebpf:"target_bytes"`
 	TargetTotals   *ebpf.MapSpec `ebpf:"target_totals"`
@@ -485,6 +490,7 @@ type CacheheatVariableSpecs struct {
 	NrEvents           *ebpf.VariableSpec `ebpf:"nr_events"`
 	OffcpuMinK         *ebpf.VariableSpec `ebpf:"offcpu_min_k"`
 	OffcpuStacksPerSec *ebpf.VariableSpec `ebpf:"offcpu_stacks_per_sec"`
+	RingWakeBytes      *ebpf.VariableSpec `ebpf:"ring_wake_bytes"`
 	SlotSrc            *ebpf.VariableSpec `ebpf:"slot_src"`
 	StartNs            *ebpf.VariableSpec `ebpf:"start_ns"`
 	TargetCgroup       *ebpf.VariableSpec `ebpf:"target_cgroup"`
@@ -496,6 +502,7 @@ type CacheheatVariableSpecs struct {
 	UnusedSampleSlot   *ebpf.VariableSpec `ebpf:"unused_sample_slot"`
 	UnusedSizes        *ebpf.VariableSpec `ebpf:"unused_sizes"`
 	UnusedSlotSource   *ebpf.VariableSpec `ebpf:"unused_slot_source"`
+	UnusedStackRec     *ebpf.VariableSpec `ebpf:"unused_stack_rec"`
 	UnusedTargetState  *ebpf.VariableSpec `ebpf:"unused_target_state"`
 	UnusedWaitBits     *ebpf.VariableSpec `ebpf:"unused_wait_bits"`
 }
@@ -562,7 +569,6 @@ type CacheheatMaps struct {
 	Counters7      *ebpf.Map `ebpf:"counters7"`
 	Counters8      *ebpf.Map `ebpf:"counters8"`
 	Counters9      *ebpf.Map `ebpf:"counters9"`
-	Ctrl           *ebpf.Map `ebpf:"ctrl"`
 	GoProcs        *ebpf.Map `ebpf:"go_procs"`
 	GostackScratch *ebpf.Map `ebpf:"gostack_scratch"`
 	Gostacks       *ebpf.Map `ebpf:"gostacks"`
@@ -572,9 +578,7 @@ type CacheheatMaps struct {
 	OffcpuStats    *ebpf.Map `ebpf:"offcpu_stats"`
 	Others         *ebpf.Map `ebpf:"others"`
 	Peers          *ebpf.Map `ebpf:"peers"`
-	Samples        *ebpf.Map `ebpf:"samples"`
-	Stacks0        *ebpf.Map `ebpf:"stacks0"`
-	Stacks1        *ebpf.Map `ebpf:"stacks1"`
+	SampleRing     *ebpf.Map `ebpf:"sample_ring"`
 	Stats          *ebpf.Map `ebpf:"stats"`
 	TargetBytes    *ebpf.Map `ebpf:"target_bytes"`
 	TargetTotals   *ebpf.Map `ebpf:"target_totals"`
@@ -629,7 +633,6 @@ func (m *CacheheatMaps) Close() error {
 		m.Counters7,
 		m.Counters8,
 		m.Counters9,
-		m.Ctrl,
 		m.GoProcs,
 		m.GostackScratch,
 		m.Gostacks,
@@ -639,9 +642,7 @@ func (m *CacheheatMaps) Close() error {
 		m.OffcpuStats,
 		m.Others,
 		m.Peers,
-		m.Samples,
-		m.Stacks0,
-		m.Stacks1,
+		m.SampleRing,
 		m.Stats,
 		m.TargetBytes,
 		m.TargetTotals,
@@ -665,6 +666,7 @@ type CacheheatVariables struct {
 	NrEvents           *ebpf.Variable `ebpf:"nr_events"`
 	OffcpuMinK         *ebpf.Variable `ebpf:"offcpu_min_k"`
 	OffcpuStacksPerSec *ebpf.Variable `ebpf:"offcpu_stacks_per_sec"`
+	RingWakeBytes      *ebpf.Variable `ebpf:"ring_wake_bytes"`
 	SlotSrc            *ebpf.Variable `ebpf:"slot_src"`
 	StartNs            *ebpf.Variable `ebpf:"start_ns"`
 	TargetCgroup       *ebpf.Variable `ebpf:"target_cgroup"`
@@ -676,6 +678,7 @@ type CacheheatVariables struct {
 	UnusedSampleSlot   *ebpf.Variable `ebpf:"unused_sample_slot"`
 	UnusedSizes        *ebpf.Variable `ebpf:"unused_sizes"`
 	UnusedSlotSource   *ebpf.Variable `ebpf:"unused_slot_source"`
+	UnusedStackRec     *ebpf.Variable `ebpf:"unused_stack_rec"`
 	UnusedTargetState  *ebpf.Variable `ebpf:"unused_target_state"`
 	UnusedWaitBits     *ebpf.Variable `ebpf:"unused_wait_bits"`
 }

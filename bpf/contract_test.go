@@ -207,15 +207,19 @@ func TestContractEnums(t *testing.T) {
 }
 
 // TestContractLayouts checks the sizes user space relies on against the
-// object's own maps and types: the stack maps' value size (collector
-// reads entries into [MAX_STACK_DEPTH]uint64), one counters map per
+// object's own maps and types: the off-CPU stack map's value size
+// (collector reads entries into [MAX_STACK_DEPTH]uint64), the sample ring
+// (a ring buffer whose size collector sets), one counters map per
 // event slot, and the histogram layout of the recording format.
 func TestContractLayouts(t *testing.T) {
 	spec, err := LoadCacheheat()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{CacheheatMapStacks0, CacheheatMapStacks1, CacheheatMapOffcpuStacks} {
+	if m := spec.Maps[CacheheatMapSampleRing]; m == nil || m.Type != ebpf.RingBuf {
+		t.Errorf("map %s: %v, want a ring buffer", CacheheatMapSampleRing, m)
+	}
+	for _, name := range []string{CacheheatMapOffcpuStacks} {
 		m := spec.Maps[name]
 		if m == nil {
 			t.Errorf("no map %s", name)

@@ -80,6 +80,9 @@ type kernelConfig struct {
 	// byCgroup counts by cgroup instead of by thread, without stacks
 	// (by_cgroup in bpf/cacheheat.c): the exporter's mode.
 	byCgroup bool
+	// ringBytes is the sample ring's size, a power of two of whole pages;
+	// 0: sized by the CPU count (ringBytes). Tests set it small to fill it.
+	ringBytes uint32
 }
 
 // kernel holds every kernel object of a recording: the loaded programs and
@@ -91,9 +94,8 @@ type kernel struct {
 	samplers []*perfCounter
 	possible int
 	cfg      kernelConfig
-	buf      uint32 // active stack buffer
 	missOK   bool
-	drains   int // drainSamples calls, for the periodic stack map sweep
+	samples  *sampleReader
 	// Buffers of the batch reads, kept from window to window.
 	taskBuf batchBuf[bpf.CacheheatTaskKey, bpf.CacheheatTaskVal]
 	// The task map's last walk: whether there was one, how many records
@@ -101,12 +103,8 @@ type kernel struct {
 	tasksWalked  bool
 	tasksLast    int
 	tasksCreated uint64
-	sampleBuf    batchBuf[bpf.CacheheatSampleKey, uint64]
-	// keysTaken is, per buffer, the sample keys the BPF side had created
-	// in it (stats new_keys, summed over CPUs) when it was last drained.
-	keysTaken [2]uint64
-	mux       *rotator
-	stat      statFile // /proc/stat, for the CPUs' idle time
+	mux          *rotator
+	stat         statFile // /proc/stat, for the CPUs' idle time
 	// groups are, per CPU of cfg.cpus, the slots of the software
 	// counters, which form one perf group led by the first.
 	groups []counterGroup
@@ -165,6 +163,9 @@ func openKernel(cfg kernelConfig) (_ *kernel, err error) {
 	if err := k.load(); err != nil {
 		return nil, err
 	}
+	if k.samples, err = newSampleReader(k.objs.SampleRing); err != nil {
+		return nil, err
+	}
 	for _, pid := range cfg.pids {
 		if err := k.addPID(pid, targetYes); err != nil {
 			return nil, err
@@ -208,6 +209,14 @@ func (k *kernel) load() error {
 		ref = int32(cfg.refSlot)
 	}
 	src, nrCounters, faultSlots := slotSources(cfg.counted, counterSlots(spec))
+	ring := ringBytes(k.possible)
+	if cfg.ringBytes != 0 {
+		ring = cfg.ringBytes
+	}
+	if cfg.byCgroup {
+		ring = uint32(os.Getpagesize()) // counts by cgroup take no samples
+	}
+	spec.Maps["sample_ring"].MaxEntries = ring
 	var now unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err != nil {
 		return fmt.Errorf("reading the monotonic clock: %w", err)
@@ -226,6 +235,7 @@ func (k *kernel) load() error {
 		"offcpu_min_k":          uint64(offCPUMinK),
 		"by_cgroup":             cfg.byCgroup,
 		"have_rdonly_cast":      haveKfunc("bpf_rdonly_cast"),
+		"ring_wake_bytes":       uint64(ring / 2),
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return fmt.Errorf("setting bpf variable %s: %w", name, err)
@@ -510,6 +520,8 @@ func (k *kernel) close() error {
 		}
 	}
 	k.counters = nil
+	errs = append(errs, k.samples.close())
+	k.samples = nil
 	errs = append(errs, k.objs.Close())
 	return errors.Join(errs...)
 }

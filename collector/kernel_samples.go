@@ -1,104 +1,232 @@
 package collector
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/cacheheat/cacheheat/bpf"
 )
 
-// Draining the sampled stacks each window: the sample maps (double
-// buffered), the kernel's stack maps, and goroutine stacks.
+// Draining the sampled stacks: the BPF programs send every sample through
+// one ring buffer (sample_ring in bpf/cacheheat.c); a goroutine reads it
+// and aggregates the records by thread, CPU and stack, and each window
+// takes what it aggregated. The kernel wakes the goroutine only when the
+// ring is half full, so it sleeps from window to window; a window in which
+// no record came wakes nothing.
 
-// drainSamples flips the active stack buffer, then takes every sample
-// count of the previous buffer with its stacks' addresses and clears that
-// buffer's stack map. Samples whose stack cannot be read any more count as
-// stack errors.
-func (k *kernel) drainSamples() ([]rawSample, uint64, error) {
-	old := k.buf
-	k.buf ^= 1
-	var zero uint32
-	if err := k.objs.Ctrl.Put(zero, k.buf); err != nil {
-		return nil, 0, fmt.Errorf("switching stack buffers: %w", err)
+// Sizes of the sample ring: ringBytesPerCPU for each possible CPU, a power
+// of two between the bounds. A CPU sample's record is 2 KiB (both stacks,
+// MAX_STACK_DEPTH frames each), so a CPU holds 64 of them before the
+// reader is woken at half: enough for a second of samples at 99 Hz, and
+// at any rate the reader is woken before the ring fills unless it cannot
+// keep up, when the records are dropped and counted.
+const (
+	ringBytesPerCPU = 256 << 10
+	ringBytesMin    = 256 << 10
+	ringBytesMax    = 64 << 20
+)
+
+// ringBytes is the sample ring's size for possible CPUs.
+func ringBytes(possible int) uint32 {
+	n := uint32(ringBytesMin)
+	for n < ringBytesMax && n < uint32(possible)*ringBytesPerCPU {
+		n <<= 1
 	}
-	keys, cnts, err := k.takeSamples(old)
+	return n
+}
+
+// sampleAgg is what samples are aggregated by: a CPU sample's stacks are
+// their addresses' bytes, an off-CPU sample's the ids of its stacks in
+// offcpu_stacks (never cleared while recording) and its goroutine's stack.
+type sampleAgg struct {
+	pid, tid, cpu  uint32
+	slot           uint16
+	wait, gstack   uint32
+	ustack, kstack int32
+	user, kernel   string
+}
+
+// sampleReader reads the sample ring into aggregated samples.
+type sampleReader struct {
+	rd      *ringbuf.Reader
+	wg      sync.WaitGroup
+	flushed chan struct{} // the reader read every record sent before a Flush
+	failed  error         // why the reader stopped, set before wg.Done
+
+	mu  sync.Mutex
+	agg map[sampleAgg]uint64
+	// records counts the records aggregated since the last take: with the
+	// ring empty too, nothing happened and take does not wake the reader.
+	records atomic.Uint64
+	bad     uint64 // records too short to be ours (never expected)
+}
+
+func newSampleReader(ring *ebpf.Map) (*sampleReader, error) {
+	rd, err := ringbuf.NewReader(ring)
+	if err != nil {
+		return nil, fmt.Errorf("opening the sample ring: %w", err)
+	}
+	r := &sampleReader{rd: rd, flushed: make(chan struct{}), agg: map[sampleAgg]uint64{}}
+	r.wg.Add(1)
+	go r.run()
+	return r, nil
+}
+
+var (
+	sampleRecSize = int(unsafe.Sizeof(bpf.CacheheatSampleRec{}))
+	stackRecSize  = int(unsafe.Sizeof(bpf.CacheheatStackRec{}))
+	userOff       = int(unsafe.Offsetof(bpf.CacheheatStackRec{}.User))
+	kernelOff     = int(unsafe.Offsetof(bpf.CacheheatStackRec{}.Kernel))
+)
+
+// run reads records until the reader is closed.
+func (r *sampleReader) run() {
+	defer r.wg.Done()
+	var rec ringbuf.Record
+	for {
+		err := r.rd.ReadInto(&rec)
+		switch {
+		case err == nil:
+			r.add(rec.RawSample)
+		case errors.Is(err, ringbuf.ErrFlushed):
+			r.flushed <- struct{}{}
+		case errors.Is(err, os.ErrClosed), errors.Is(err, ringbuf.ErrClosed):
+			return
+		default:
+			r.failed = err
+			close(r.flushed)
+			return
+		}
+	}
+}
+
+// add aggregates one record.
+func (r *sampleReader) add(raw []byte) {
+	if len(raw) < sampleRecSize {
+		r.mu.Lock()
+		r.bad++
+		r.mu.Unlock()
+		return
+	}
+	h := (*bpf.CacheheatSampleRec)(unsafe.Pointer(&raw[0]))
+	k := sampleAgg{pid: h.Pid, tid: h.Tid, cpu: h.Cpu, slot: h.Slot, wait: h.Wait, gstack: h.Gstack, ustack: h.Ustack, kstack: h.Kstack}
+	if int(h.Slot) != slotOffCPU && len(raw) >= stackRecSize {
+		k.user = stackBytes(raw[userOff:kernelOff], h.Ulen)
+		k.kernel = stackBytes(raw[kernelOff:stackRecSize], h.Klen)
+	}
+	r.mu.Lock()
+	r.agg[k] += h.Value
+	r.records.Add(1)
+	r.mu.Unlock()
+}
+
+// stackBytes is the part of a stack array bpf_get_stack wrote: n bytes,
+// or none when it failed.
+func stackBytes(b []byte, n int32) string {
+	if n <= 0 || int(n) > len(b) {
+		return ""
+	}
+	return string(b[:n])
+}
+
+// take returns the samples aggregated since the last take, after reading
+// every record sent so far. When none was aggregated and the ring is
+// empty it returns at once, waking nobody. A record the reader has taken
+// off the ring but not yet aggregated is then left for the next window:
+// late by one window, never lost.
+func (r *sampleReader) take() (map[sampleAgg]uint64, uint64, error) {
+	if r.records.Load() == 0 && r.rd.AvailableBytes() == 0 {
+		return nil, 0, nil
+	}
+	if err := r.rd.Flush(); err != nil {
+		return nil, 0, fmt.Errorf("flushing the sample ring: %w", err)
+	}
+	if _, ok := <-r.flushed; !ok {
+		return nil, 0, fmt.Errorf("reading the sample ring: %w", r.failed)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	agg, bad := r.agg, r.bad
+	r.agg, r.bad = make(map[sampleAgg]uint64, len(agg)), 0
+	r.records.Store(0)
+	return agg, bad, nil
+}
+
+// close stops the reader.
+func (r *sampleReader) close() error {
+	if r == nil {
+		return nil
+	}
+	err := r.rd.Close()
+	r.wg.Wait()
+	return err
+}
+
+// drainSamples returns the samples sent since the last drain with their
+// stacks' addresses, and how many records could not be read.
+func (k *kernel) drainSamples() ([]rawSample, uint64, error) {
+	agg, bad, err := k.samples.take()
 	if err != nil {
 		return nil, 0, err
 	}
-	sr := stackReader{stacks: k.objs.Stacks0, offcpu: k.objs.OffcpuStacks, read: map[stackRef][]uint64{}}
-	if old == 1 {
-		sr.stacks = k.objs.Stacks1
-	}
+	offcpu := map[int32][]uint64{}
 	var out []rawSample
-	var lost uint64
-	for i, key := range keys {
-		us, ok1 := sr.stack(key.Slot, key.Ustack)
-		ks, ok2 := sr.stack(key.Slot, key.Kstack)
-		if key.Gstack != 0 {
-			us = k.withGoroutine(us, key.Gstack)
+	for key, v := range agg {
+		s := rawSample{pid: int(key.pid), tid: int(key.tid), cpu: int(key.cpu), slot: int(key.slot), count: v, wait: key.wait}
+		if int(key.slot) == slotOffCPU {
+			s.user = k.offcpuStack(offcpu, key.ustack)
+			s.kernel = k.offcpuStack(offcpu, key.kstack)
+			if key.gstack != 0 {
+				s.user = k.withGoroutine(s.user, key.gstack)
+			}
+		} else {
+			s.user = addrs(key.user)
+			s.kernel = addrs(key.kernel)
 		}
-		if (!ok1 || !ok2) && int(key.Slot) != slotOffCPU {
-			lost += cnts[i] // a count of samples; off-CPU values are nanoseconds
-		}
-		out = append(out, rawSample{
-			pid: int(key.Pid), tid: int(key.Tid), cpu: int(key.Cpu), slot: int(key.Slot),
-			user: us, kernel: ks, count: cnts[i], wait: key.Wait,
-		})
+		out = append(out, s)
 	}
-	k.drains++
-	sr.clear(k.drains%sweepEvery == 0)
-	return out, lost, nil
+	return out, bad, nil
 }
 
-// takeSamples reads the sample counts of stack buffer buf and deletes
-// them from the samples map.
-func (k *kernel) takeSamples(buf uint32) ([]bpf.CacheheatSampleKey, []uint64, error) {
-	// Walking the map visits every bucket, which costs milliseconds even
-	// when it is empty: a recorder of idle targets skips a buffer in
-	// which no key was created since it was last drained (it holds none).
-	created, err := k.newKeys(buf)
-	if err != nil {
-		return nil, nil, err
+// addrs decodes a stack's bytes (bpf_get_stack's output, native order).
+func addrs(b string) []uint64 {
+	if len(b) == 0 {
+		return nil
 	}
-	if created == k.keysTaken[buf] {
-		return nil, nil, nil
-	}
-	k.keysTaken[buf] = created
-	all, counts, err := k.sampleBuf.readAll(k.objs.Samples)
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading samples: %w", err)
-	}
-	var keys []bpf.CacheheatSampleKey
-	var cnts []uint64
-	for i, key := range all {
-		if uint32(key.Buf) == buf {
-			keys = append(keys, key)
-			cnts = append(cnts, counts[i])
-		}
-	}
-	if len(keys) > 0 {
-		// Only this process deletes samples, and the programs write to the
-		// other buffer now: every key read is still there.
-		if _, err := k.objs.Samples.BatchDelete(keys, nil); err != nil {
-			return nil, nil, fmt.Errorf("clearing samples: %w", err)
-		}
-	}
-	return keys, cnts, nil
+	out := make([]uint64, len(b)/8)
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), len(out)*8), b)
+	return out
 }
 
-// newKeys sums over CPUs the sample keys created in buffer buf so far.
-func (k *kernel) newKeys(buf uint32) (uint64, error) {
-	var zero uint32
-	var st []bpf.CacheheatStatsVal
-	if err := k.objs.Stats.Lookup(&zero, &st); err != nil {
-		return 0, fmt.Errorf("reading sample stats: %w", err)
+// offcpuStack reads an off-CPU stack by id, each id once a drain; a
+// negative id is no stack, and an id that cannot be read (never expected:
+// the map is not cleared while recording) gives none.
+func (k *kernel) offcpuStack(read map[int32][]uint64, id int32) []uint64 {
+	if id < 0 {
+		return nil
 	}
-	var n uint64
-	for _, s := range st {
-		n += s.NewKeys[buf&1]
+	if a, ok := read[id]; ok {
+		return a
 	}
-	return n, nil
+	var raw [bpf.CacheheatSizesMAX_STACK_DEPTH]uint64
+	var a []uint64
+	if err := k.objs.OffcpuStacks.Lookup(uint32(id), &raw); err == nil {
+		for _, pc := range raw {
+			if pc == 0 {
+				break
+			}
+			a = append(a, pc)
+		}
+	}
+	read[id] = a
+	return a
 }
 
 // withGoroutine appends a goroutine's frames to the user stack of the
@@ -109,7 +237,7 @@ func (k *kernel) withGoroutine(us []uint64, id uint32) []uint64 {
 	if err := k.objs.Gostacks.Lookup(id, &gs); err != nil {
 		return us
 	}
-	us = append([]uint64(nil), us...) // us may be shared by the stack cache
+	us = append([]uint64(nil), us...) // us is shared by the drain's stack cache
 	for _, pc := range gs.Pc {
 		if pc == 0 {
 			break
@@ -118,71 +246,3 @@ func (k *kernel) withGoroutine(us []uint64, id uint32) []uint64 {
 	}
 	return us
 }
-
-// stackRef names a stack: off-CPU samples name stacks of their own map.
-type stackRef struct {
-	offcpu bool
-	id     int32
-}
-
-// stackReader reads the stacks of one drain, each once, and remembers
-// which ids it read so that they can be cleared.
-type stackReader struct {
-	stacks *ebpf.Map // the drained buffer's stack map
-	offcpu *ebpf.Map // never cleared (see offcpu_stacks)
-	read   map[stackRef][]uint64
-}
-
-// stack returns a stack's addresses; ok is false when it cannot be read
-// any more. A negative id is no stack.
-func (sr *stackReader) stack(slot uint16, id int32) ([]uint64, bool) {
-	if id < 0 {
-		return nil, true
-	}
-	ref := stackRef{int(slot) == slotOffCPU, id}
-	if a, ok := sr.read[ref]; ok {
-		return a, a != nil
-	}
-	m := sr.stacks
-	if ref.offcpu {
-		m = sr.offcpu
-	}
-	var raw [bpf.CacheheatSizesMAX_STACK_DEPTH]uint64
-	if err := m.Lookup(uint32(id), &raw); err != nil {
-		sr.read[ref] = nil
-		return nil, false
-	}
-	var addrs []uint64
-	for _, a := range raw {
-		if a == 0 {
-			break
-		}
-		addrs = append(addrs, a)
-	}
-	sr.read[ref] = addrs
-	return addrs, true
-}
-
-// clear deletes the drained buffer's stack ids: the kernel hands out the
-// same ids again for other stacks. The ids the samples named are deleted
-// one by one (a stack map has no batch operations); a stack whose sample
-// was lost (a full sample map) goes in a sweep of every id.
-func (sr *stackReader) clear(sweep bool) {
-	if sweep {
-		var id uint32
-		var raw [bpf.CacheheatSizesMAX_STACK_DEPTH]uint64
-		it := sr.stacks.Iterate()
-		for it.Next(&id, &raw) {
-			sr.read[stackRef{id: int32(id)}] = nil
-		}
-	}
-	for ref := range sr.read {
-		// The off-CPU stack map is never cleared (see offcpu_stacks).
-		if ref.id >= 0 && !ref.offcpu {
-			_ = sr.stacks.Delete(uint32(ref.id))
-		}
-	}
-}
-
-// sweepEvery is how often (in drains) every id of a stack map is cleared.
-const sweepEvery = 64

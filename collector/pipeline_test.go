@@ -66,16 +66,16 @@ func TestCloseWindowFeedsSinks(t *testing.T) {
 	if len(w.Samples) != 1 || w.Samples[0].Count != 3 || w.Samples[0].UserStack == 0 || len(w.NewStacks) != 1 {
 		t.Errorf("samples = %+v with %d new stacks, want one of 3 with its stack", w.Samples, len(w.NewStacks))
 	}
-	if w.Drops.StackErrors != 2 {
-		t.Errorf("stack errors = %d, want the 2 unreadable stacks", w.Drops.StackErrors)
+	if w.Drops.MapErrors != 2 {
+		t.Errorf("map errors = %d, want the 2 unreadable sample records", w.Drops.MapErrors)
 	}
 	x := sink.extras[0]
 	if x.MapEntries["tasks"] != 1 || x.MapEntries["samples"] != 1 {
 		t.Errorf("extras map entries = %v, want 1 task and 1 sample", x.MapEntries)
 	}
-	if rc.windows != 1 || rc.samples != 3 || rc.drops.StackErrors != 2 || rc.prev != cur || rc.lastNS != w.EndNS {
-		t.Errorf("run state after the window: %d windows, %d samples, %d stack errors, prev moved %v, last %d (window end %d)",
-			rc.windows, rc.samples, rc.drops.StackErrors, rc.prev == cur, rc.lastNS, w.EndNS)
+	if rc.windows != 1 || rc.samples != 3 || rc.drops.MapErrors != 2 || rc.prev != cur || rc.lastNS != w.EndNS {
+		t.Errorf("run state after the window: %d windows, %d samples, %d map errors, prev moved %v, last %d (window end %d)",
+			rc.windows, rc.samples, rc.drops.MapErrors, rc.prev == cur, rc.lastNS, w.EndNS)
 	}
 }
 

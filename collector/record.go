@@ -611,7 +611,7 @@ func (r *Recorder) finish(rec *run, end string, cm *command, am *appMetrics) (*p
 		}
 	}
 	if d := rec.drops; d.Total() > 0 {
-		tr.Warnings = append(tr.Warnings, fmt.Sprintf("data lost: %d stack errors, %d samples (sample map full), %d counter deltas (task map full), %d other map errors", d.StackErrors, d.SampleMapFull, d.ProcMapFull, d.MapErrors))
+		tr.Warnings = append(tr.Warnings, "data lost: "+d.String())
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -680,7 +680,7 @@ type run struct {
 // closing a window.
 type drained struct {
 	samples []rawSample
-	lost    uint64 // samples whose stacks could not be read
+	bad     uint64 // sample records that could not be read
 	cur     *snapshot
 	funcs   []profile.FunctionWindow
 	fcur    *funcSnap // nil without --func
@@ -692,7 +692,7 @@ type drained struct {
 func (rc *run) drain(endNS int64) (*drained, error) {
 	var d drained
 	var err error
-	if d.samples, d.lost, err = rc.k.drainSamples(); err != nil {
+	if d.samples, d.bad, err = rc.k.drainSamples(); err != nil {
 		return nil, err
 	}
 	if d.cur, err = rc.k.snapshot(); err != nil {
@@ -783,7 +783,7 @@ func (rc *run) readMappings(samples []rawSample) {
 func (rc *run) window(d *drained, endNS int64, last bool) *profile.Window {
 	m := rc.meta
 	m.startNS, m.endNS = rc.lastNS, endNS
-	win := buildWindow(rc.prev, d.cur, d.samples, d.lost, m)
+	win := buildWindow(rc.prev, d.cur, d.samples, d.bad, m)
 	if rc.kern != nil {
 		win.Others = rc.kern.drainOthers()
 		if !rc.meta.noProcesses {

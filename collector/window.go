@@ -71,7 +71,7 @@ type rawSample struct {
 // tested with fabricated snapshots, the kernel below it for real.
 type source interface {
 	snapshot() (*snapshot, error)
-	drainSamples() ([]rawSample, uint64, error)
+	drainSamples() ([]rawSample, uint64, error) // and the unreadable records
 }
 
 // symbolizer turns addresses into frames (package symbolize).
@@ -123,8 +123,9 @@ func at[T any](s []T, i int) T {
 }
 
 // buildWindow computes one window from the snapshots at its start and end
-// and the samples drained at its end.
-func buildWindow(prev, cur *snapshot, samples []rawSample, lostStacks uint64, m windowMeta) *profile.Window {
+// and the samples drained at its end (badRecords: sample records that
+// could not be read).
+func buildWindow(prev, cur *snapshot, samples []rawSample, badRecords uint64, m windowMeta) *profile.Window {
 	w := &profile.Window{StartNS: m.startNS, EndNS: m.endNS}
 	w.Counters = windowCounters(prev, cur, m)
 	if !m.noProcesses {
@@ -146,7 +147,7 @@ func buildWindow(prev, cur *snapshot, samples []rawSample, lostStacks uint64, m 
 		d.StackErrors += delta(c.stackErrors, p.stackErrors)
 		d.MapErrors += delta(c.mapErrors, p.mapErrors)
 	}
-	d.StackErrors += lostStacks
+	d.MapErrors += badRecords
 	w.Drops = d
 	w.SampleRate = sampleRates(fires, tsamples, m)
 	w.Samples, off.Stacks = windowSamples(samples, w, m)

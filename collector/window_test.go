@@ -60,8 +60,8 @@ func TestBuildWindowDeltas(t *testing.T) {
 	if got := w.Histograms[0].PerCPU; !reflect.DeepEqual(got, []profile.Counts{{0, 3, 3}, {}}) {
 		t.Errorf("runq histogram = %v", got)
 	}
-	if w.Drops.StackErrors != 5 || w.Drops.SampleMapFull != 1 {
-		t.Errorf("drops = %+v, want 5 stack errors (2 in BPF + 3 unreadable) and 1 full", w.Drops)
+	if w.Drops.StackErrors != 2 || w.Drops.SampleMapFull != 1 || w.Drops.MapErrors != 3 {
+		t.Errorf("drops = %+v, want 2 stack errors, 1 sample lost to a full ring and 3 unreadable records", w.Drops)
 	}
 	sr := w.SampleRate[0]
 	if sr.Requested != 99 || sr.Achieved != 99 || sr.Samples != 46 {

@@ -338,13 +338,17 @@ func BuildQuality(m *model.Model) Quality {
 		for _, w := range m.Trailer.Warnings {
 			// Stretched windows are counted from the windows below, so a
 			// recording without the recorder's warning shows them too.
-			if !strings.Contains(w, "windows were stretched") {
+			// Likewise the data lost, said below with its windows.
+			if !strings.Contains(w, "windows were stretched") && !strings.HasPrefix(w, "data lost: ") {
 				q.Warnings = append(q.Warnings, w)
 			}
 		}
 	}
 	if s := m.Stretch.String(); s != "" {
 		q.Warnings = append(q.Warnings, s)
+	}
+	if s := profile.DropWindowsString(m.DropWindows, m.Windows()); s != "" {
+		q.Warnings = append(q.Warnings, s+": "+m.Drops.String())
 	}
 	return q
 }

@@ -49,6 +49,8 @@ type Model struct {
 	// first-seen order, averaged over the windows that sampled it.
 	SampleRates []SampleRate
 	Drops       profile.Drops
+	// DropWindows are the windows that lost data, in order.
+	DropWindows []profile.WindowDrops
 	// AppMetrics merges the windows' application metrics (later windows
 	// win); LastAppMetrics is the last window's that had any.
 	AppMetrics     map[string]float64
@@ -281,6 +283,9 @@ func (b *Builder) Add(w *profile.Window) {
 		r.samples += sr.Samples
 	}
 	m.Drops.Add(w.Drops)
+	if w.Drops.Total() > 0 {
+		m.DropWindows = append(m.DropWindows, profile.WindowDrops{Window: w.Index, Drops: w.Drops})
+	}
 	for k, v := range w.AppMetrics {
 		m.AppMetrics[k] = v
 	}

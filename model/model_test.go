@@ -108,3 +108,30 @@ func TestBuilderKeepsWindows(t *testing.T) {
 		t.Errorf("the window's array was written: %v", w.Counters[0].PerCPU)
 	}
 }
+
+// TestDropWindows: the model says which windows lost data, and the
+// summary (inspect) and its words name them.
+func TestDropWindows(t *testing.T) {
+	b := NewBuilder(testHeader(), map[uint64]profile.Stack{})
+	w0, w1, w2 := testWindow(0), testWindow(1), testWindow(2)
+	w1.Drops = profile.Drops{SampleMapFull: 7}
+	for _, w := range []*profile.Window{&w0, &w1, &w2} {
+		b.Add(w)
+	}
+	m := b.Model(nil, false, "")
+	want := []profile.WindowDrops{{Window: 1, Drops: profile.Drops{SampleMapFull: 7}}}
+	if !reflect.DeepEqual(m.DropWindows, want) || !reflect.DeepEqual(m.Summary().DropWindows, want) {
+		t.Errorf("drop windows %+v (summary %+v), want %+v", m.DropWindows, m.Summary().DropWindows, want)
+	}
+	if got, want := profile.DropWindowsString(m.DropWindows, m.Windows()), "data lost in 1 window of 3 (window 1: 7)"; got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+	if got, want := m.Drops.String(), "7 samples lost (sample ring full)"; got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+	b = NewBuilder(testHeader(), map[uint64]profile.Stack{})
+	b.Add(&w0)
+	if m := b.Model(nil, false, ""); m.Summary().DropWindows == nil || len(m.DropWindows) != 0 || profile.DropWindowsString(m.DropWindows, 1) != "" {
+		t.Errorf("a window without drops: %+v", m.DropWindows)
+	}
+}

@@ -1,6 +1,7 @@
 package profile
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -634,7 +635,9 @@ type Drops struct {
 	// StackErrors: stack ids the kernel could not store (stack map full or
 	// hash collision, bpf_get_stackid < 0).
 	StackErrors uint64 `json:"stack_errors"`
-	// SampleMapFull: samples lost because the sample count map was full.
+	// SampleMapFull: samples lost because the sample ring (the BPF ring
+	// buffer the samples reach user space through) was full. Recordings
+	// made before the ring count a full sample hash map here.
 	SampleMapFull uint64 `json:"sample_map_full"`
 	// ProcMapFull: counter deltas lost because the per-task map was full.
 	ProcMapFull uint64 `json:"proc_map_full"`
@@ -656,6 +659,52 @@ func (d *Drops) Add(o Drops) {
 // Total is the sum of all drop counts.
 func (d Drops) Total() uint64 {
 	return d.StackErrors + d.SampleMapFull + d.ProcMapFull + d.Throttled + d.MapErrors
+}
+
+// String says what was lost in words, or "none".
+func (d Drops) String() string {
+	var parts []string
+	for _, x := range []struct {
+		n    uint64
+		what string
+	}{
+		{d.StackErrors, "stack errors"},
+		{d.SampleMapFull, "samples lost (sample ring full)"},
+		{d.ProcMapFull, "counter deltas lost (task map full)"},
+		{d.Throttled, "throttle events"},
+		{d.MapErrors, "other map errors"},
+	} {
+		if x.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", x.n, x.what))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// DropWindowsString says which of a recording's windows windows lost
+// data (ws: the windows that did, in order), the first few with their
+// counts; "" when none did.
+func DropWindowsString(ws []WindowDrops, windows int) string {
+	if len(ws) == 0 {
+		return ""
+	}
+	const shown = 5
+	var parts []string
+	for i, w := range ws {
+		if i == shown {
+			parts = append(parts, fmt.Sprintf("%d more", len(ws)-shown))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("window %d: %d", w.Window, w.Drops.Total()))
+	}
+	n := fmt.Sprintf("%d windows", len(ws))
+	if len(ws) == 1 {
+		n = "1 window"
+	}
+	return fmt.Sprintf("data lost in %s of %d (%s)", n, windows, strings.Join(parts, ", "))
 }
 
 // Trailer is the last record of a finished recording.

@@ -34,7 +34,10 @@ type Summary struct {
 	Histograms []HistogramSummary `json:"histograms"`
 	Samples    SamplesSummary     `json:"samples"`
 	Drops      Drops              `json:"drops"`
-	AppMetrics map[string]float64 `json:"app_metrics"`
+	// DropWindows are the windows that lost data, in order: where in the
+	// recording the drops counted in Drops happened.
+	DropWindows []WindowDrops      `json:"drop_windows"`
+	AppMetrics  map[string]float64 `json:"app_metrics"`
 	// Functions are the --func functions' latency and per-call counters.
 	Functions []FunctionSummary `json:"functions"`
 	// AppMetricsPartial: the command had not finished when its metrics
@@ -445,4 +448,10 @@ func Plural(n int, noun string) string {
 		noun += "s"
 	}
 	return strconv.Itoa(n) + " " + noun
+}
+
+// WindowDrops is what one window lost.
+type WindowDrops struct {
+	Window int   `json:"window"` // its index
+	Drops  Drops `json:"drops"`
 }

@@ -96,7 +96,10 @@ func printSummary(w io.Writer, s profile.Summary, top int) {
 	for _, f := range s.Samples.TopFunctions {
 		fmt.Fprintf(w, "  %8d  %s\n", f.Samples, termSafe(f.Name))
 	}
-	fmt.Fprintf(w, "\ndrops     %s\n", dropsText(s.Drops))
+	fmt.Fprintf(w, "\ndrops     %s\n", s.Drops)
+	if d := profile.DropWindowsString(s.DropWindows, s.Windows); d != "" {
+		fmt.Fprintf(w, "          %s\n", d)
+	}
 	if len(s.AppMetrics) > 0 {
 		keys := make([]string, 0, len(s.AppMetrics))
 		for k := range s.AppMetrics {
@@ -255,29 +258,6 @@ func printProcesses(w io.Writer, s profile.Summary, top int) {
 	if n := len(ps) - len(shown); n > 0 {
 		fmt.Fprintf(w, "  %s not shown (--top N shows more, --top 0 all)\n", plural(n, "process"))
 	}
-}
-
-// dropsText says what was lost, or "none".
-func dropsText(d profile.Drops) string {
-	var parts []string
-	for _, x := range []struct {
-		n    uint64
-		what string
-	}{
-		{d.StackErrors, "stack errors"},
-		{d.SampleMapFull, "samples lost (sample map full)"},
-		{d.ProcMapFull, "counter deltas lost (task map full)"},
-		{d.Throttled, "throttle events"},
-		{d.MapErrors, "other map errors"},
-	} {
-		if x.n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", x.n, x.what))
-		}
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, ", ")
 }
 
 // shortID is a container id as `docker ps` shows it (12 hex digits); a pod

@@ -28,8 +28,9 @@ func TestInspectText(t *testing.T) {
 			{PID: 2, Comm: "busy", Totals: map[string]uint64{"cpu-clock": 2e9}},
 			{PID: 3, Comm: "mid\x1b[2J", Totals: map[string]uint64{"cpu-clock": 1e9}},
 		},
-		Drops:      profile.Drops{StackErrors: 2},
-		AppMetrics: map[string]float64{"ops_per_sec": 12.5},
+		Drops:       profile.Drops{StackErrors: 2},
+		DropWindows: []profile.WindowDrops{{Window: 0, Drops: profile.Drops{StackErrors: 2}}},
+		AppMetrics:  map[string]float64{"ops_per_sec": 12.5},
 	}
 	var b bytes.Buffer
 	printSummary(&b, s, 2)
@@ -42,7 +43,7 @@ func TestInspectText(t *testing.T) {
 	if strings.Contains(out, "idle") || !strings.Contains(out, "1 process not shown") {
 		t.Errorf("--top 2 should list 2 processes and count the third")
 	}
-	for _, want := range []string{"1 CPU, 1 NUMA node", "1 window of", "2 events unsupported", "2 stack errors", "ops_per_sec 12.5", `mid\x1b[2J`} {
+	for _, want := range []string{"1 CPU, 1 NUMA node", "1 window of", "2 events unsupported", "2 stack errors", "data lost in 1 window of 1 (window 0: 2)", "ops_per_sec 12.5", `mid\x1b[2J`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}

@@ -135,8 +135,8 @@ type CacheheatSampleRec struct {
 	Cpu    uint32
 	Slot   uint16
 	Pad    uint16
-	Ulen   int32
-	Klen   int32
+	Ulen   uint32
+	Klen   uint32
 	Ustack int32
 	Kstack int32
 	Gstack uint32
@@ -176,8 +176,7 @@ const (
 type CacheheatStackRec struct {
 	_      structs.HostLayout
 	H      CacheheatSampleRec
-	User   [127]uint64
-	Kernel [127]uint64
+	Frames [254]uint64
 }
 
 type CacheheatStatsVal struct {
@@ -315,6 +314,7 @@ const (
 	CacheheatMapOthers             = "others"
 	CacheheatMapPeers              = "peers"
 	CacheheatMapSampleRing         = "sample_ring"
+	CacheheatMapStackScratch       = "stack_scratch"
 	CacheheatMapStats              = "stats"
 	CacheheatMapTargetBytes        = "target_bytes"
 	CacheheatMapTargetTotals       = "target_totals"
@@ -468,6 +468,7 @@ type CacheheatMapSpecs struct {
 	Others         *ebpf.MapSpec `ebpf:"others"`
 	Peers          *ebpf.MapSpec `ebpf:"peers"`
 	SampleRing     *ebpf.MapSpec `ebpf:"sample_ring"`
+	StackScratch   *ebpf.MapSpec `ebpf:"stack_scratch"`
 	Stats          *ebpf.MapSpec `ebpf:"stats"`
 	TargetBytes    *ebpf.MapSpec `ebpf:"target_bytes"`
 	TargetTotals   *ebpf.MapSpec `ebpf:"target_totals"`
@@ -579,6 +580,7 @@ type CacheheatMaps struct {
 	Others         *ebpf.Map `ebpf:"others"`
 	Peers          *ebpf.Map `ebpf:"peers"`
 	SampleRing     *ebpf.Map `ebpf:"sample_ring"`
+	StackScratch   *ebpf.Map `ebpf:"stack_scratch"`
 	Stats          *ebpf.Map `ebpf:"stats"`
 	TargetBytes    *ebpf.Map `ebpf:"target_bytes"`
 	TargetTotals   *ebpf.Map `ebpf:"target_totals"`
@@ -643,6 +645,7 @@ func (m *CacheheatMaps) Close() error {
 		m.Others,
 		m.Peers,
 		m.SampleRing,
+		m.StackScratch,
 		m.Stats,
 		m.TargetBytes,
 		m.TargetTotals,

@@ -22,15 +22,16 @@ import (
 // no record came wakes nothing.
 
 // Sizes of the sample ring: ringBytesPerCPU for each possible CPU, a power
-// of two between the bounds. A CPU sample's record is 2 KiB (both stacks,
-// MAX_STACK_DEPTH frames each), so a CPU holds 64 of them before the
-// reader is woken at half: enough for a second of samples at 99 Hz, and
-// at any rate the reader is woken before the ring fills unless it cannot
-// keep up, when the records are dropped and counted.
+// of two between the bounds. A CPU sample's record is its header (40
+// bytes) and its frames, 8 bytes each: ~400 bytes for a 40-frame stack, so
+// a CPU holds about 160 of those before the reader is woken at half, more
+// than a second of samples at 99 Hz; at any rate the reader is woken
+// before the ring fills unless it cannot keep up, when records are
+// dropped and counted.
 const (
-	ringBytesPerCPU = 256 << 10
+	ringBytesPerCPU = 64 << 10
 	ringBytesMin    = 256 << 10
-	ringBytesMax    = 64 << 20
+	ringBytesMax    = 16 << 20
 )
 
 // ringBytes is the sample ring's size for possible CPUs.
@@ -43,14 +44,34 @@ func ringBytes(possible int) uint32 {
 }
 
 // sampleAgg is what samples are aggregated by: a CPU sample's stacks are
-// their addresses' bytes, an off-CPU sample's the ids of its stacks in
-// offcpu_stacks (never cleared while recording) and its goroutine's stack.
+// an index into the aggregate's stacks (their addresses' bytes), an
+// off-CPU sample's the ids of its stacks in offcpu_stacks (never cleared
+// while recording) and its goroutine's stack.
 type sampleAgg struct {
 	pid, tid, cpu  uint32
 	slot           uint16
 	wait, gstack   uint32
 	ustack, kstack int32
-	user, kernel   string
+	stack          int32 // CPU samples: index in aggregate.stacks; -1: none
+}
+
+// aggregate is what the reader aggregated since the last take.
+type aggregate struct {
+	counts map[sampleAgg]uint64
+	// stacks are the CPU samples' distinct stack pairs: the kernel
+	// stack's bytes then the user stack's, as the record carries them.
+	stacks []stackPair
+	index  map[string]int32 // stacks by their bytes
+	bad    uint64           // records too short to be ours (never expected)
+}
+
+type stackPair struct {
+	frames string
+	klen   int
+}
+
+func newAggregate() *aggregate {
+	return &aggregate{counts: map[sampleAgg]uint64{}, index: map[string]int32{}}
 }
 
 // sampleReader reads the sample ring into aggregated samples.
@@ -61,11 +82,10 @@ type sampleReader struct {
 	failed  error         // why the reader stopped, set before wg.Done
 
 	mu  sync.Mutex
-	agg map[sampleAgg]uint64
+	agg *aggregate
 	// records counts the records aggregated since the last take: with the
 	// ring empty too, nothing happened and take does not wake the reader.
 	records atomic.Uint64
-	bad     uint64 // records too short to be ours (never expected)
 }
 
 func newSampleReader(ring *ebpf.Map) (*sampleReader, error) {
@@ -73,18 +93,13 @@ func newSampleReader(ring *ebpf.Map) (*sampleReader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the sample ring: %w", err)
 	}
-	r := &sampleReader{rd: rd, flushed: make(chan struct{}), agg: map[sampleAgg]uint64{}}
+	r := &sampleReader{rd: rd, flushed: make(chan struct{}), agg: newAggregate()}
 	r.wg.Add(1)
 	go r.run()
 	return r, nil
 }
 
-var (
-	sampleRecSize = int(unsafe.Sizeof(bpf.CacheheatSampleRec{}))
-	stackRecSize  = int(unsafe.Sizeof(bpf.CacheheatStackRec{}))
-	userOff       = int(unsafe.Offsetof(bpf.CacheheatStackRec{}.User))
-	kernelOff     = int(unsafe.Offsetof(bpf.CacheheatStackRec{}.Kernel))
-)
+var sampleRecSize = int(unsafe.Sizeof(bpf.CacheheatSampleRec{}))
 
 // run reads records until the reader is closed.
 func (r *sampleReader) run() {
@@ -109,31 +124,32 @@ func (r *sampleReader) run() {
 
 // add aggregates one record.
 func (r *sampleReader) add(raw []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a := r.agg
 	if len(raw) < sampleRecSize {
-		r.mu.Lock()
-		r.bad++
-		r.mu.Unlock()
+		a.bad++
 		return
 	}
 	h := (*bpf.CacheheatSampleRec)(unsafe.Pointer(&raw[0]))
-	k := sampleAgg{pid: h.Pid, tid: h.Tid, cpu: h.Cpu, slot: h.Slot, wait: h.Wait, gstack: h.Gstack, ustack: h.Ustack, kstack: h.Kstack}
-	if int(h.Slot) != slotOffCPU && len(raw) >= stackRecSize {
-		k.user = stackBytes(raw[userOff:kernelOff], h.Ulen)
-		k.kernel = stackBytes(raw[kernelOff:stackRecSize], h.Klen)
+	k := sampleAgg{pid: h.Pid, tid: h.Tid, cpu: h.Cpu, slot: h.Slot, wait: h.Wait, gstack: h.Gstack, ustack: h.Ustack, kstack: h.Kstack, stack: -1}
+	if int(h.Slot) != slotOffCPU {
+		n := int(h.Klen) + int(h.Ulen)
+		if len(raw) < sampleRecSize+n {
+			a.bad++
+			return
+		}
+		frames := raw[sampleRecSize : sampleRecSize+n]
+		i, ok := a.index[string(frames)] // no copy to look up
+		if !ok {
+			i = int32(len(a.stacks))
+			a.stacks = append(a.stacks, stackPair{frames: string(frames), klen: int(h.Klen)})
+			a.index[a.stacks[i].frames] = i
+		}
+		k.stack = i
 	}
-	r.mu.Lock()
-	r.agg[k] += h.Value
+	a.counts[k] += h.Value
 	r.records.Add(1)
-	r.mu.Unlock()
-}
-
-// stackBytes is the part of a stack array bpf_get_stack wrote: n bytes,
-// or none when it failed.
-func stackBytes(b []byte, n int32) string {
-	if n <= 0 || int(n) > len(b) {
-		return ""
-	}
-	return string(b[:n])
 }
 
 // take returns the samples aggregated since the last take, after reading
@@ -141,22 +157,22 @@ func stackBytes(b []byte, n int32) string {
 // empty it returns at once, waking nobody. A record the reader has taken
 // off the ring but not yet aggregated is then left for the next window:
 // late by one window, never lost.
-func (r *sampleReader) take() (map[sampleAgg]uint64, uint64, error) {
+func (r *sampleReader) take() (*aggregate, error) {
 	if r.records.Load() == 0 && r.rd.AvailableBytes() == 0 {
-		return nil, 0, nil
+		return newAggregate(), nil
 	}
 	if err := r.rd.Flush(); err != nil {
-		return nil, 0, fmt.Errorf("flushing the sample ring: %w", err)
+		return nil, fmt.Errorf("flushing the sample ring: %w", err)
 	}
 	if _, ok := <-r.flushed; !ok {
-		return nil, 0, fmt.Errorf("reading the sample ring: %w", r.failed)
+		return nil, fmt.Errorf("reading the sample ring: %w", r.failed)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	agg, bad := r.agg, r.bad
-	r.agg, r.bad = make(map[sampleAgg]uint64, len(agg)), 0
+	a := r.agg
+	r.agg = newAggregate()
 	r.records.Store(0)
-	return agg, bad, nil
+	return a, nil
 }
 
 // close stops the reader.
@@ -172,13 +188,17 @@ func (r *sampleReader) close() error {
 // drainSamples returns the samples sent since the last drain with their
 // stacks' addresses, and how many records could not be read.
 func (k *kernel) drainSamples() ([]rawSample, uint64, error) {
-	agg, bad, err := k.samples.take()
+	a, err := k.samples.take()
 	if err != nil {
 		return nil, 0, err
 	}
 	offcpu := map[int32][]uint64{}
-	var out []rawSample
-	for key, v := range agg {
+	stacks := make([][2][]uint64, len(a.stacks)) // kernel, user
+	for i, p := range a.stacks {
+		stacks[i] = [2][]uint64{addrs(p.frames[:p.klen]), addrs(p.frames[p.klen:])}
+	}
+	out := make([]rawSample, 0, len(a.counts))
+	for key, v := range a.counts {
 		s := rawSample{pid: int(key.pid), tid: int(key.tid), cpu: int(key.cpu), slot: int(key.slot), count: v, wait: key.wait}
 		if int(key.slot) == slotOffCPU {
 			s.user = k.offcpuStack(offcpu, key.ustack)
@@ -186,13 +206,12 @@ func (k *kernel) drainSamples() ([]rawSample, uint64, error) {
 			if key.gstack != 0 {
 				s.user = k.withGoroutine(s.user, key.gstack)
 			}
-		} else {
-			s.user = addrs(key.user)
-			s.kernel = addrs(key.kernel)
+		} else if key.stack >= 0 {
+			s.kernel, s.user = stacks[key.stack][0], stacks[key.stack][1]
 		}
 		out = append(out, s)
 	}
-	return out, bad, nil
+	return out, a.bad, nil
 }
 
 // addrs decodes a stack's bytes (bpf_get_stack's output, native order).

@@ -55,6 +55,8 @@ type mmapWatcher struct {
 	rings []*mmapRing
 	sym   *symbolize.Symbolizer
 	keep  func(pid int) bool
+	// byCgroup: the rings carry the target cgroup's records only.
+	byCgroup bool
 	// epfd waits for any ring's first record, or for wake (an eventfd)
 	// to say the watcher stops; -1 when epoll was refused and the
 	// watcher polls every mmapPoll instead.
@@ -69,16 +71,36 @@ type mmapWatcher struct {
 // newMmapWatcher opens a dummy event on each CPU. A host that refuses it
 // (an old kernel, a seccomp profile) records as before: processes are
 // read from /proc alone.
-func newMmapWatcher(cpus []int, sym *symbolize.Symbolizer, keep func(pid int) bool) (*mmapWatcher, error) {
+//
+// With cgroup (a cgroup v2 directory, -G) the events are the kernel's
+// records of that cgroup's tasks only (and its descendants': perf matches
+// a cgroup event against the task's cgroup ancestry), so a recorder of a
+// quiet cgroup on a busy host is not woken, and does not read
+// /proc/PID/cgroup (keep), for every process started elsewhere. A kernel
+// that refuses a cgroup event there (the perf_event controller bound to a
+// cgroup v1 hierarchy) gets events of every task, filtered by keep.
+func newMmapWatcher(cpus []int, sym *symbolize.Symbolizer, keep func(pid int) bool, cgroup string) (*mmapWatcher, error) {
 	w := &mmapWatcher{sym: sym, keep: keep, epfd: -1, wake: -1, stop: make(chan struct{}), done: make(chan struct{})}
-	for _, cpu := range cpus {
-		r, err := openMmapRing(cpu)
+	cgfd := -1
+	if cgroup != "" {
+		if fd, err := unix.Open(cgroup, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+			cgfd = fd
+			defer unix.Close(fd) // the events hold the cgroup once open
+		}
+	}
+	for i, cpu := range cpus {
+		r, err := openMmapRing(cpu, cgfd)
+		if err != nil && i == 0 && cgfd >= 0 {
+			cgfd = -1
+			r, err = openMmapRing(cpu, cgfd)
+		}
 		if err != nil {
 			w.closeRings()
 			return nil, err
 		}
 		w.rings = append(w.rings, r)
 	}
+	w.byCgroup = cgfd >= 0
 	w.openEpoll()
 	return w, nil
 }
@@ -220,7 +242,7 @@ type mmapRing struct {
 	data []byte
 }
 
-func openMmapRing(cpu int) (*mmapRing, error) {
+func openMmapRing(cpu, cgroupFD int) (*mmapRing, error) {
 	attr := unix.PerfEventAttr{
 		Type:        unix.PERF_TYPE_SOFTWARE,
 		Config:      unix.PERF_COUNT_SW_DUMMY,
@@ -236,7 +258,11 @@ func openMmapRing(cpu int) (*mmapRing, error) {
 		// watcher sleeps in epoll until a record comes (mmapPoll).
 		Wakeup: 1,
 	}
-	fd, err := unix.PerfEventOpen(&attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	pid, flags := -1, unix.PERF_FLAG_FD_CLOEXEC
+	if cgroupFD >= 0 {
+		pid, flags = cgroupFD, flags|unix.PERF_FLAG_PID_CGROUP
+	}
+	fd, err := unix.PerfEventOpen(&attr, pid, cpu, -1, flags)
 	if err != nil {
 		return nil, fmt.Errorf("opening the mapping events on cpu %d: %w", cpu, err)
 	}

@@ -390,7 +390,11 @@ func (r *Recorder) begin(p *plan, k *kernel, fk *funcKernel, cm *command, am *ap
 	if !o.ByCgroup {
 		// Mappings are followed from before the command is released, so
 		// its exec and first maps are seen.
-		mw, err := newMmapWatcher(p.cpus, rec.sym, mmapKeep(p, k))
+		cg := ""
+		if p.target.Kind == profile.TargetCgroup {
+			cg = p.target.Cgroup
+		}
+		mw, err := newMmapWatcher(p.cpus, rec.sym, mmapKeep(p, k), cg)
 		if err != nil {
 			o.Warn(fmt.Sprintf("%v: processes that exit within a window may be left unnamed", err))
 		} else {

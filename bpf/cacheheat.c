@@ -1373,10 +1373,13 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		}
 		if (now >= ts) {
 			u32 b = log2_bucket(now - ts, HIST_BUCKETS - 1);
-			if (h)
-				h->offcpu[b]++;
 			if (!by_cgroup)
 				wait_in(next, s, now - ts, b);
+			// After wait_in: user space walks waits and peers only when
+			// this count moved since its last walk (readWaits), so the
+			// count must not run ahead of what it stands for.
+			if (h)
+				h->offcpu[b]++;
 			if (by_cgroup) {
 				if (!cv)
 					cv = cgroup_of(next);

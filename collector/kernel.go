@@ -103,6 +103,15 @@ type kernel struct {
 	tasksWalked  bool
 	tasksLast    int
 	tasksCreated uint64
+	// The off-CPU waits ended (the off-CPU histogram's count) at the last
+	// snapshot (waitIns), at the last walk of waits, with its values
+	// (waits, waitsAt), and at the last drain of peers (peersAt); see
+	// readWaits.
+	waitIns      uint64
+	waits        map[uint32]waitVal
+	waitsAt      uint64
+	peersDrained bool
+	peersAt      uint64
 	mux          *rotator
 	stat         statFile // /proc/stat, for the CPUs' idle time
 	// groups are, per CPU of cfg.cpus, the slots of the software

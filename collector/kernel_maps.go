@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -51,7 +52,7 @@ func (k *kernel) snapshot() (*snapshot, error) {
 		return nil, err
 	}
 	if !k.cfg.byCgroup {
-		if s.waits, err = k.readWaits(); err != nil {
+		if s.waits, err = k.readWaits(s.offcpu); err != nil {
 			return nil, err
 		}
 	}
@@ -61,8 +62,22 @@ func (k *kernel) snapshot() (*snapshot, error) {
 
 // readWaits reads the target's cumulative off-CPU time by wait code,
 // summed over CPUs. The map holds the few codes the target blocked with,
-// and never shrinks.
-func (k *kernel) readWaits() (map[uint32]waitVal, error) {
+// and never shrinks. Every update of it (and of peers) is counted in the
+// off-CPU histogram right after it (wait_in in bpf/cacheheat.c), so while
+// that histogram's count (offcpu, just read) stands still, nothing is
+// walked: the last walk's values stand. A walk visits every bucket of
+// the hash, so a recorder of idle targets skipped it only this way.
+func (k *kernel) readWaits(offcpu [][]uint64) (map[uint32]waitVal, error) {
+	var ins uint64
+	for _, h := range offcpu {
+		for _, n := range h {
+			ins += n
+		}
+	}
+	k.waitIns = ins
+	if k.waits != nil && ins == k.waitsAt {
+		return k.waits, nil
+	}
 	out := map[uint32]waitVal{}
 	var code uint32
 	var vals []bpf.CacheheatWaitVal
@@ -84,12 +99,20 @@ func (k *kernel) readWaits() (map[uint32]waitVal, error) {
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("reading the wait map: %w", err)
 	}
+	k.waits, k.waitsAt = out, ins
 	return out, nil
 }
 
 // drainPeers takes the target's waits on other processes since the last
 // drain, by the process that woke it, longest first.
+//
+// Like the waits, the map is walked only when a wait ended since the
+// last drain emptied it (see readWaits).
 func (k *kernel) drainPeers() []profile.Peer {
+	if k.peersDrained && k.waitIns == k.peersAt {
+		return nil
+	}
+	k.peersDrained, k.peersAt = true, k.waitIns
 	var key bpf.CacheheatPeerKey
 	var v bpf.CacheheatPeerVal
 	var keys []bpf.CacheheatPeerKey
@@ -322,9 +345,17 @@ func (s *statFile) close() error {
 // parseIdle reads the per-CPU idle + iowait times of /proc/stat's text.
 func parseIdle(b []byte) []uint64 {
 	var out []uint64
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 6 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
+	// The cpu lines come first; the rest (interrupt counts: thousands of
+	// numbers on a large host) is not looked at.
+	for len(b) > 0 && bytes.HasPrefix(b, []byte("cpu")) {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		f := strings.Fields(string(line))
+		if len(f) < 6 || f[0] == "cpu" {
 			continue
 		}
 		cpu, err := strconv.Atoi(f[0][3:])

@@ -4,12 +4,15 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/cacheheat/cacheheat/host"
+	"github.com/cacheheat/cacheheat/profile"
 )
 
 // TestSampleRingFull: when user space does not read the sample ring, the
@@ -92,5 +95,94 @@ func TestSampleRingFull(t *testing.T) {
 	}
 	if window.SampleMapFull == 0 {
 		t.Errorf("the window after the reader stopped counts no drop")
+	}
+}
+
+// TestWaitsWalkedOnlyWhenOneEnded: the waits and peers maps are walked
+// only when one of the target's waits ended since the last walk; the
+// windows in between keep the last values and lose nothing.
+func TestWaitsWalkedOnlyWhenOneEnded(t *testing.T) {
+	needBPF(t)
+	t.Setenv(EnvSimulatedPMU, "")
+	cpus, err := host.OnlineCPUs("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// cat blocks reading a pipe this test writes to: each byte ends one
+	// of its waits, and this process is the waker.
+	cat := exec.Command("cat")
+	in, err := cat.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cat.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); cat.Process.Kill(); cat.Wait() })
+	k, err := openKernel(kernelConfig{mode: modePIDs, pids: []int{cat.Process.Pid}, cpus: cpus, sampleHz: 19,
+		counted: events(t, "cpu-clock"), refSlot: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.close() })
+	echo := func() {
+		t.Helper()
+		if _, err := in.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		var b [1]byte
+		if _, err := out.Read(b[:]); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond) // cat is blocked again
+	}
+	pipeReads := func(s *snapshot) uint64 {
+		var n uint64
+		for code, w := range s.waits {
+			if _, call, fd := waitOf(code); call == "read" && fd == "pipe" {
+				n += w.count
+			}
+		}
+		return n
+	}
+	// cat blocked before the programs were attached: the first wait that
+	// is seen whole is the second.
+	echo()
+	echo()
+	s1, err := k.snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1 := k.drainPeers()
+	s2, err := k.snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2 := k.drainPeers()
+	echo()
+	s3, err := k.snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p3 := k.drainPeers()
+	t.Logf("pipe reads ended: %d, %d, %d; peers drained: %d, %d, %d", pipeReads(s1), pipeReads(s2), pipeReads(s3), len(p1), len(p2), len(p3))
+	if pipeReads(s1) == 0 {
+		t.Fatalf("no pipe read of cat counted: %v", s1.waits)
+	}
+	if pipeReads(s2) != pipeReads(s1) || len(p2) != 0 {
+		t.Errorf("nothing ended between the first two snapshots, yet the waits moved or peers came")
+	}
+	if reflect.ValueOf(s2.waits).Pointer() != reflect.ValueOf(s1.waits).Pointer() {
+		t.Errorf("the waits map was walked again though no wait ended")
+	}
+	if pipeReads(s3) <= pipeReads(s1) {
+		t.Errorf("cat's next pipe read was not counted: %d then %d", pipeReads(s1), pipeReads(s3))
+	}
+	if !slices.ContainsFunc(p3, func(p profile.Peer) bool { return p.WakerPID == os.Getpid() }) {
+		t.Errorf("the second read's waker (this process) is not among the peers: %+v", p3)
 	}
 }

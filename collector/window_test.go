@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/cacheheat/cacheheat/host"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -158,5 +159,26 @@ func TestCPUClockExcludesIdle(t *testing.T) {
 	m.events = []string{"page-faults"}
 	if got := buildWindow(prev, cur, nil, 0, m).Counters[0].HostPerCPU; got[1] != 1e9 {
 		t.Errorf("page-faults host per-cpu = %v, want the counter's", got)
+	}
+}
+
+// TestParseIdle: each CPU's idle and iowait from /proc/stat's cpu lines,
+// in nanoseconds; the total line and what follows the cpu lines are not
+// CPUs; and this host's own file parses to one value per online CPU.
+func TestParseIdle(t *testing.T) {
+	stat := "cpu  10 0 10 900 5 0 0 0 0 0\ncpu0 5 0 5 400 2 0 0 0 0 0\ncpu2 5 0 5 500 3 0 0 0 0 0\nintr 12345 1 2 3\nctxt 99\ncpu9 1 1 1 1 1 1\n"
+	if got, want := parseIdle([]byte(stat)), []uint64{402e7, 0, 503e7}; !reflect.DeepEqual(got, want) {
+		t.Errorf("parseIdle = %v, want %v", got, want)
+	}
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		t.Skip("no /proc/stat")
+	}
+	cpus, err := host.OnlineCPUs("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := parseIdle(b); len(got) != cpus[len(cpus)-1]+1 {
+		t.Errorf("%d CPUs' idle times from /proc/stat, want %d", len(got), cpus[len(cpus)-1]+1)
 	}
 }

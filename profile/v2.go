@@ -2,6 +2,7 @@ package profile
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"reflect"
@@ -66,7 +67,32 @@ var (
 	}}
 )
 
-func compress(raw []byte) []byte { return zstdEnc().EncodeAll(raw, nil) }
+func compress(raw []byte) []byte {
+	if len(raw) < storeBelow {
+		return storedFrame(raw)
+	}
+	return zstdEnc().EncodeAll(raw, nil)
+}
+
+// storeBelow is the payload size below which a record is stored in a zstd
+// frame without compressing it: an idle window's few hundred bytes shrink
+// by a hundred or so, and the encoder's tables for them cost ~40 us, a
+// tenth of what a window of an idle recorder costs (BENCHMARKS.md).
+const storeBelow = 1024
+
+// storedFrame is raw in a zstd frame of one raw block (RFC 8878, 3.1.1):
+// the magic number, a frame header descriptor of a single segment with a
+// 4-byte content size, the size, and a raw block that is the last one.
+// Any zstd decoder reads it; raw must be under a block's 128 KiB limit.
+func storedFrame(raw []byte) []byte {
+	b := make([]byte, 0, 4+1+4+3+len(raw))
+	b = binary.LittleEndian.AppendUint32(b, 0xFD2FB528)
+	b = append(b, 0b10_1_00000) // FCS field 4 bytes, single segment
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(raw)))
+	h := uint32(len(raw))<<3 | 1 // raw block (type 0), last
+	b = append(b, byte(h), byte(h>>8), byte(h>>16))
+	return append(b, raw...)
+}
 
 // decompress inflates a record's frames, stopping with an error wrapping
 // ErrInflate once they pass limit bytes.

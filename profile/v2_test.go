@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // fill sets every exported field of v, recursively, to a non-zero value
@@ -444,5 +446,36 @@ func TestV2SmallRows(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, win) {
 		t.Errorf("window read back differs")
+	}
+}
+
+// TestStoredFrame: a small payload is stored uncompressed in a zstd frame
+// that the zstd decoder (and so every reader) takes as any other, and a
+// payload at the threshold is compressed.
+func TestStoredFrame(t *testing.T) {
+	for _, n := range []int{0, 1, 300, storeBelow - 1} {
+		raw := make([]byte, n)
+		for i := range raw {
+			raw[i] = byte(i * 7)
+		}
+		frame := compress(raw)
+		if len(frame) != n+12 {
+			t.Errorf("%d bytes: a frame of %d bytes, want stored (%d)", n, len(frame), n+12)
+		}
+		got, err := decompress(frame, 1<<20)
+		if err != nil || !bytes.Equal(got, raw) {
+			t.Errorf("%d bytes: decompressed %d bytes, err %v", n, len(got), err)
+		}
+		d, err := zstd.NewReader(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if all, err := d.DecodeAll(frame, nil); err != nil || !bytes.Equal(all, raw) {
+			t.Errorf("%d bytes: DecodeAll: %d bytes, err %v", n, len(all), err)
+		}
+		d.Close()
+	}
+	if raw := make([]byte, storeBelow); len(compress(raw)) >= storeBelow {
+		t.Errorf("%d zero bytes were not compressed", storeBelow)
 	}
 }

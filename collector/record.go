@@ -269,7 +269,8 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 	case cm != nil:
 		go watchCommand(cm, k, rec.sym, rec.goProcs, rec.mmaps != nil, exited, stopWatch)
 	case p.target.Kind == profile.TargetPID:
-		go watchPIDs(k, rec.sym, rec.goProcs, rec.mmaps != nil, exited, stopWatch)
+		rec.windowDone = make(chan struct{}, 1)
+		go watchPIDs(k, rec.sym, rec.goProcs, rec.mmaps != nil, rec.windowDone, exited, stopWatch)
 	}
 	end, err := r.loop(ctx, rec, exited)
 	if err != nil {
@@ -655,23 +656,26 @@ func stopCommand(cm *command, am *appMetrics, end string, tr *profile.Trailer) (
 
 // run is the state carried from window to window.
 type run struct {
-	k       source
-	sym     *symbolize.Symbolizer
-	am      *appMetrics
-	goProcs *goProcs
-	kern    *kernel // nil in tests that fabricate snapshots
-	meta    windowMeta
-	prev    *snapshot
-	start   time.Time
-	lastNS  int64
-	samples uint64
-	drops   profile.Drops
-	windows int
-	stretch stretchCount
-	fk      *funcKernel // nil without --func
-	fprev   *funcSnap
-	flost   struct{ unmatched, inflightFull, eventsDropped uint64 }
-	cgNames *cgroupNames // by-cgroup mode
+	// windowDone hears of each window closed, without waiting (the -p
+	// watcher lists the target set then: see watchPIDs); nil: nobody.
+	windowDone chan struct{}
+	k          source
+	sym        *symbolize.Symbolizer
+	am         *appMetrics
+	goProcs    *goProcs
+	kern       *kernel // nil in tests that fabricate snapshots
+	meta       windowMeta
+	prev       *snapshot
+	start      time.Time
+	lastNS     int64
+	samples    uint64
+	drops      profile.Drops
+	windows    int
+	stretch    stretchCount
+	fk         *funcKernel // nil without --func
+	fprev      *funcSnap
+	flost      struct{ unmatched, inflightFull, eventsDropped uint64 }
+	cgNames    *cgroupNames // by-cgroup mode
 	// mmaps follows the mappings processes make as they make them; nil
 	// when the host refused its events (processes are then read from
 	// /proc alone) or when no stacks are taken.
@@ -760,6 +764,10 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 		rc.samples += s.Count
 	}
 	rc.drops.Add(win.Drops)
+	select {
+	case rc.windowDone <- struct{}{}:
+	default:
+	}
 	return r.emit(rc, win, x, now.Sub(rc.start))
 }
 
@@ -842,17 +850,19 @@ func watchCommand(cm *command, k *kernel, sym *symbolize.Symbolizer, gp *goProcs
 }
 
 // watchPIDs closes exited when every process in the target set has
-// exited. It wakes when a target exits (pidWatch) and once a second, to
-// list the set again (children join it at fork), register the Go runtime
-// of each target (an exec may have changed it) and, unless the mapping
-// watcher follows them (following), re-read their mappings.
-func watchPIDs(k *kernel, sym *symbolize.Symbolizer, gp *goProcs, following bool, exited, stop chan struct{}) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
+// exited. It wakes when a target exits (pidWatch) and after a window
+// (windows), at most once a second, to list the set again (children join
+// it at fork), register the Go runtime of each target (an exec may have
+// changed it) and, unless the mapping watcher follows them (following),
+// re-read their mappings. The window's wake-up, not a ticker of its own:
+// an idle recorder wakes once a window, not twice.
+func watchPIDs(k *kernel, sym *symbolize.Symbolizer, gp *goProcs, following bool, windows <-chan struct{}, exited, stop chan struct{}) {
+	var listed time.Time
 	w := newPIDWatch()
 	defer w.close()
 	// check lists the set and says whether any of it runs.
 	check := func() bool {
+		listed = time.Now()
 		pids, err := k.targetPIDs()
 		if err != nil {
 			return true
@@ -869,10 +879,10 @@ func watchPIDs(k *kernel, sym *symbolize.Symbolizer, gp *goProcs, following bool
 		}
 		return any
 	}
-	// The set is listed each tick, and at once when an exit leaves none
-	// watched (a child forked since the last tick may run); not at every
-	// exit, which under a storm of short children would walk the map
-	// for each.
+	// The set is listed after a window, and at once when an exit leaves
+	// none watched (a child forked since the last listing may run); not
+	// at every exit, which under a storm of short children would walk the
+	// map for each.
 	for check() {
 	wait:
 		for {
@@ -884,7 +894,10 @@ func watchPIDs(k *kernel, sym *symbolize.Symbolizer, gp *goProcs, following bool
 				if len(w.files) > 0 {
 					continue
 				}
-			case <-t.C:
+			case <-windows:
+				if time.Since(listed) < 900*time.Millisecond { // windows of 1 s come a hair early
+					continue
+				}
 			}
 			break wait
 		}

@@ -22,7 +22,7 @@ import (
 // no record came wakes nothing.
 
 // Sizes of the sample ring: ringBytesPerCPU for each possible CPU, a power
-// of two between the bounds. A CPU sample's record is its header (40
+// of two between the bounds. A CPU sample's record is its header (48
 // bytes) and its frames, 8 bytes each: ~400 bytes for a 40-frame stack, so
 // a CPU holds about 160 of those before the reader is woken at half, more
 // than a second of samples at 99 Hz; at any rate the reader is woken

@@ -31,3 +31,19 @@ func TestStretchedWindowsShown(t *testing.T) {
 		t.Error("the report does not say that 2 windows were stretched")
 	}
 }
+
+// TestDropWindowsShown: a recording whose kernel side dropped samples
+// (the sample ring was full) says in the report's warnings which windows
+// lost what; one without drops does not.
+func TestDropWindowsShown(t *testing.T) {
+	rec := synth.Recording(synth.Default())
+	if page := renderPage(t, rec, Options{}); strings.Contains(page, "data lost in") {
+		t.Error("a recording without drops is reported as having lost data")
+	}
+	rec.Windows[3].Drops.SampleMapFull = 42
+	page := renderPage(t, rec, Options{})
+	want := "data lost in 1 window of " + strconv.Itoa(len(rec.Windows)) + " (window " + strconv.Itoa(rec.Windows[3].Index) + ": 42): 42 samples lost (sample ring full)"
+	if !strings.Contains(page, want) {
+		t.Errorf("the report does not say %q", want)
+	}
+}

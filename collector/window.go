@@ -358,14 +358,7 @@ func offCPUStack(s rawSample, w *profile.Window, m windowMeta) profile.OffCPUSta
 	if m.stackTable == nil {
 		return os
 	}
-	var user []profile.Frame
-	os.UserStack, user = m.stackTable.userFrames(s.pid, s.user, w)
-	var kernel []profile.Frame
-	if len(s.kernel) > 0 {
-		kernel = trimTracing(m.stackTable.sym.Kernel(s.kernel))
-		os.KernelStack = m.stackTable.add(profile.Stack{Kernel: true, Frames: kernel}, w)
-	}
-	os.Reason = profile.ClassifyOffCPU(wait, user, kernel)
+	os.UserStack, os.KernelStack, os.Reason = m.stackTable.offCPU(s.pid, s.user, s.kernel, s.wait&^waitBucketMask, wait, w)
 	return os
 }
 
@@ -446,6 +439,11 @@ type stackTable struct {
 	sym  symbolizer
 	seen map[uint64]bool
 	ids  map[stackKey]uint64
+	// off holds each off-CPU stack pair's ids and reason by its addresses
+	// and wait code: a thread blocks at the same few places window after
+	// window, and symbolizing and classifying them again was a fifth of
+	// the recorder's time under rcu bad (BENCHMARKS.md, "Sixth session").
+	off map[offCPUKey]offCPUVal
 	// lines lists the file addresses of the user stacks written, for
 	// their source lines when the recording ends; nil: none.
 	lines *symbolize.LineRequests
@@ -459,11 +457,45 @@ type stackKey struct {
 	addrs string
 }
 
-// maxCachedStacks bounds the cache; past it, it starts over.
+type offCPUKey struct {
+	user, kernel stackKey
+	code         uint32 // the wait code, without the length bucket
+}
+
+type offCPUVal struct {
+	user, kernel uint64
+	reason       string
+}
+
+// maxCachedStacks bounds the caches; past it, one starts over.
 const maxCachedStacks = 1 << 17
 
 func newStackTable(sym symbolizer) *stackTable {
-	return &stackTable{sym: sym, seen: map[uint64]bool{}, ids: map[stackKey]uint64{}}
+	return &stackTable{sym: sym, seen: map[uint64]bool{}, ids: map[stackKey]uint64{}, off: map[offCPUKey]offCPUVal{}}
+}
+
+// offCPU returns an off-CPU stack pair's ids in the recording and its
+// reason (profile.ClassifyOffCPU of wait, the reason of its wait code,
+// and its frames), symbolizing and classifying a pair the first time it
+// is seen with its process's current mappings only.
+func (t *stackTable) offCPU(pid int, user, kernel []uint64, code uint32, wait string, w *profile.Window) (uint64, uint64, string) {
+	k := offCPUKey{user: stackKey{pid: pid, gen: t.sym.Generation(pid), addrs: addrString(user)}, kernel: stackKey{addrs: addrString(kernel)}, code: code}
+	if v, ok := t.off[k]; ok {
+		return v.user, v.kernel, v.reason
+	}
+	var v offCPUVal
+	var uf, kf []profile.Frame
+	v.user, uf = t.userFrames(pid, user, w)
+	if len(kernel) > 0 {
+		kf = trimTracing(t.sym.Kernel(kernel))
+		v.kernel = t.add(profile.Stack{Kernel: true, Frames: kf}, w)
+	}
+	v.reason = profile.ClassifyOffCPU(wait, uf, kf)
+	if len(t.off) >= maxCachedStacks {
+		clear(t.off)
+	}
+	t.off[k] = v
+	return v.user, v.kernel, v.reason
 }
 
 func (t *stackTable) user(pid int, addrs []uint64, w *profile.Window) uint64 {

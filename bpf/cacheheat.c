@@ -1526,10 +1526,15 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 	if (by_cgroup)
 		return 0; // counts by cgroup only: no stacks
 
+	// One scratch serves both samplers: perf_event programs do not nest
+	// on a CPU (the kernel's bpf_overflow_handler runs one only while no
+	// other kprobe or perf_event program is active there, bpf_prog_active).
 	u32 zero = 0;
 	struct stack_rec *r = bpf_map_lookup_elem(&stack_scratch, &zero);
-	if (!r)
+	if (!r) {
+		s->map_errors++; // never: an array's only entry
 		return 0;
+	}
 	u64 id = bpf_get_current_pid_tgid();
 	r->h = (struct sample_rec){
 		.pid = id >> 32,
@@ -1548,8 +1553,10 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 	}
 	// klen is at most MAX_STACK_DEPTH frames, so the user stack fits
 	// after it; the check restates that for the verifier.
-	if (klen > MAX_STACK_DEPTH * sizeof(u64))
+	if (klen > MAX_STACK_DEPTH * sizeof(u64)) {
+		s->map_errors++; // never (see above)
 		return 0;
+	}
 	ulen = bpf_get_stack(ctx, (void *)r->frames + klen, MAX_STACK_DEPTH * sizeof(u64), BPF_F_USER_STACK);
 	if (ulen < 0) {
 		r->h.ustack = ulen;
@@ -1561,8 +1568,10 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 	r->h.klen = klen;
 	r->h.ulen = ulen;
 	u64 n = sizeof(r->h) + klen + ulen;
-	if (n > sizeof(*r))
+	if (n > sizeof(*r)) {
+		s->map_errors++; // never: each stack is at most MAX_STACK_DEPTH frames
 		return 0;
+	}
 	if (bpf_ringbuf_output(&sample_ring, r, n, ring_flags()))
 		s->sample_map_full++;
 	return 0;

@@ -246,9 +246,11 @@ struct stats_val {
 	u64 sample_map_full; // samples dropped: sample_ring was full
 	u64 proc_map_full;
 	u64 map_errors;
-	// Task records created: user space skips the walk of an empty task
-	// map (a recorder of idle targets) until one is.
-	u64 new_tasks;
+	// Writes to task records (their creation included), each counted
+	// after it: user space walks the task map only when this moved since
+	// its last walk (a walk visits every bucket; a recorder of idle
+	// targets has nothing new to read).
+	u64 task_writes;
 };
 
 // Cumulative per-CPU sampling and drop counters.
@@ -854,6 +856,14 @@ static __always_inline struct stats_val *get_stats(void)
 	return bpf_map_lookup_elem(&stats, &zero);
 }
 
+// task_written counts a write to a task record (stats task_writes).
+static __always_inline void task_written(void)
+{
+	struct stats_val *s = get_stats();
+	if (s)
+		s->task_writes++;
+}
+
 static __always_inline struct last_val *get_last(void)
 {
 	u32 zero = 0;
@@ -898,11 +908,8 @@ static __always_inline struct task_val *task_entry(struct task_struct *t)
 		init->migrations = t->se.nr_migrations;
 	bpf_probe_read_kernel_str(init->comm, sizeof(init->comm), t->comm);
 	long err = bpf_map_update_elem(&tasks, &k, init, BPF_NOEXIST);
-	if (!err) {
-		struct stats_val *s = get_stats();
-		if (s)
-			s->new_tasks++;
-	}
+	if (!err)
+		task_written();
 	if (err && err != -EEXIST) {
 		struct stats_val *s = get_stats();
 		if (s) {
@@ -1071,6 +1078,8 @@ static __always_inline struct task_val *account(struct last_val *l, struct task_
 	l->ts = now;
 	l->faults = faults;
 	l->majfaults = majfaults;
+	if (tv)
+		task_written();
 	return tv;
 }
 
@@ -1434,8 +1443,10 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	busy_to(l, p, now);
 	take_over(l, p, now, true);
 	struct task_val *tv = task_entry(p);
-	if (tv)
+	if (tv) {
 		tv->migrations = p->se.nr_migrations;
+		task_written();
+	}
 	barrier();
 	l->busy = 0;
 	return 0;
@@ -1450,8 +1461,10 @@ int BPF_PROG(on_rename, struct task_struct *t, const char *comm)
 {
 	struct task_key k = {.tgid = t->tgid, .pid = t->pid};
 	struct task_val *tv = bpf_map_lookup_elem(&tasks, &k);
-	if (tv)
+	if (tv) {
 		bpf_probe_read_kernel_str(tv->comm, sizeof(tv->comm), comm);
+		task_written();
+	}
 	return 0;
 }
 
@@ -1480,8 +1493,10 @@ int BPF_PROG(on_exit, struct task_struct *t)
 	// user space to delete after the next snapshot, not now.
 	struct task_key k = {.tgid = t->tgid, .pid = t->pid};
 	struct task_val *tv = bpf_map_lookup_elem(&tasks, &k);
-	if (tv)
+	if (tv) {
 		tv->exited = 1;
+		task_written();
+	}
 	return 0;
 }
 

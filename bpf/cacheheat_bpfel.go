@@ -187,7 +187,7 @@ type CacheheatStatsVal struct {
 	SampleMapFull uint64
 	ProcMapFull   uint64
 	MapErrors     uint64
-	NewTasks      uint64
+	TaskWrites    uint64
 }
 
 type CacheheatTargetState uint32

@@ -98,11 +98,10 @@ type kernel struct {
 	samples  *sampleReader
 	// Buffers of the batch reads, kept from window to window.
 	taskBuf batchBuf[bpf.CacheheatTaskKey, bpf.CacheheatTaskVal]
-	// The task map's last walk: whether there was one, how many records
-	// it found, and the records created (stats new_tasks) before it.
-	tasksWalked  bool
-	tasksLast    int
-	tasksCreated uint64
+	// The task map's last walk (nil: none): what it read, and the writes
+	// to task records (stats task_writes) before it.
+	tasks       map[taskKey]taskVal
+	tasksWrites uint64
 	// The off-CPU waits ended (the off-CPU histogram's count) at the last
 	// snapshot (waitIns), at the last walk of waits, with its values
 	// (waits, waitsAt), and at the last drain of peers (peersAt); see

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"reflect"
 	"slices"
@@ -149,22 +150,21 @@ const maxPeers = 20
 
 // readTasks reads every thread's counts, and prunes the records of the
 // threads that exited. Walking the map visits all its buckets, which
-// costs even when it is empty; so a map that was empty at the last walk,
-// and in which the BPF side created no record since (stats, read just
-// before), is not walked again.
+// costs even when it is empty; so while no task record was written since
+// the last walk (stats task_writes, read just before: the BPF side counts
+// each write after making it), the last walk's records stand.
 func (k *kernel) readTasks(stats []statsVal) (map[taskKey]taskVal, error) {
-	var created uint64
+	var writes uint64
 	for _, s := range stats {
-		created += s.newTasks
+		writes += s.taskWrites
 	}
-	if k.tasksWalked && k.tasksLast == 0 && created == k.tasksCreated {
-		return map[taskKey]taskVal{}, nil
+	if k.tasks != nil && writes == k.tasksWrites {
+		return k.tasks, nil
 	}
 	keys, vals, err := k.taskBuf.readAll(k.objs.Tasks)
 	if err != nil {
 		return nil, fmt.Errorf("reading the task map: %w", err)
 	}
-	k.tasksWalked, k.tasksLast, k.tasksCreated = true, len(keys), created
 	tasks := make(map[taskKey]taskVal, len(keys))
 	var exited []bpf.CacheheatTaskKey
 	for i, key := range keys {
@@ -174,7 +174,16 @@ func (k *kernel) readTasks(stats []statsVal) (map[taskKey]taskVal, error) {
 			exited = append(exited, key)
 		}
 	}
+	pruned := k.exited // marked at the last walk: deleted now
 	k.prune(exited)
+	// What a skipped walk returns: these records, less those just deleted.
+	k.tasks, k.tasksWrites = tasks, writes
+	if len(pruned) > 0 {
+		k.tasks = maps.Clone(tasks)
+		for _, key := range pruned {
+			delete(k.tasks, taskKey{tgid: int(key.Tgid), tid: int(key.Pid)})
+		}
+	}
 	return tasks, nil
 }
 
@@ -271,7 +280,7 @@ func (k *kernel) readStats(s *snapshot) error {
 			fires: v.Fires, samples: v.Samples,
 			stackErrors: v.StackErrors, sampleMapFull: v.SampleMapFull,
 			procMapFull: v.ProcMapFull, mapErrors: v.MapErrors,
-			newTasks: v.NewTasks,
+			taskWrites: v.TaskWrites,
 		}
 	}
 	var oc []bpf.CacheheatOffcpuStat

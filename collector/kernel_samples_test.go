@@ -99,8 +99,9 @@ func TestSampleRingFull(t *testing.T) {
 }
 
 // TestWaitsWalkedOnlyWhenOneEnded: the waits and peers maps are walked
-// only when one of the target's waits ended since the last walk; the
-// windows in between keep the last values and lose nothing.
+// only when one of the target's waits ended since the last walk, and the
+// task map only when a task record was written; the windows in between
+// keep the last values and lose nothing.
 func TestWaitsWalkedOnlyWhenOneEnded(t *testing.T) {
 	needBPF(t)
 	t.Setenv(EnvSimulatedPMU, "")
@@ -178,6 +179,14 @@ func TestWaitsWalkedOnlyWhenOneEnded(t *testing.T) {
 	}
 	if reflect.ValueOf(s2.waits).Pointer() != reflect.ValueOf(s1.waits).Pointer() {
 		t.Errorf("the waits map was walked again though no wait ended")
+	}
+	// Likewise the task map: cat did not run between the first two.
+	catKey := taskKey{tgid: cat.Process.Pid, tid: cat.Process.Pid}
+	if reflect.ValueOf(s2.tasks).Pointer() != reflect.ValueOf(s1.tasks).Pointer() {
+		t.Errorf("the task map was walked again though no task record was written")
+	}
+	if c1, c3 := s1.tasks[catKey], s3.tasks[catKey]; len(c1.counts) == 0 || len(c3.counts) == 0 || c3.counts[0] <= c1.counts[0] {
+		t.Errorf("cat's cpu-clock did not grow when it ran: %v then %v", c1.counts, c3.counts)
 	}
 	if pipeReads(s3) <= pipeReads(s1) {
 		t.Errorf("cat's next pipe read was not counted: %d then %d", pipeReads(s1), pipeReads(s3))

@@ -104,13 +104,14 @@ type kernel struct {
 	tasksWrites uint64
 	// The off-CPU waits ended (the off-CPU histogram's count) at the last
 	// snapshot (waitIns), at the last walk of waits, with its values
-	// (waits, waitsAt), and at the last drain of peers (peersAt); see
-	// readWaits.
-	waitIns      uint64
-	waits        map[uint32]waitVal
-	waitsAt      uint64
-	peersDrained bool
-	peersAt      uint64
+	// (waits, waitsAt), and at the last drain of peers (peersAt; 0 before
+	// any: no wait ended, no peer was written); see readWaits.
+	waitIns uint64
+	waits   map[uint32]waitVal
+	waitsAt uint64
+	peersAt uint64
+	// offcpuStacks are the off-CPU stacks read so far, by id.
+	offcpuStacks map[int32][]uint64
 	mux          *rotator
 	stat         statFile // /proc/stat, for the CPUs' idle time
 	// groups are, per CPU of cfg.cpus, the slots of the software

@@ -110,10 +110,10 @@ func (k *kernel) readWaits(offcpu [][]uint64) (map[uint32]waitVal, error) {
 // Like the waits, the map is walked only when a wait ended since the
 // last drain emptied it (see readWaits).
 func (k *kernel) drainPeers() []profile.Peer {
-	if k.peersDrained && k.waitIns == k.peersAt {
+	if k.waitIns == k.peersAt {
 		return nil
 	}
-	k.peersDrained, k.peersAt = true, k.waitIns
+	k.peersAt = k.waitIns
 	var key bpf.CacheheatPeerKey
 	var v bpf.CacheheatPeerVal
 	var keys []bpf.CacheheatPeerKey

@@ -192,7 +192,6 @@ func (k *kernel) drainSamples() ([]rawSample, uint64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	offcpu := map[int32][]uint64{}
 	stacks := make([][2][]uint64, len(a.stacks)) // kernel, user
 	for i, p := range a.stacks {
 		stacks[i] = [2][]uint64{addrs(p.frames[:p.klen]), addrs(p.frames[p.klen:])}
@@ -201,8 +200,8 @@ func (k *kernel) drainSamples() ([]rawSample, uint64, error) {
 	for key, v := range a.counts {
 		s := rawSample{pid: int(key.pid), tid: int(key.tid), cpu: int(key.cpu), slot: int(key.slot), count: v, wait: key.wait}
 		if int(key.slot) == slotOffCPU {
-			s.user = k.offcpuStack(offcpu, key.ustack)
-			s.kernel = k.offcpuStack(offcpu, key.kstack)
+			s.user = k.offcpuStack(key.ustack)
+			s.kernel = k.offcpuStack(key.kstack)
 			if key.gstack != 0 {
 				s.user = k.withGoroutine(s.user, key.gstack)
 			}
@@ -224,27 +223,34 @@ func addrs(b string) []uint64 {
 	return out
 }
 
-// offcpuStack reads an off-CPU stack by id, each id once a drain; a
-// negative id is no stack, and an id that cannot be read (never expected:
-// the map is not cleared while recording) gives none.
-func (k *kernel) offcpuStack(read map[int32][]uint64, id int32) []uint64 {
+// offcpuStack reads an off-CPU stack by id, each id once a recording:
+// offcpu_stacks is never cleared while recording and its stacks are never
+// replaced (an id taken by another stack is an error, not an overwrite),
+// so an id names one stack throughout and is read once, not every window.
+// A negative id is no stack; an id that cannot be read (never expected)
+// gives none.
+func (k *kernel) offcpuStack(id int32) []uint64 {
 	if id < 0 {
 		return nil
 	}
-	if a, ok := read[id]; ok {
+	if a, ok := k.offcpuStacks[id]; ok {
 		return a
 	}
 	var raw [bpf.CacheheatSizesMAX_STACK_DEPTH]uint64
-	var a []uint64
-	if err := k.objs.OffcpuStacks.Lookup(uint32(id), &raw); err == nil {
-		for _, pc := range raw {
-			if pc == 0 {
-				break
-			}
-			a = append(a, pc)
-		}
+	if err := k.objs.OffcpuStacks.Lookup(uint32(id), &raw); err != nil {
+		return nil
 	}
-	read[id] = a
+	var a []uint64
+	for _, pc := range raw {
+		if pc == 0 {
+			break
+		}
+		a = append(a, pc)
+	}
+	if k.offcpuStacks == nil {
+		k.offcpuStacks = map[int32][]uint64{}
+	}
+	k.offcpuStacks[id] = a
 	return a
 }
 

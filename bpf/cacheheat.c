@@ -251,6 +251,10 @@ struct stats_val {
 	// its last walk (a walk visits every bucket; a recorder of idle
 	// targets has nothing new to read).
 	u64 task_writes;
+	// Samples added to the others map, each counted after its add: user
+	// space drains that map only when this moved (a drain starts with a
+	// walk of every bucket, on a quiet host for nothing).
+	u64 other_writes;
 };
 
 // Cumulative per-CPU sampling and drop counters.
@@ -593,19 +597,23 @@ struct {
 	__type(value, u64);
 } others SEC(".maps");
 
-static __always_inline void other_sample(struct task_struct *t)
+static __always_inline void other_sample(struct stats_val *s, struct task_struct *t)
 {
 	struct other_key k = {.tgid = t->tgid};
 	if (t->pid == 0)
 		return; // idle
 	bpf_probe_read_kernel_str(k.comm, sizeof(k.comm), t->group_leader->comm);
-	u64 *n = bpf_map_lookup_elem(&others, &k);
-	if (n) {
-		__sync_fetch_and_add(n, 1);
+	static const u64 zero;
+	long err;
+	u64 *n = lookup_or_try_init(&others, &k, &zero, &err);
+	if (!n) {
+		// Full, or drained between the insert and the lookup: this
+		// sample of who else is lost, and counted.
+		s->map_errors++;
 		return;
 	}
-	u64 one = 1;
-	bpf_map_update_elem(&others, &k, &one, BPF_NOEXIST); // full: not counted
+	__sync_fetch_and_add(n, 1);
+	s->other_writes++;
 }
 
 // The task state field was renamed from state to __state in Linux 5.14.
@@ -1522,7 +1530,7 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 		busy_to(l, t, bpf_ktime_get_ns());
 	if (!is_target(t)) {
 		if (slot == SLOT_CLOCK)
-			other_sample(t);
+			other_sample(s, t);
 		return 0;
 	}
 	// Attribute counts here too, so a thread that runs for a long time

@@ -188,6 +188,7 @@ type CacheheatStatsVal struct {
 	ProcMapFull   uint64
 	MapErrors     uint64
 	TaskWrites    uint64
+	OtherWrites   uint64
 }
 
 type CacheheatTargetState uint32

@@ -98,6 +98,12 @@ type kernel struct {
 	samples  *sampleReader
 	// Buffers of the batch reads, kept from window to window.
 	taskBuf batchBuf[bpf.CacheheatTaskKey, bpf.CacheheatTaskVal]
+	// The per-CPU arrays read each window, through kept buffers.
+	statsBuf  perCPU[bpf.CacheheatStatsVal]
+	offcpuBuf perCPU[bpf.CacheheatOffcpuStat]
+	lastBuf   perCPU[bpf.CacheheatLastVal]
+	totalsBuf perCPU[bpf.CacheheatTotalsVal]
+	histsBuf  perCPU[bpf.CacheheatHistVal]
 	// The task map's last walk (nil: none): what it read, and the writes
 	// to task records (stats task_writes) before it.
 	tasks       map[taskKey]taskVal
@@ -110,6 +116,9 @@ type kernel struct {
 	waits   map[uint32]waitVal
 	waitsAt uint64
 	peersAt uint64
+	// The samples added to the others map (stats other_writes) at the
+	// last snapshot and at the last drain of that map; see drainOthers.
+	otherWrites, othersAt uint64
 	// offcpuStacks are the off-CPU stacks read so far, by id.
 	offcpuStacks map[int32][]uint64
 	mux          *rotator

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"reflect"
@@ -189,9 +188,8 @@ func (k *kernel) readTasks(stats []statsVal) (map[taskKey]taskVal, error) {
 
 // readTargetTotals reads what the targets counted, [slot][cpu].
 func (k *kernel) readTargetTotals() ([][]uint64, error) {
-	var zero uint32
-	var tots []bpf.CacheheatTotalsVal
-	if err := k.objs.TargetTotals.Lookup(&zero, &tots); err != nil {
+	tots, err := k.totalsBuf.read(k.objs.TargetTotals)
+	if err != nil {
 		return nil, fmt.Errorf("reading target totals: %w", err)
 	}
 	target := make([][]uint64, len(k.cfg.counted))
@@ -252,9 +250,8 @@ func (k *kernel) readCounters() ([][]counterValue, error) {
 
 // readHists reads the run-queue latency and off-CPU histograms, per CPU.
 func (k *kernel) readHists(s *snapshot) error {
-	var zero uint32
-	var hs []bpf.CacheheatHistVal
-	if err := k.objs.Hists.Lookup(&zero, &hs); err != nil {
+	hs, err := k.histsBuf.read(k.objs.Hists)
+	if err != nil {
 		return fmt.Errorf("reading histograms: %w", err)
 	}
 	s.runq = make([][]uint64, len(hs))
@@ -269,22 +266,23 @@ func (k *kernel) readHists(s *snapshot) error {
 // readStats reads the BPF side's own per-CPU statistics: sampler fires,
 // what it dropped, and the off-CPU totals.
 func (k *kernel) readStats(s *snapshot) error {
-	var zero uint32
-	var st []bpf.CacheheatStatsVal
-	if err := k.objs.Stats.Lookup(&zero, &st); err != nil {
+	st, err := k.statsBuf.read(k.objs.Stats)
+	if err != nil {
 		return fmt.Errorf("reading bpf stats: %w", err)
 	}
 	s.stats = make([]statsVal, len(st))
+	k.otherWrites = 0
 	for cpu, v := range st {
 		s.stats[cpu] = statsVal{
 			fires: v.Fires, samples: v.Samples,
 			stackErrors: v.StackErrors, sampleMapFull: v.SampleMapFull,
 			procMapFull: v.ProcMapFull, mapErrors: v.MapErrors,
-			taskWrites: v.TaskWrites,
+			taskWrites: v.TaskWrites, otherWrites: v.OtherWrites,
 		}
+		k.otherWrites += v.OtherWrites
 	}
-	var oc []bpf.CacheheatOffcpuStat
-	if err := k.objs.OffcpuStats.Lookup(&zero, &oc); err != nil {
+	oc, err := k.offcpuBuf.read(k.objs.OffcpuStats)
+	if err != nil {
 		return fmt.Errorf("reading off-cpu stats: %w", err)
 	}
 	s.offStats = make([]offcpuVal, len(oc))
@@ -298,9 +296,8 @@ func (k *kernel) readStats(s *snapshot) error {
 // task map and the counters, so that a window's busy time covers at
 // least the target's time counted in it.
 func (k *kernel) readBusy(s *snapshot) error {
-	var zero uint32
-	var last []bpf.CacheheatLastVal
-	if err := k.objs.Last.Lookup(&zero, &last); err != nil {
+	last, err := k.lastBuf.read(k.objs.Last)
+	if err != nil {
 		return fmt.Errorf("reading per-cpu state: %w", err)
 	}
 	s.busyNS = make([]uint64, len(last))
@@ -314,6 +311,8 @@ func (k *kernel) readBusy(s *snapshot) error {
 // 0 (which makes the kernel generate it afresh) into a kept buffer, one
 // system call instead of the open, poller registration, reads and close
 // of os.ReadFile; an idle recorder's windows are mostly such overhead.
+// Only the cpu lines are wanted, so the reading stops at the first line
+// after them, without the read that would see the end of the file.
 type statFile struct {
 	path string
 	f    *os.File
@@ -330,15 +329,35 @@ func (s *statFile) idle() []uint64 {
 		}
 		s.f, s.buf = f, make([]byte, 16<<10)
 	}
+	fd := int(s.f.Fd())
+	n := 0
 	for {
-		n, err := s.f.ReadAt(s.buf, 0)
-		if err == io.EOF || (err == nil && n < len(s.buf)) {
-			return parseIdle(s.buf[:n])
+		if n == len(s.buf) {
+			s.buf = append(s.buf, make([]byte, len(s.buf))...) // it did not fit
 		}
+		m, err := rawPread(fd, s.buf[n:], int64(n)) // procfs: no wait
 		if err != nil {
 			return nil
 		}
-		s.buf = make([]byte, 2*len(s.buf)) // it did not fit
+		n += m
+		if m == 0 || pastCPULines(s.buf[:n]) {
+			return parseIdle(s.buf[:n])
+		}
+	}
+}
+
+// pastCPULines says whether b holds a whole line after /proc/stat's cpu
+// lines: everything parseIdle reads is in it.
+func pastCPULines(b []byte) bool {
+	for {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return false
+		}
+		if !bytes.HasPrefix(b, []byte("cpu")) {
+			return true
+		}
+		b = b[i+1:]
 	}
 }
 
@@ -434,7 +453,17 @@ func counterMapsOf(m *bpf.CacheheatMaps) []*ebpf.Map {
 
 // drainOthers takes the samples of processes that are not targets since
 // the last drain, most first.
+//
+// A drain starts with a walk of every bucket of the map, so it is done
+// only when a sample was added since the last one (stats other_writes,
+// read with the snapshot just before; the BPF side counts each add after
+// making it). An add the count does not show yet stays in the map for
+// the next drain: a window late, never lost.
 func (k *kernel) drainOthers() []profile.OtherProcess {
+	if k.otherWrites == k.othersAt {
+		return nil
+	}
+	k.othersAt = k.otherWrites
 	var key bpf.CacheheatOtherKey
 	var n uint64
 	var keys []bpf.CacheheatOtherKey

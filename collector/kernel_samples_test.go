@@ -235,3 +235,109 @@ func voluntarySwitches(t *testing.T, pid int) uint64 {
 	t.Fatalf("no voluntary_ctxt_switches in /proc/%d/status", pid)
 	return 0
 }
+
+// TestOthersDrained: the samples of a process that is not a target reach
+// the window's others list as the kernel counted them, once; the map is
+// drained only when a sample was added (stats other_writes).
+func TestOthersDrained(t *testing.T) {
+	needBPF(t)
+	t.Setenv(EnvSimulatedPMU, "")
+	cpus, err := host.OnlineCPUs("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The target sleeps; a busy shell loop started by this test is the
+	// other process whose samples are looked at.
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
+	k, err := openKernel(kernelConfig{mode: modePIDs, pids: []int{sleeper.Process.Pid}, cpus: cpus, sampleHz: 997,
+		counted: events(t, "cpu-clock"), refSlot: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.close() })
+	if _, err := k.snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	k.drainOthers()
+	// A planted entry that no add counted (no pid is this large): the
+	// drain it is found in is the one after some add moved the count, a
+	// window late on a quiet host, at once on a busy one; either way
+	// exactly once.
+	planted := bpf.CacheheatOtherKey{Tgid: 1 << 30}
+	if err := k.objs.Others.Put(&planted, uint64(5)); err != nil {
+		t.Fatal(err)
+	}
+	var plantedSeen []int
+	find := func(list []profile.OtherProcess, pid int) (uint64, bool) {
+		for _, o := range list {
+			if o.PID == pid {
+				return o.Samples, true
+			}
+		}
+		return 0, false
+	}
+	for i := range 2 {
+		if _, err := k.snapshot(); err != nil {
+			t.Fatal(err)
+		}
+		moved := k.otherWrites != k.othersAt
+		got := k.drainOthers()
+		if !moved && got != nil {
+			t.Errorf("drained %d processes though no sample was added", len(got))
+		}
+		if n, ok := find(got, 1<<30); ok {
+			plantedSeen = append(plantedSeen, int(n))
+		}
+		t.Logf("drain %d before the loop: added since the last: %v", i, moved)
+	}
+	loop := exec.Command("sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done")
+	if err := loop.Run(); err != nil {
+		t.Fatal(err)
+	}
+	pid := loop.Process.Pid
+	// The kernel's own count for the loop, now that it has exited.
+	var key bpf.CacheheatOtherKey
+	var n, inMap uint64
+	it := k.objs.Others.Iterate()
+	for it.Next(&key, &n) {
+		if int(key.Tgid) == pid {
+			inMap += n
+		}
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if inMap == 0 {
+		t.Fatalf("no sample of a busy loop (pid %d) at 997 Hz", pid)
+	}
+	drained := func() (uint64, bool) {
+		t.Helper()
+		if _, err := k.snapshot(); err != nil {
+			t.Fatal(err)
+		}
+		got := k.drainOthers()
+		if n, ok := find(got, 1<<30); ok {
+			plantedSeen = append(plantedSeen, int(n))
+		}
+		return find(got, pid)
+	}
+	got, _ := drained()
+	again, seen := drained()
+	t.Logf("loop pid %d: %d samples in the map, %d drained, then %d (%v)", pid, inMap, got, again, seen)
+	if got != inMap {
+		t.Errorf("drained %d samples of the loop, the map had %d", got, inMap)
+	}
+	if seen {
+		t.Errorf("the loop's samples came again in the next drain (%d)", again)
+	}
+	if !slices.Equal(plantedSeen, []int{5}) {
+		t.Errorf("the planted entry of 5 samples was drained as %v, want once", plantedSeen)
+	}
+	if k.othersAt != k.otherWrites {
+		t.Errorf("after a drain the drained count %d is not the written count %d", k.othersAt, k.otherWrites)
+	}
+}

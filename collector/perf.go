@@ -90,7 +90,7 @@ func (p *perfCounter) read() (counterValue, error) {
 // are never multiplexed, or p alone.
 func (p *perfCounter) readGroup(out []counterValue) error {
 	b := make([]byte, 8*(3+len(out)))
-	n, err := unix.Read(p.fd, b)
+	n, err := rawRead(p.fd, b) // a counter read does not block
 	if err != nil {
 		return fmt.Errorf("reading perf event on cpu %d: %w", p.cpu, err)
 	}

@@ -181,4 +181,21 @@ func TestParseIdle(t *testing.T) {
 	if got := parseIdle(b); len(got) != cpus[len(cpus)-1]+1 {
 		t.Errorf("%d CPUs' idle times from /proc/stat, want %d", len(got), cpus[len(cpus)-1]+1)
 	}
+	// The kept file stops at the first line after the cpu lines, and
+	// reads on when a read ends before it: here a buffer of 8 bytes.
+	for _, size := range []int{8, 16 << 10} {
+		sf := statFile{path: "/proc/stat"}
+		if sf.idle() == nil {
+			t.Fatal("statFile read nothing")
+		}
+		sf.buf = make([]byte, size)
+		got := sf.idle()
+		sf.close()
+		if len(got) != cpus[len(cpus)-1]+1 {
+			t.Errorf("statFile with a %d-byte buffer: %d CPUs' idle times, want %d", size, len(got), cpus[len(cpus)-1]+1)
+		}
+	}
+	if !pastCPULines([]byte("cpu  1\ncpu0 1\nintr 1\n")) || pastCPULines([]byte("cpu  1\ncpu0 1\nin")) {
+		t.Errorf("pastCPULines does not find the end of the cpu lines")
+	}
 }

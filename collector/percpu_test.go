@@ -1,0 +1,93 @@
+package collector
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/cacheheat/cacheheat/bpf"
+)
+
+// TestPerCPURead: the kept-buffer read of a per-CPU array gives what was
+// put and what cilium/ebpf's Lookup gives, CPU by CPU: for bindings the
+// recorder reads (arrays, a hidden layout field), and for a 12-byte value,
+// whose CPUs the kernel lays 16 bytes apart; a map whose value size is
+// not the type's is refused.
+func TestPerCPURead(t *testing.T) {
+	needBPF(t)
+	n, err := ebpf.PossibleCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hists, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: uint32(reflect.TypeFor[bpf.CacheheatHistVal]().Size()), MaxEntries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hists.Close()
+	put := make([]bpf.CacheheatHistVal, n)
+	for cpu := range put {
+		for b := range put[cpu].Runq {
+			put[cpu].Runq[b] = uint64(cpu*1000 + b)
+			put[cpu].Offcpu[b] = uint64(cpu*1000 + 500 + b)
+		}
+	}
+	if err := hists.Put(uint32(0), put); err != nil {
+		t.Fatal(err)
+	}
+	var p perCPU[bpf.CacheheatHistVal]
+	for range 2 { // the second read reuses the buffers
+		got, err := p.read(hists)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, put) {
+			t.Fatalf("read %v, put %v", got, put)
+		}
+	}
+	stats, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: uint32(reflect.TypeFor[bpf.CacheheatOffcpuStat]().Size()), MaxEntries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stats.Close()
+	st := make([]bpf.CacheheatOffcpuStat, n)
+	for cpu := range st {
+		st[cpu] = bpf.CacheheatOffcpuStat{BlockedNs: uint64(cpu) + 1, SampledNs: 7, StackErrors: 3, MapErrors: uint64(cpu) * 9}
+	}
+	if err := stats.Put(uint32(0), st); err != nil {
+		t.Fatal(err)
+	}
+	var ps perCPU[bpf.CacheheatOffcpuStat]
+	got, err := ps.read(stats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []bpf.CacheheatOffcpuStat
+	if err := stats.Lookup(uint32(0), &want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(got, st) {
+		t.Errorf("read %v, Lookup %v, put %v", got, want, st)
+	}
+	odd, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 12, MaxEntries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer odd.Close()
+	three := make([][3]uint32, n)
+	for cpu := range three {
+		three[cpu] = [3]uint32{uint32(cpu), 1 << 31, uint32(cpu) + 77}
+	}
+	if err := odd.Put(uint32(0), three); err != nil {
+		t.Fatal(err)
+	}
+	var po perCPU[[3]uint32]
+	if got, err := po.read(odd); err != nil || !reflect.DeepEqual(got, three) {
+		t.Errorf("12-byte values: read %v (%v), put %v", got, err, three)
+	}
+	var wrong perCPU[bpf.CacheheatStatsVal]
+	if _, err := wrong.read(hists); err == nil || !strings.Contains(err.Error(), "per-CPU array of") {
+		t.Errorf("reading a map of another value size: %v", err)
+	}
+}

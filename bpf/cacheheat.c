@@ -255,6 +255,10 @@ struct stats_val {
 	// space drains that map only when this moved (a drain starts with a
 	// walk of every bucket, on a quiet host for nothing).
 	u64 other_writes;
+	// Targets (-p, command) that forked a new process or exec'd, each
+	// counted after the target set was written: user space lists the set
+	// and checks the targets' binaries only when this moved.
+	u64 target_changes;
 };
 
 // Cumulative per-CPU sampling and drop counters.
@@ -1419,11 +1423,13 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	u32 ctgid = child->tgid;
 	if (ptgid == ctgid || target_state_of(ptgid) != TARGET_YES)
 		return 0;
-	if (set_target(ctgid, TARGET_YES)) {
-		struct stats_val *s = get_stats();
-		if (s)
-			s->map_errors++;
-	}
+	struct stats_val *s = get_stats();
+	if (!s)
+		return 0;
+	if (set_target(ctgid, TARGET_YES))
+		s->map_errors++;
+	else
+		s->target_changes++;
 	return 0;
 }
 
@@ -1437,6 +1443,11 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 		// released at its exec keeps those it was given for the binary
 		// it execs.
 		bpf_map_delete_elem(&go_procs, &tgid);
+		if (target_mode == MODE_PIDS && target_state_of(tgid) == TARGET_YES) {
+			struct stats_val *s = get_stats();
+			if (s)
+				s->target_changes++; // its binary is to be checked
+		}
 		return 0;
 	}
 	// Counts up to here belong to the launcher: this CPU's accounting of

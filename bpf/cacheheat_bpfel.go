@@ -189,6 +189,7 @@ type CacheheatStatsVal struct {
 	MapErrors     uint64
 	TaskWrites    uint64
 	OtherWrites   uint64
+	TargetChanges uint64
 }
 
 type CacheheatTargetState uint32

@@ -277,7 +277,7 @@ func (k *kernel) readStats(s *snapshot) error {
 			fires: v.Fires, samples: v.Samples,
 			stackErrors: v.StackErrors, sampleMapFull: v.SampleMapFull,
 			procMapFull: v.ProcMapFull, mapErrors: v.MapErrors,
-			taskWrites: v.TaskWrites, otherWrites: v.OtherWrites,
+			taskWrites: v.TaskWrites, otherWrites: v.OtherWrites, targetChanges: v.TargetChanges,
 		}
 		k.otherWrites += v.OtherWrites
 	}
@@ -316,6 +316,7 @@ func (k *kernel) readBusy(s *snapshot) error {
 type statFile struct {
 	path string
 	f    *os.File
+	fd   int // f's, taken once: os.File.Fd makes a system call each time
 	buf  []byte
 }
 
@@ -327,15 +328,14 @@ func (s *statFile) idle() []uint64 {
 		if err != nil {
 			return nil
 		}
-		s.f, s.buf = f, make([]byte, 16<<10)
+		s.f, s.fd, s.buf = f, int(f.Fd()), make([]byte, 16<<10)
 	}
-	fd := int(s.f.Fd())
 	n := 0
 	for {
 		if n == len(s.buf) {
 			s.buf = append(s.buf, make([]byte, len(s.buf))...) // it did not fit
 		}
-		m, err := rawPread(fd, s.buf[n:], int64(n)) // procfs: no wait
+		m, err := rawPread(s.fd, s.buf[n:], int64(n)) // procfs: no wait
 		if err != nil {
 			return nil
 		}

@@ -25,11 +25,6 @@ import (
 // counted as dropped, and the window says how many were dropped.
 func TestSampleRingFull(t *testing.T) {
 	needBPF(t)
-	t.Setenv(EnvSimulatedPMU, "")
-	cpus, err := host.OnlineCPUs("/")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// A loop of shell builtins: on the CPU until killed. It may still block
 	// now and then (a page brought in from disk on a busy host), and a
 	// sampled block sends an off-CPU record through the same ring: those
@@ -40,12 +35,7 @@ func TestSampleRingFull(t *testing.T) {
 	}
 	t.Cleanup(func() { busy.Process.Kill(); busy.Wait() })
 	// One page: room for a few samples' records.
-	k, err := openKernel(kernelConfig{mode: modePIDs, pids: []int{busy.Process.Pid}, cpus: cpus, sampleHz: 997,
-		counted: events(t, "cpu-clock"), refSlot: -1, ringBytes: uint32(os.Getpagesize())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { k.close() })
+	k := pidKernel(t, busy.Process.Pid, 997, uint32(os.Getpagesize()))
 	time.Sleep(100 * time.Millisecond)
 	s0, err := k.snapshot()
 	if err != nil {
@@ -123,11 +113,6 @@ func TestSampleRingFull(t *testing.T) {
 // keep the last values and lose nothing.
 func TestWaitsWalkedOnlyWhenOneEnded(t *testing.T) {
 	needBPF(t)
-	t.Setenv(EnvSimulatedPMU, "")
-	cpus, err := host.OnlineCPUs("/")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// cat blocks reading a pipe this test writes to: each byte ends one
 	// of its waits, and this process is the waker.
 	cat := exec.Command("cat")
@@ -143,12 +128,7 @@ func TestWaitsWalkedOnlyWhenOneEnded(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { in.Close(); cat.Process.Kill(); cat.Wait() })
-	k, err := openKernel(kernelConfig{mode: modePIDs, pids: []int{cat.Process.Pid}, cpus: cpus, sampleHz: 19,
-		counted: events(t, "cpu-clock"), refSlot: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { k.close() })
+	k := pidKernel(t, cat.Process.Pid, 19, 0)
 	echo := func() {
 		t.Helper()
 		if _, err := in.Write([]byte("x")); err != nil {
@@ -241,11 +221,6 @@ func voluntarySwitches(t *testing.T, pid int) uint64 {
 // drained only when a sample was added (stats other_writes).
 func TestOthersDrained(t *testing.T) {
 	needBPF(t)
-	t.Setenv(EnvSimulatedPMU, "")
-	cpus, err := host.OnlineCPUs("/")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The target sleeps; a busy shell loop started by this test is the
 	// other process whose samples are looked at.
 	sleeper := exec.Command("sleep", "60")
@@ -253,12 +228,7 @@ func TestOthersDrained(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
-	k, err := openKernel(kernelConfig{mode: modePIDs, pids: []int{sleeper.Process.Pid}, cpus: cpus, sampleHz: 997,
-		counted: events(t, "cpu-clock"), refSlot: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { k.close() })
+	k := pidKernel(t, sleeper.Process.Pid, 997, 0)
 	if _, err := k.snapshot(); err != nil {
 		t.Fatal(err)
 	}
@@ -340,4 +310,74 @@ func TestOthersDrained(t *testing.T) {
 	if k.othersAt != k.otherWrites {
 		t.Errorf("after a drain the drained count %d is not the written count %d", k.othersAt, k.otherWrites)
 	}
+}
+
+// TestTargetChanges: the BPF side counts each fork and exec of a target
+// (stats target_changes: the -p watcher lists the target set only when it
+// moved), and nothing for the forks and execs of other processes.
+func TestTargetChanges(t *testing.T) {
+	needBPF(t)
+	// Released by a line on stdin: a fork whose child execs sleep (two
+	// changes), then an exec of the target itself (one more).
+	target := exec.Command("sh", "-c", "read x; sleep 0.1 & wait; exec sleep 0.2")
+	in, err := target.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := target.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { target.Process.Kill(); target.Wait() })
+	k := pidKernel(t, target.Process.Pid, 19, 0)
+	changes := func() uint64 {
+		t.Helper()
+		s, err := k.snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n uint64
+		for _, v := range s.stats {
+			n += v.targetChanges
+		}
+		return n
+	}
+	before := changes()
+	// Another process's fork and exec count nothing.
+	if err := exec.Command("sh", "-c", "sleep 0.01 & wait").Run(); err != nil {
+		t.Fatal(err)
+	}
+	other := changes()
+	if _, err := in.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := target.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	after := changes()
+	t.Logf("target changes: %d at the start, %d after another process forked, %d after the target's fork, child's exec and exec", before, other, after)
+	if other != before {
+		t.Errorf("another process's fork and exec counted %d target changes", other-before)
+	}
+	if after-other != 3 {
+		t.Errorf("the target's fork, its child's exec and its own exec counted %d changes, want 3", after-other)
+	}
+}
+
+// pidKernel opens the BPF side for one target process (its tree), with
+// cpu-clock counted and sampled at hz, the sample ring of ringBytes (0:
+// the recorder's size), closed at the test's end.
+func pidKernel(t *testing.T, pid, hz int, ringBytes uint32) *kernel {
+	t.Helper()
+	t.Setenv(EnvSimulatedPMU, "")
+	cpus, err := host.OnlineCPUs("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := openKernel(kernelConfig{mode: modePIDs, pids: []int{pid}, cpus: cpus, sampleHz: hz,
+		counted: events(t, "cpu-clock"), refSlot: -1, ringBytes: ringBytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.close() })
+	return k
 }

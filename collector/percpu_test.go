@@ -21,11 +21,7 @@ func TestPerCPURead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hists, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: uint32(reflect.TypeFor[bpf.CacheheatHistVal]().Size()), MaxEntries: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hists.Close()
+	hists := perCPUArray(t, uint32(reflect.TypeFor[bpf.CacheheatHistVal]().Size()))
 	put := make([]bpf.CacheheatHistVal, n)
 	for cpu := range put {
 		for b := range put[cpu].Runq {
@@ -46,11 +42,7 @@ func TestPerCPURead(t *testing.T) {
 			t.Fatalf("read %v, put %v", got, put)
 		}
 	}
-	stats, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: uint32(reflect.TypeFor[bpf.CacheheatOffcpuStat]().Size()), MaxEntries: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stats.Close()
+	stats := perCPUArray(t, uint32(reflect.TypeFor[bpf.CacheheatOffcpuStat]().Size()))
 	st := make([]bpf.CacheheatOffcpuStat, n)
 	for cpu := range st {
 		st[cpu] = bpf.CacheheatOffcpuStat{BlockedNs: uint64(cpu) + 1, SampledNs: 7, StackErrors: 3, MapErrors: uint64(cpu) * 9}
@@ -70,11 +62,7 @@ func TestPerCPURead(t *testing.T) {
 	if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(got, st) {
 		t.Errorf("read %v, Lookup %v, put %v", got, want, st)
 	}
-	odd, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 12, MaxEntries: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer odd.Close()
+	odd := perCPUArray(t, 12)
 	three := make([][3]uint32, n)
 	for cpu := range three {
 		three[cpu] = [3]uint32{uint32(cpu), 1 << 31, uint32(cpu) + 77}
@@ -90,4 +78,16 @@ func TestPerCPURead(t *testing.T) {
 	if _, err := wrong.read(hists); err == nil || !strings.Contains(err.Error(), "per-CPU array of") {
 		t.Errorf("reading a map of another value size: %v", err)
 	}
+}
+
+// perCPUArray makes a per-CPU array of one value of size bytes, closed at
+// the test's end.
+func perCPUArray(t *testing.T, size uint32) *ebpf.Map {
+	t.Helper()
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: size, MaxEntries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
 }

@@ -269,7 +269,7 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 	case cm != nil:
 		go watchCommand(cm, k, rec.sym, rec.goProcs, rec.mmaps != nil, exited, stopWatch)
 	case p.target.Kind == profile.TargetPID:
-		rec.windowDone = make(chan struct{}, 1)
+		rec.windowDone = make(chan uint64, 1)
 		go watchPIDs(k, rec.sym, rec.goProcs, rec.mmaps != nil, rec.windowDone, exited, stopWatch)
 	}
 	end, err := r.loop(ctx, rec, exited)
@@ -656,9 +656,10 @@ func stopCommand(cm *command, am *appMetrics, end string, tr *profile.Trailer) (
 
 // run is the state carried from window to window.
 type run struct {
-	// windowDone hears of each window closed, without waiting (the -p
+	// windowDone hears of each window closed, without waiting, with the
+	// target changes counted by then (stats target_changes; the -p
 	// watcher lists the target set then: see watchPIDs); nil: nobody.
-	windowDone chan struct{}
+	windowDone chan uint64
 	k          source
 	sym        *symbolize.Symbolizer
 	am         *appMetrics
@@ -764,9 +765,17 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 		rc.samples += s.Count
 	}
 	rc.drops.Add(win.Drops)
-	select {
-	case rc.windowDone <- struct{}{}:
-	default:
+	if rc.windowDone != nil {
+		var changes uint64
+		if d.cur != nil {
+			for _, s := range d.cur.stats {
+				changes += s.targetChanges
+			}
+		}
+		select {
+		case rc.windowDone <- changes: // cumulative: a later one supersedes a dropped one
+		default:
+		}
 	}
 	return r.emit(rc, win, x, now.Sub(rc.start))
 }
@@ -854,15 +863,19 @@ func watchCommand(cm *command, k *kernel, sym *symbolize.Symbolizer, gp *goProcs
 // (windows), at most once a second, to list the set again (children join
 // it at fork), register the Go runtime of each target (an exec may have
 // changed it) and, unless the mapping watcher follows them (following),
-// re-read their mappings. The window's wake-up, not a ticker of its own:
+// re-read their mappings; a window after which no target forked or
+// exec'd lists nothing when the mappings are followed. The window's wake-up, not a ticker of its own:
 // an idle recorder wakes once a window, not twice.
-func watchPIDs(k *kernel, sym *symbolize.Symbolizer, gp *goProcs, following bool, windows <-chan struct{}, exited, stop chan struct{}) {
+func watchPIDs(k *kernel, sym *symbolize.Symbolizer, gp *goProcs, following bool, windows <-chan uint64, exited, stop chan struct{}) {
 	var listed time.Time
+	// The target changes (forks and execs, stats target_changes) the
+	// last window had counted, and those at the last listing.
+	var changes, listedAt uint64
 	w := newPIDWatch()
 	defer w.close()
 	// check lists the set and says whether any of it runs.
 	check := func() bool {
-		listed = time.Now()
+		listed, listedAt = time.Now(), changes
 		pids, err := k.targetPIDs()
 		if err != nil {
 			return true
@@ -894,8 +907,15 @@ func watchPIDs(k *kernel, sym *symbolize.Symbolizer, gp *goProcs, following bool
 				if len(w.files) > 0 {
 					continue
 				}
-			case <-windows:
+			case changes = <-windows:
 				if time.Since(listed) < 900*time.Millisecond { // windows of 1 s come a hair early
+					continue
+				}
+				// No target forked or exec'd since the last listing: the
+				// set and its binaries are as listed (exits come by pidfd).
+				// The mappings are followed by the mapping watcher, or
+				// re-read here each time.
+				if following && changes == listedAt {
 					continue
 				}
 			}

@@ -22,7 +22,7 @@ type taskVal struct {
 type statsVal struct {
 	fires, samples                                     [2]uint64
 	stackErrors, sampleMapFull, procMapFull, mapErrors uint64
-	taskWrites, otherWrites                            uint64
+	taskWrites, otherWrites, targetChanges             uint64
 }
 
 // snapshot is every cumulative value at one instant. Windows are the

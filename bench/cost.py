@@ -166,6 +166,10 @@ SCENARIOS = {
     # The same ping-pong beside a recorder of a sleeping process: what
     # every switch of tasks that are not targets costs.
     "pingpong-others-99": ("pingpong-others", 99),
+    # rcu bad as the recorder's command (`record -- CMD`, as `make demo`
+    # and most users run it) rather than beside `record -a`: the command
+    # watcher's work is in it. Measured over the middle of its run.
+    "rcu-bad-cmd-99": (("command", ["workload", "run", "rcu", "--variant", "bad", "-t", "2"]), 99),
 }
 DEFAULT = ["falseshare-good-99", "falseshare-good-999", "rcu-bad-99", "rcu-bad-999", "idle-99", "empty-cgroup-99"]
 
@@ -182,14 +186,21 @@ def cgroup2_mount():
 def run_one(binary, name, seconds, tmp):
     work, hz = SCENARIOS[name]
     target, sleeper, cgroup = ["-a"], None, None
-    if work in ("sleeper", "pingpong-others"):
+    if isinstance(work, tuple) and work[0] == "command":
+        # Runs longer than the measurement; stopped with the recorder.
+        target = ["--", os.environ["WORKLOAD_BIN"]] + work[1] + ["-d", f"{seconds + 30}s"]
+        work = None
+    elif work in ("sleeper", "pingpong-others"):
         sleeper = subprocess.Popen(["sleep", "3600"])
         target, work = ["-p", str(sleeper.pid)], (None if work == "sleeper" else "pingpong")
     elif work == "empty-cgroup":
         cgroup = os.path.join(cgroup2_mount(), f"cacheheat-cost-{os.getpid()}")
         os.makedirs(cgroup, exist_ok=True)
         target, work = ["-G", cgroup], None
-    rec = subprocess.Popen([binary, "record", "-q"] + target + ["-F", str(hz), "-o", f"{tmp}/{name}.rec"],
+    opts = ["-F", str(hz), "-o", f"{tmp}/{name}.rec"]
+    if target[0] == "--":
+        opts, target = opts + target, []
+    rec = subprocess.Popen([binary, "record", "-q"] + target + opts,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         # Loaded and attached once the sampler program is there; then a

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -236,9 +237,10 @@ func TestOthersDrained(t *testing.T) {
 	// A planted entry that no add counted (no pid is this large): the
 	// drain it is found in is the one after some add moved the count, a
 	// window late on a quiet host, at once on a busy one; either way
-	// exactly once.
+	// exactly once. Its count puts it first among the few a drain keeps.
+	const plantedN = 1 << 40
 	planted := bpf.CacheheatOtherKey{Tgid: 1 << 30}
-	if err := k.objs.Others.Put(&planted, uint64(5)); err != nil {
+	if err := k.objs.Others.Put(&planted, uint64(plantedN)); err != nil {
 		t.Fatal(err)
 	}
 	var plantedSeen []int
@@ -304,8 +306,8 @@ func TestOthersDrained(t *testing.T) {
 	if seen {
 		t.Errorf("the loop's samples came again in the next drain (%d)", again)
 	}
-	if !slices.Equal(plantedSeen, []int{5}) {
-		t.Errorf("the planted entry of 5 samples was drained as %v, want once", plantedSeen)
+	if !slices.Equal(plantedSeen, []int{plantedN}) {
+		t.Errorf("the planted entry of %d samples was drained as %v, want once", plantedN, plantedSeen)
 	}
 	if k.othersAt != k.otherWrites {
 		t.Errorf("after a drain the drained count %d is not the written count %d", k.othersAt, k.otherWrites)
@@ -380,4 +382,75 @@ func pidKernel(t *testing.T, pid, hz int, ringBytes uint32) *kernel {
 	}
 	t.Cleanup(func() { k.close() })
 	return k
+}
+
+// TestWatchCommandRegistersAfterExec: the command watcher registers the
+// Go runtime of the command's process after a window in which a target
+// exec'd (stats target_changes moved), and not after one in which the
+// count stood, though the binary changed (the count is what it trusts).
+func TestWatchCommandRegistersAfterExec(t *testing.T) {
+	needBPF(t)
+	// A Go program with its DWARF (test binaries have none), which sleeps.
+	dir := t.TempDir()
+	src, self := filepath.Join(dir, "sleeper.go"), filepath.Join(dir, "sleeper")
+	if err := os.WriteFile(src, []byte("package main\n\nimport \"time\"\n\nfunc main() { time.Sleep(time.Minute) }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	build := exec.Command("go", "build", "-o", self, src)
+	build.Dir, build.Env = dir, append(os.Environ(), "GOFLAGS=")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the Go program: %v\n%s", err, out)
+	}
+	if _, err := goOffsets(self); err != nil {
+		t.Fatalf("the Go program's runtime offsets: %v", err)
+	}
+	// A shell (no Go program) that execs the Go program when told to.
+	sh := exec.Command("sh", "-c", `read x; exec "$0"`, self)
+	in, err := sh.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sh.Process.Kill(); sh.Wait() })
+	pid := sh.Process.Pid
+	k := pidKernel(t, pid, 19, 0)
+	windows, exited, stop := make(chan uint64), make(chan struct{}), make(chan struct{})
+	defer close(stop)
+	go watchCommand(&command{cmd: sh, done: make(chan struct{})}, k, nil, newGoProcs(), true, windows, exited, stop)
+	// A window is handled once the watcher takes the next one.
+	window := func(changes uint64) { windows <- changes; windows <- changes }
+	registered := func() bool {
+		var o bpf.CacheheatGoOffsets
+		return k.objs.GoProcs.Lookup(uint32(pid), &o) == nil
+	}
+	if _, err := in.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if exe, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe"); exe == self {
+			break
+		}
+		if i == 500 {
+			t.Fatal("the shell did not exec the helper in 5 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	window(0)
+	if registered() {
+		t.Errorf("registered after a window in which no target change was counted")
+	}
+	s, err := k.snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changes uint64
+	for _, v := range s.stats {
+		changes += v.targetChanges
+	}
+	window(changes)
+	if changes != 1 || !registered() {
+		t.Errorf("after the exec (%d target changes counted, want 1) the Go runtime registered: %v", changes, registered())
+	}
 }

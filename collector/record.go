@@ -267,7 +267,8 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 		rec.runner = newRunner(r, p, k, rec, cm, []string{am.env()})
 		go rec.runner.loop(exited, stopWatch)
 	case cm != nil:
-		go watchCommand(cm, k, rec.sym, rec.goProcs, rec.mmaps != nil, exited, stopWatch)
+		rec.windowDone = make(chan uint64, 1)
+		go watchCommand(cm, k, rec.sym, rec.goProcs, rec.mmaps != nil, rec.windowDone, exited, stopWatch)
 	case p.target.Kind == profile.TargetPID:
 		rec.windowDone = make(chan uint64, 1)
 		go watchPIDs(k, rec.sym, rec.goProcs, rec.mmaps != nil, rec.windowDone, exited, stopWatch)
@@ -657,8 +658,9 @@ func stopCommand(cm *command, am *appMetrics, end string, tr *profile.Trailer) (
 // run is the state carried from window to window.
 type run struct {
 	// windowDone hears of each window closed, without waiting, with the
-	// target changes counted by then (stats target_changes; the -p
-	// watcher lists the target set then: see watchPIDs); nil: nobody.
+	// target changes counted by then (stats target_changes; the -p and
+	// command watchers look at the targets then: see watchPIDs and
+	// watchCommand); nil: nobody.
 	windowDone chan uint64
 	k          source
 	sym        *symbolize.Symbolizer
@@ -836,12 +838,16 @@ func (r *Recorder) emit(rc *run, win *profile.Window, x *WindowExtras, elapsed t
 	return nil
 }
 
-// watchCommand closes exited when the command exits, and keeps the
-// symbolizer's view of its mappings fresh unless the mapping watcher
-// follows them (following).
-func watchCommand(cm *command, k *kernel, sym *symbolize.Symbolizer, gp *goProcs, following bool, exited, stop chan struct{}) {
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
+// watchCommand closes exited when the command exits. After a window in
+// which a target forked or exec'd (windows: stats target_changes, as in
+// watchPIDs) it registers the Go runtime of the command's process (an
+// exec may have changed its binary), and after every window it re-reads
+// the command's mappings unless the mapping watcher follows them
+// (following). It ticked ten times a second before, which cost a
+// recorder under load a sixth of its time (readlink, and the Go
+// runtime's sysmon woken by it).
+func watchCommand(cm *command, k *kernel, sym *symbolize.Symbolizer, gp *goProcs, following bool, windows <-chan uint64, exited, stop chan struct{}) {
+	var registeredAt uint64 // addCommand registered the binary it execs
 	for {
 		select {
 		case <-cm.done:
@@ -849,11 +855,14 @@ func watchCommand(cm *command, k *kernel, sym *symbolize.Symbolizer, gp *goProcs
 			return
 		case <-stop:
 			return
-		case <-t.C:
+		case changes := <-windows:
 			if !following {
 				_ = sym.Snapshot(cm.cmd.Process.Pid)
 			}
-			gp.add(k, cm.cmd.Process.Pid)
+			if changes != registeredAt {
+				registeredAt = changes
+				gp.add(k, cm.cmd.Process.Pid)
+			}
 		}
 	}
 }

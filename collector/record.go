@@ -873,8 +873,9 @@ func watchCommand(cm *command, k *kernel, sym *symbolize.Symbolizer, gp *goProcs
 // it at fork), register the Go runtime of each target (an exec may have
 // changed it) and, unless the mapping watcher follows them (following),
 // re-read their mappings; a window after which no target forked or
-// exec'd lists nothing when the mappings are followed. The window's wake-up, not a ticker of its own:
-// an idle recorder wakes once a window, not twice.
+// exec'd lists nothing when the mappings are followed. The window's
+// wake-up, not a ticker of its own: an idle recorder wakes once a window,
+// not twice.
 func watchPIDs(k *kernel, sym *symbolize.Symbolizer, gp *goProcs, following bool, windows <-chan uint64, exited, stop chan struct{}) {
 	var listed time.Time
 	// The target changes (forks and execs, stats target_changes) the

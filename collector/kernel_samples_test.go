@@ -2,6 +2,7 @@ package collector
 
 import (
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -322,14 +323,7 @@ func TestTargetChanges(t *testing.T) {
 	// Released by a line on stdin: a fork whose child execs sleep (two
 	// changes), then an exec of the target itself (one more).
 	target := exec.Command("sh", "-c", "read x; sleep 0.1 & wait; exec sleep 0.2")
-	in, err := target.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := target.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { target.Process.Kill(); target.Wait() })
+	in := startWithStdin(t, target)
 	k := pidKernel(t, target.Process.Pid, 19, 0)
 	changes := func() uint64 {
 		t.Helper()
@@ -337,11 +331,7 @@ func TestTargetChanges(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var n uint64
-		for _, v := range s.stats {
-			n += v.targetChanges
-		}
-		return n
+		return s.targetChanges()
 	}
 	before := changes()
 	// Another process's fork and exec count nothing.
@@ -406,14 +396,7 @@ func TestWatchCommandRegistersAfterExec(t *testing.T) {
 	}
 	// A shell (no Go program) that execs the Go program when told to.
 	sh := exec.Command("sh", "-c", `read x; exec "$0"`, self)
-	in, err := sh.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sh.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sh.Process.Kill(); sh.Wait() })
+	in := startWithStdin(t, sh)
 	pid := sh.Process.Pid
 	k := pidKernel(t, pid, 19, 0)
 	windows, exited, stop := make(chan uint64), make(chan struct{}), make(chan struct{})
@@ -445,12 +428,24 @@ func TestWatchCommandRegistersAfterExec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var changes uint64
-	for _, v := range s.stats {
-		changes += v.targetChanges
-	}
+	changes := s.targetChanges()
 	window(changes)
 	if changes != 1 || !registered() {
 		t.Errorf("after the exec (%d target changes counted, want 1) the Go runtime registered: %v", changes, registered())
 	}
+}
+
+// startWithStdin starts cmd with a pipe to its stdin, which it returns;
+// cmd is killed at the test's end.
+func startWithStdin(t *testing.T, cmd *exec.Cmd) io.WriteCloser {
+	t.Helper()
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return in
 }

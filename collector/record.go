@@ -770,9 +770,7 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 	if rc.windowDone != nil {
 		var changes uint64
 		if d.cur != nil {
-			for _, s := range d.cur.stats {
-				changes += s.targetChanges
-			}
+			changes = d.cur.targetChanges()
 		}
 		select {
 		case rc.windowDone <- changes: // cumulative: a later one supersedes a dropped one

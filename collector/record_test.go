@@ -426,14 +426,7 @@ func TestRecordPIDNewThreads(t *testing.T) {
 	}
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), helperEnv+"=threads "+strconv.Itoa(threads))
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	stdin := startWithStdin(t, cmd)
 	pid := cmd.Process.Pid
 	// Wait until the helper runs before attaching to it.
 	time.Sleep(100 * time.Millisecond)

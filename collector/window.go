@@ -47,6 +47,16 @@ type snapshot struct {
 	waits map[uint32]waitVal
 }
 
+// targetChanges is the forks and execs of targets counted so far (stats
+// target_changes, all CPUs).
+func (s *snapshot) targetChanges() uint64 {
+	var n uint64
+	for _, v := range s.stats {
+		n += v.targetChanges
+	}
+	return n
+}
+
 // waitVal is one wait code's cumulative time, count and log2 histogram.
 type waitVal struct {
 	ns, count uint64

@@ -117,8 +117,8 @@ type kernel struct {
 	waitsAt uint64
 	peersAt uint64
 	// The samples added to the others map (stats other_writes) at the
-	// last snapshot and at the last drain of that map; see drainOthers.
-	otherWrites, othersAt uint64
+	// last drain of that map; see drainOthers.
+	othersAt uint64
 	// offcpuStacks are the off-CPU stacks read so far, by id.
 	offcpuStacks map[int32][]uint64
 	mux          *rotator

@@ -31,7 +31,7 @@ func (k *kernel) snapshot() (*snapshot, error) {
 	if err := k.readStats(s); err != nil {
 		return nil, err
 	}
-	if s.tasks, err = k.readTasks(s.stats); err != nil {
+	if s.tasks, err = k.readTasks(s.taskWrites); err != nil {
 		return nil, err
 	}
 	if s.target, err = k.readTargetTotals(); err != nil {
@@ -152,11 +152,7 @@ const maxPeers = 20
 // costs even when it is empty; so while no task record was written since
 // the last walk (stats task_writes, read just before: the BPF side counts
 // each write after making it), the last walk's records stand.
-func (k *kernel) readTasks(stats []statsVal) (map[taskKey]taskVal, error) {
-	var writes uint64
-	for _, s := range stats {
-		writes += s.taskWrites
-	}
+func (k *kernel) readTasks(writes uint64) (map[taskKey]taskVal, error) {
 	if k.tasks != nil && writes == k.tasksWrites {
 		return k.tasks, nil
 	}
@@ -271,15 +267,15 @@ func (k *kernel) readStats(s *snapshot) error {
 		return fmt.Errorf("reading bpf stats: %w", err)
 	}
 	s.stats = make([]statsVal, len(st))
-	k.otherWrites = 0
 	for cpu, v := range st {
 		s.stats[cpu] = statsVal{
 			fires: v.Fires, samples: v.Samples,
 			stackErrors: v.StackErrors, sampleMapFull: v.SampleMapFull,
 			procMapFull: v.ProcMapFull, mapErrors: v.MapErrors,
-			taskWrites: v.TaskWrites, otherWrites: v.OtherWrites, targetChanges: v.TargetChanges,
 		}
-		k.otherWrites += v.OtherWrites
+		s.taskWrites += v.TaskWrites
+		s.otherWrites += v.OtherWrites
+		s.targetChanges += v.TargetChanges
 	}
 	oc, err := k.offcpuBuf.read(k.objs.OffcpuStats)
 	if err != nil {
@@ -455,15 +451,15 @@ func counterMapsOf(m *bpf.CacheheatMaps) []*ebpf.Map {
 // the last drain, most first.
 //
 // A drain starts with a walk of every bucket of the map, so it is done
-// only when a sample was added since the last one (stats other_writes,
-// read with the snapshot just before; the BPF side counts each add after
-// making it). An add the count does not show yet stays in the map for
-// the next drain: a window late, never lost.
-func (k *kernel) drainOthers() []profile.OtherProcess {
-	if k.otherWrites == k.othersAt {
+// only when a sample was added since the last one (other_writes of cur,
+// the snapshot just taken; the BPF side counts each add after making
+// it). An add the count does not show yet stays in the map for the next
+// drain: a window late, never lost.
+func (k *kernel) drainOthers(cur *snapshot) []profile.OtherProcess {
+	if cur.otherWrites == k.othersAt {
 		return nil
 	}
-	k.othersAt = k.otherWrites
+	k.othersAt = cur.otherWrites
 	var key bpf.CacheheatOtherKey
 	var n uint64
 	var keys []bpf.CacheheatOtherKey

@@ -231,10 +231,11 @@ func TestOthersDrained(t *testing.T) {
 	}
 	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
 	k := pidKernel(t, sleeper.Process.Pid, 997, 0)
-	if _, err := k.snapshot(); err != nil {
+	s, err := k.snapshot()
+	if err != nil {
 		t.Fatal(err)
 	}
-	k.drainOthers()
+	k.drainOthers(s)
 	// A planted entry that no add counted (no pid is this large): the
 	// drain it is found in is the one after some add moved the count, a
 	// window late on a quiet host, at once on a busy one; either way
@@ -254,11 +255,12 @@ func TestOthersDrained(t *testing.T) {
 		return 0, false
 	}
 	for i := range 2 {
-		if _, err := k.snapshot(); err != nil {
+		s, err := k.snapshot()
+		if err != nil {
 			t.Fatal(err)
 		}
-		moved := k.otherWrites != k.othersAt
-		got := k.drainOthers()
+		moved := s.otherWrites != k.othersAt
+		got := k.drainOthers(s)
 		if !moved && got != nil {
 			t.Errorf("drained %d processes though no sample was added", len(got))
 		}
@@ -289,10 +291,11 @@ func TestOthersDrained(t *testing.T) {
 	}
 	drained := func() (uint64, bool) {
 		t.Helper()
-		if _, err := k.snapshot(); err != nil {
+		var err error
+		if s, err = k.snapshot(); err != nil {
 			t.Fatal(err)
 		}
-		got := k.drainOthers()
+		got := k.drainOthers(s)
 		if n, ok := find(got, 1<<30); ok {
 			plantedSeen = append(plantedSeen, int(n))
 		}
@@ -310,8 +313,8 @@ func TestOthersDrained(t *testing.T) {
 	if !slices.Equal(plantedSeen, []int{plantedN}) {
 		t.Errorf("the planted entry of %d samples was drained as %v, want once", plantedN, plantedSeen)
 	}
-	if k.othersAt != k.otherWrites {
-		t.Errorf("after a drain the drained count %d is not the written count %d", k.othersAt, k.otherWrites)
+	if k.othersAt != s.otherWrites {
+		t.Errorf("after a drain the drained count %d is not the written count %d", k.othersAt, s.otherWrites)
 	}
 }
 
@@ -331,7 +334,7 @@ func TestTargetChanges(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return s.targetChanges()
+		return s.targetChanges
 	}
 	before := changes()
 	// Another process's fork and exec count nothing.
@@ -428,7 +431,7 @@ func TestWatchCommandRegistersAfterExec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	changes := s.targetChanges()
+	changes := s.targetChanges
 	window(changes)
 	if changes != 1 || !registered() {
 		t.Errorf("after the exec (%d target changes counted, want 1) the Go runtime registered: %v", changes, registered())

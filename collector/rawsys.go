@@ -19,23 +19,17 @@ import (
 
 // rawRead is read(2) made raw; only for a file whose reads do not wait:
 // the call holds the P (with GOMAXPROCS 1, the only one) until it returns.
-func rawRead(fd int, b []byte) (int, error) {
-	for {
-		n, _, errno := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
-		if errno == unix.EINTR {
-			continue
-		}
-		if errno != 0 {
-			return 0, errno
-		}
-		return int(n), nil
-	}
-}
+func rawRead(fd int, b []byte) (int, error) { return rawIO(unix.SYS_READ, fd, b, 0) }
 
 // rawPread is pread(2) made raw, as rawRead.
 func rawPread(fd int, b []byte, off int64) (int, error) {
+	return rawIO(unix.SYS_PREAD64, fd, b, off)
+}
+
+// rawIO makes read (which ignores off) or pread, again when interrupted.
+func rawIO(trap uintptr, fd int, b []byte, off int64) (int, error) {
 	for {
-		n, _, errno := unix.RawSyscall6(unix.SYS_PREAD64, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)), uintptr(off), 0, 0)
+		n, _, errno := unix.RawSyscall6(trap, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)), uintptr(off), 0, 0)
 		if errno == unix.EINTR {
 			continue
 		}

@@ -768,12 +768,8 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 	}
 	rc.drops.Add(win.Drops)
 	if rc.windowDone != nil {
-		var changes uint64
-		if d.cur != nil {
-			changes = d.cur.targetChanges()
-		}
 		select {
-		case rc.windowDone <- changes: // cumulative: a later one supersedes a dropped one
+		case rc.windowDone <- d.cur.targetChanges: // cumulative: a later one supersedes a dropped one
 		default:
 		}
 	}
@@ -806,7 +802,7 @@ func (rc *run) window(d *drained, endNS int64, last bool) *profile.Window {
 	m.startNS, m.endNS = rc.lastNS, endNS
 	win := buildWindow(rc.prev, d.cur, d.samples, d.bad, m)
 	if rc.kern != nil {
-		win.Others = rc.kern.drainOthers()
+		win.Others = rc.kern.drainOthers(d.cur)
 		if !rc.meta.noProcesses {
 			win.Peers = rc.kern.drainPeers()
 		}

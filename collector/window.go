@@ -22,7 +22,6 @@ type taskVal struct {
 type statsVal struct {
 	fires, samples                                     [2]uint64
 	stackErrors, sampleMapFull, procMapFull, mapErrors uint64
-	taskWrites, otherWrites, targetChanges             uint64
 }
 
 // snapshot is every cumulative value at one instant. Windows are the
@@ -36,6 +35,11 @@ type snapshot struct {
 	stats    []statsVal  // [cpu]
 	offStats []offcpuVal // [cpu]
 	idleNS   []uint64    // [cpu] cumulative idle time, /proc/stat; nil: unknown
+	// The writes the BPF side counts (stats), summed over CPUs, each
+	// counted after its write: to task records (task_writes), to the
+	// others map (other_writes) and to the target set at a target's fork
+	// or exec (target_changes). A map whose count stands is not read.
+	taskWrites, otherWrites, targetChanges uint64
 	// busyNS is each CPU's cumulative time running any task but its idle
 	// task (busy_ns in bpf/cacheheat.c); nil: not read.
 	busyNS []uint64
@@ -45,16 +49,6 @@ type snapshot struct {
 	// waits is the target's cumulative off-CPU time by wait code, summed
 	// over CPUs (the waits map of bpf/cacheheat.c).
 	waits map[uint32]waitVal
-}
-
-// targetChanges is the forks and execs of targets counted so far (stats
-// target_changes, all CPUs).
-func (s *snapshot) targetChanges() uint64 {
-	var n uint64
-	for _, v := range s.stats {
-		n += v.targetChanges
-	}
-	return n
 }
 
 // waitVal is one wait code's cumulative time, count and log2 histogram.

@@ -276,7 +276,7 @@ func (m *Metrics) satisfies(n Need) (name, reason string, ok bool) {
 		if m.HasIdle() {
 			return "", "", true
 		}
-		return n.String(), "not in this recording (recorded by cacheheat versions that read /proc/stat)", false
+		return n.String(), "not in this recording (recorded by cacheheat versions that record the CPUs' idle time)", false
 	case NeedWaits:
 		if m.HasWaits() {
 			return "", "", true

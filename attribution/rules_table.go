@@ -116,7 +116,7 @@ var table = []Rule{
 		ID:      RuleCoreHotspot,
 		Shows:   ShowsSamples,
 		Title:   "load concentrated on one core",
-		Formula: "top core share = target samples on the busiest core / all target samples; demand = (target on-CPU time on a core + its run-queue wait there) / recorded time, on-CPU time from cpu-clock (or samples / sample rate without it), run-queue wait from the runq-latency histogram when recorded; busy = 1 - the core's idle time (all tasks, /proc/stat) / recorded time; working threads = target threads that ran at least half as long as the window's busiest target thread and at least 1 ms, median over windows",
+		Formula: "top core share = target samples on the busiest core / all target samples; demand = (target on-CPU time on a core + its run-queue wait there) / recorded time, on-CPU time from cpu-clock (or samples / sample rate without it), run-queue wait from the runq-latency histogram when recorded; busy = 1 - the core's idle time (all tasks: the time it ran its idle task) / recorded time; working threads = target threads that ran at least half as long as the window's busiest target thread and at least 1 ms, median over windows",
 		Needs:   []Need{samples, cpuIdle},
 		Thresholds: []Threshold{
 			{Metric: mSamples, Op: ">=", Value: 50, Unit: metric.UnitSamples, Why: whySampleMin},

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -122,7 +123,7 @@ type kernel struct {
 	// offcpuStacks are the off-CPU stacks read so far, by id.
 	offcpuStacks map[int32][]uint64
 	mux          *rotator
-	stat         statFile // /proc/stat, for the CPUs' idle time
+	t0           time.Time // the origin of the snapshots' monoNS
 	// groups are, per CPU of cfg.cpus, the slots of the software
 	// counters, which form one perf group led by the first.
 	groups []counterGroup
@@ -172,7 +173,7 @@ func openKernel(cfg kernelConfig) (_ *kernel, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("counting possible cpus: %w", err)
 	}
-	k := &kernel{possible: possible, cfg: cfg, stat: statFile{path: "/proc/stat"}}
+	k := &kernel{possible: possible, cfg: cfg, t0: time.Now()}
 	defer func() {
 		if err != nil {
 			k.close()
@@ -523,7 +524,6 @@ func (k *kernel) close() error {
 	var errs []error
 	errs = append(errs, k.mux.close())
 	k.mux = nil
-	errs = append(errs, k.stat.close())
 	for _, l := range k.links {
 		errs = append(errs, l.Close())
 	}

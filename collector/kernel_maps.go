@@ -1,16 +1,15 @@
 package collector
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"reflect"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cilium/ebpf"
 
@@ -56,7 +55,6 @@ func (k *kernel) snapshot() (*snapshot, error) {
 			return nil, err
 		}
 	}
-	s.idleNS = k.stat.idle()
 	return s, nil
 }
 
@@ -288,116 +286,21 @@ func (k *kernel) readStats(s *snapshot) error {
 	return nil
 }
 
-// readBusy reads each CPU's busy time (busy_ns). It is read after the
-// task map and the counters, so that a window's busy time covers at
-// least the target's time counted in it.
+// readBusy reads each CPU's busy time (busy_ns) and the monotonic clock
+// it is counted in, from which a window's idle time follows. It is read
+// after the task map and the counters, so that a window's busy time
+// covers at least the target's time counted in it.
 func (k *kernel) readBusy(s *snapshot) error {
 	last, err := k.lastBuf.read(k.objs.Last)
 	if err != nil {
 		return fmt.Errorf("reading per-cpu state: %w", err)
 	}
+	s.monoNS = uint64(time.Since(k.t0))
 	s.busyNS = make([]uint64, len(last))
 	for cpu, v := range last {
 		s.busyNS[cpu] = v.BusyNs
 	}
 	return nil
-}
-
-// statFile reads /proc/stat once a window: kept open and read from offset
-// 0 (which makes the kernel generate it afresh) into a kept buffer, one
-// system call instead of the open, poller registration, reads and close
-// of os.ReadFile; an idle recorder's windows are mostly such overhead.
-// Only the cpu lines are wanted, so the reading stops at the first line
-// after them, without the read that would see the end of the file.
-type statFile struct {
-	path string
-	f    *os.File
-	fd   int // f's, taken once: os.File.Fd makes a system call each time
-	buf  []byte
-}
-
-// idle reads each CPU's cumulative idle time (idle + iowait), in
-// nanoseconds; nil when it cannot.
-func (s *statFile) idle() []uint64 {
-	if s.f == nil {
-		f, err := os.Open(s.path)
-		if err != nil {
-			return nil
-		}
-		s.f, s.fd, s.buf = f, int(f.Fd()), make([]byte, 16<<10)
-	}
-	n := 0
-	for {
-		if n == len(s.buf) {
-			s.buf = append(s.buf, make([]byte, len(s.buf))...) // it did not fit
-		}
-		m, err := rawPread(s.fd, s.buf[n:], int64(n)) // procfs: no wait
-		if err != nil {
-			return nil
-		}
-		n += m
-		if m == 0 || pastCPULines(s.buf[:n]) {
-			return parseIdle(s.buf[:n])
-		}
-	}
-}
-
-// pastCPULines says whether b holds a whole line after /proc/stat's cpu
-// lines: everything parseIdle reads is in it.
-func pastCPULines(b []byte) bool {
-	for {
-		i := bytes.IndexByte(b, '\n')
-		if i < 0 {
-			return false
-		}
-		if !bytes.HasPrefix(b, []byte("cpu")) {
-			return true
-		}
-		b = b[i+1:]
-	}
-}
-
-func (s *statFile) close() error {
-	if s.f == nil {
-		return nil
-	}
-	err := s.f.Close()
-	s.f = nil
-	return err
-}
-
-// parseIdle reads the per-CPU idle + iowait times of /proc/stat's text.
-func parseIdle(b []byte) []uint64 {
-	var out []uint64
-	// The cpu lines come first; the rest (interrupt counts: thousands of
-	// numbers on a large host) is not looked at.
-	for len(b) > 0 && bytes.HasPrefix(b, []byte("cpu")) {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
-		f := strings.Fields(string(line))
-		if len(f) < 6 || f[0] == "cpu" {
-			continue
-		}
-		cpu, err := strconv.Atoi(f[0][3:])
-		if err != nil || cpu < 0 || cpu > 1<<16 {
-			continue
-		}
-		idle, err1 := strconv.ParseUint(f[4], 10, 64)
-		iowait, err2 := strconv.ParseUint(f[5], 10, 64)
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		for len(out) <= cpu {
-			out = append(out, 0)
-		}
-		// USER_HZ is 100 on every Linux architecture's user ABI.
-		out[cpu] = (idle + iowait) * 1e7
-	}
-	return out
 }
 
 // prune deletes the task records marked exited at the previous snapshot

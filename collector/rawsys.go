@@ -6,8 +6,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The reads a window makes (per-CPU map lookups, perf counter reads,
-// /proc/stat) are system calls that wait on no I/O and no other process;
+// The reads a window makes (per-CPU map lookups, perf counter reads) are system calls that wait on no I/O and no other process;
 // they are made raw, without telling the Go scheduler. A system call made the
 // usual way wakes the runtime's sysmon thread when it sleeps (Go's
 // entersyscall: sysmon must be ready to take the P back from a call that
@@ -17,19 +16,12 @@ import (
 // recorder's 10 wake-ups a second and a fifth of its time. Writing the
 // window to the file still wakes sysmon, but at the window's end.
 
-// rawRead is read(2) made raw; only for a file whose reads do not wait:
-// the call holds the P (with GOMAXPROCS 1, the only one) until it returns.
-func rawRead(fd int, b []byte) (int, error) { return rawIO(unix.SYS_READ, fd, b, 0) }
-
-// rawPread is pread(2) made raw, as rawRead.
-func rawPread(fd int, b []byte, off int64) (int, error) {
-	return rawIO(unix.SYS_PREAD64, fd, b, off)
-}
-
-// rawIO makes read (which ignores off) or pread, again when interrupted.
-func rawIO(trap uintptr, fd int, b []byte, off int64) (int, error) {
+// rawRead is read(2) made raw, again when interrupted; only for a file
+// whose reads do not wait: the call holds the P (with GOMAXPROCS 1, the
+// only one) until it returns.
+func rawRead(fd int, b []byte) (int, error) {
 	for {
-		n, _, errno := unix.RawSyscall6(trap, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)), uintptr(off), 0, 0)
+		n, _, errno := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
 		if errno == unix.EINTR {
 			continue
 		}

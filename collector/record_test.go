@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -479,8 +481,15 @@ func TestRecordAll(t *testing.T) {
 		for ctx.Err() == nil {
 		}
 	}()
+	// The ground truth for idle time: the kernel's own, /proc/stat read
+	// every 5 ms from before the recording to past its end.
+	stop := make(chan struct{})
+	stat := readStatIdle(t, stop)
 	rec := record(t, ctx, opts)
 	<-spun
+	time.Sleep(60 * time.Millisecond)
+	close(stop)
+	truth := <-stat
 	if rec.Trailer.EndReason != profile.EndSignal {
 		t.Errorf("end reason %q, want %q", rec.Trailer.EndReason, profile.EndSignal)
 	}
@@ -535,19 +544,87 @@ func TestRecordAll(t *testing.T) {
 			if sum+slack < mine {
 				t.Errorf("window %d: cpu-clock of all CPUs %d ns, less than this process's %d", w.Index, sum, mine)
 			}
-			// Idle time comes from /proc/stat in 10 ms ticks: a window's
-			// difference of two readings is up to a tick off per CPU, a
-			// tenth of a 200 ms window's CPU time for two of them.
-			// Counting idle as busy would add a whole window.
+			// The window's idle time (the rest of its busy time's clock)
+			// against the kernel's: between what /proc/stat counted from
+			// 50 ms into the window to its end and from before it to 50
+			// ms past it (the recorder reads busy time a moment after
+			// the window's end). Each CPU may be off by a tick of
+			// /proc/stat (10 ms) and a sample period of busy time (10 ms
+			// at 99 Hz), and 5 ms more.
+			start := rec.Header.StartTime.Add(time.Duration(w.StartNS))
+			end := rec.Header.StartTime.Add(time.Duration(w.EndNS))
 			n := uint64(len(c.HostPerCPU))
-			if idle > 0 && sum+idle > n*span*11/10+n*10e6 {
-				t.Errorf("window %d: busy %d ns + idle %d ns over %d CPUs: idle counted as busy", w.Index, sum, idle, len(c.HostPerCPU))
+			lo, hi, ok := truth.between(start.Add(50*time.Millisecond), end, start, end.Add(50*time.Millisecond))
+			tol := n * 25e6
+			switch {
+			case !ok:
+				t.Errorf("window %d: /proc/stat was not read around it", w.Index)
+			case w.IdleNS == nil:
+				t.Errorf("window %d: no idle time", w.Index)
+			case idle+tol < lo:
+				t.Errorf("window %d: idle %d ns over %d CPUs, /proc/stat counted at least %d: idle counted as busy", w.Index, idle, n, lo)
+			case idle > hi+tol:
+				t.Errorf("window %d: idle %d ns over %d CPUs, /proc/stat counted at most %d", w.Index, idle, n, hi)
 			}
 		}
 	}
 	if samples == 0 {
 		t.Error("-a recorded no samples of this process, which spun on a CPU throughout")
 	}
+}
+
+// statIdle is /proc/stat's idle + iowait time of all CPUs (ns), read at
+// the times in at.
+type statIdle struct {
+	at   []time.Time
+	idle []uint64
+}
+
+// readStatIdle reads /proc/stat every 5 ms until stop is closed, and then
+// sends what it read.
+func readStatIdle(t *testing.T, stop <-chan struct{}) <-chan statIdle {
+	out := make(chan statIdle, 1)
+	go func() {
+		var s statIdle
+		for {
+			select {
+			case <-stop:
+				out <- s
+				return
+			default:
+			}
+			b, err := os.ReadFile("/proc/stat")
+			now := time.Now()
+			if err != nil {
+				t.Error(err)
+				out <- s
+				return
+			}
+			// "cpu  user nice system idle iowait ...", in USER_HZ (100)
+			// ticks; the first line sums the CPUs.
+			f := strings.Fields(string(b[:bytes.IndexByte(b, '\n')]))
+			idle, _ := strconv.ParseUint(f[4], 10, 64)
+			iowait, _ := strconv.ParseUint(f[5], 10, 64)
+			s.at, s.idle = append(s.at, now), append(s.idle, (idle+iowait)*1e7)
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	return out
+}
+
+// between returns the idle time from the first reading at or after a0 to
+// the last at or before a1, and from the last at or before b0 to the first
+// at or after b1; ok is false when a reading is missing.
+func (s statIdle) between(a0, a1, b0, b1 time.Time) (lo, hi uint64, ok bool) {
+	first := func(from time.Time) int { // the first at or after from
+		return sort.Search(len(s.at), func(i int) bool { return !s.at[i].Before(from) })
+	}
+	ia, ja := first(a0), first(a1.Add(1))-1
+	ib, jb := first(b0.Add(1))-1, first(b1)
+	if ia >= len(s.at) || ja < ia || ib < 0 || jb >= len(s.at) {
+		return 0, 0, false
+	}
+	return s.idle[ja] - s.idle[ia], s.idle[jb] - s.idle[ib], true
 }
 
 func TestRecordCgroup(t *testing.T) {

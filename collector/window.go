@@ -34,15 +34,17 @@ type snapshot struct {
 	offcpu   [][]uint64
 	stats    []statsVal  // [cpu]
 	offStats []offcpuVal // [cpu]
-	idleNS   []uint64    // [cpu] cumulative idle time, /proc/stat; nil: unknown
 	// The writes the BPF side counts (stats), summed over CPUs, each
 	// counted after its write: to task records (task_writes), to the
 	// others map (other_writes) and to the target set at a target's fork
 	// or exec (target_changes). A map whose count stands is not read.
 	taskWrites, otherWrites, targetChanges uint64
 	// busyNS is each CPU's cumulative time running any task but its idle
-	// task (busy_ns in bpf/cacheheat.c); nil: not read.
+	// task (busy_ns in bpf/cacheheat.c); nil: not read. monoNS is the
+	// monotonic clock (the BPF side's) when it was read, from the
+	// recorder's start.
 	busyNS []uint64
+	monoNS uint64
 	// cgroups and cgroupFull: by-cgroup mode only (cgroups.go).
 	cgroups    map[uint64]*cgroupVal
 	cgroupFull uint64
@@ -137,12 +139,7 @@ func buildWindow(prev, cur *snapshot, samples []rawSample, badRecords uint64, m 
 	}
 	w.Histograms = windowHistograms(prev, cur, m.ncpu)
 	d, fires, tsamples := windowStats(prev, cur)
-	if cur.idleNS != nil && prev.idleNS != nil {
-		w.IdleNS = make(profile.Counts, m.ncpu)
-		for cpu := range w.IdleNS {
-			w.IdleNS[cpu] = delta(at(cur.idleNS, cpu), at(prev.idleNS, cpu))
-		}
-	}
+	w.IdleNS = windowIdle(prev, cur, m.ncpu)
 	var off profile.OffCPU
 	for cpu := range cur.offStats {
 		c, p := cur.offStats[cpu], at(prev.offStats, cpu)
@@ -212,6 +209,26 @@ func windowWaits(prev, cur map[uint32]waitVal) []profile.Wait {
 		return a.FD < b.FD
 	})
 	return out
+}
+
+// windowIdle is each CPU's idle time over the window: the time between
+// the two reads of busy time that the CPU did not spend running a task,
+// its idle task's time (the idle and iowait of /proc/stat, in one clock
+// with cpu-clock's per-CPU busy time, so that the two add up to the
+// window). A CPU's running slice is added to its busy time at its next
+// switch or cpu-clock sample, so a window's split is up to one sample
+// period (10 ms at 99 Hz) off, and the next window's by as much the other
+// way. nil when busy time was not read.
+func windowIdle(prev, cur *snapshot, ncpu int) profile.Counts {
+	if cur.busyNS == nil || prev.busyNS == nil || cur.monoNS < prev.monoNS {
+		return nil
+	}
+	span := cur.monoNS - prev.monoNS
+	idle := make(profile.Counts, ncpu)
+	for cpu := range idle {
+		idle[cpu] = span - min(span, delta(at(cur.busyNS, cpu), at(prev.busyNS, cpu)))
+	}
+	return idle
 }
 
 // windowCounters is each measured event's counts over the window, per CPU:

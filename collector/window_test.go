@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/cacheheat/cacheheat/host"
 	"github.com/cacheheat/cacheheat/profile"
 )
 
@@ -139,12 +138,14 @@ func TestCPUClockExcludesIdle(t *testing.T) {
 	prev := &snapshot{
 		host:   [][]counterValue{{{Value: 0, Enabled: 1, Running: 1}, {Value: 0, Enabled: 1, Running: 1}}},
 		busyNS: []uint64{0, 0},
+		monoNS: 5e9,
 	}
 	cur := &snapshot{
 		// Both CPUs' counters ran the whole second; CPU 0 was busy
 		// 250 ms of it, CPU 1 idle throughout.
 		host:   [][]counterValue{{{Value: 1e9, Enabled: 2, Running: 2}, {Value: 1e9, Enabled: 2, Running: 2}}},
 		busyNS: []uint64{250e6, 0},
+		monoNS: 6e9,
 	}
 	m := windowMeta{events: []string{"cpu-clock"}, ncpu: 2, allTasks: true, startNS: 0, endNS: 1e9}
 	w := buildWindow(prev, cur, nil, 0, m)
@@ -155,6 +156,10 @@ func TestCPUClockExcludesIdle(t *testing.T) {
 	if got := w.Counters[0].PerCPU; !reflect.DeepEqual(got, want) {
 		t.Errorf("-a target per-cpu cpu-clock = %v, want busy time %v", got, want)
 	}
+	// Idle is the rest of the second, in the same clock.
+	if got, want := w.IdleNS, (profile.Counts{750e6, 1e9}); !reflect.DeepEqual(got, want) {
+		t.Errorf("idle = %v, want %v", got, want)
+	}
 	// Another event keeps the counter's value.
 	m.events = []string{"page-faults"}
 	if got := buildWindow(prev, cur, nil, 0, m).Counters[0].HostPerCPU; got[1] != 1e9 {
@@ -162,40 +167,17 @@ func TestCPUClockExcludesIdle(t *testing.T) {
 	}
 }
 
-// TestParseIdle: each CPU's idle and iowait from /proc/stat's cpu lines,
-// in nanoseconds; the total line and what follows the cpu lines are not
-// CPUs; and this host's own file parses to one value per online CPU.
-func TestParseIdle(t *testing.T) {
-	stat := "cpu  10 0 10 900 5 0 0 0 0 0\ncpu0 5 0 5 400 2 0 0 0 0 0\ncpu2 5 0 5 500 3 0 0 0 0 0\nintr 12345 1 2 3\nctxt 99\ncpu9 1 1 1 1 1 1\n"
-	if got, want := parseIdle([]byte(stat)), []uint64{402e7, 0, 503e7}; !reflect.DeepEqual(got, want) {
-		t.Errorf("parseIdle = %v, want %v", got, want)
+// TestWindowIdle: a CPU's idle time is the time between the two reads of
+// busy time that it did not run a task; a slice added late (busy time
+// past the span, at the switch or sample that closed it) leaves it no
+// idle time, never a wrapped count; without busy time it is unknown.
+func TestWindowIdle(t *testing.T) {
+	prev := &snapshot{busyNS: []uint64{100, 100, 100}, monoNS: 1000}
+	cur := &snapshot{busyNS: []uint64{100, 600, 1300}, monoNS: 2000}
+	if got, want := windowIdle(prev, cur, 4), (profile.Counts{1000, 500, 0, 1000}); !reflect.DeepEqual(got, want) {
+		t.Errorf("windowIdle = %v, want %v", got, want)
 	}
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		t.Skip("no /proc/stat")
-	}
-	cpus, err := host.OnlineCPUs("/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := parseIdle(b); len(got) != cpus[len(cpus)-1]+1 {
-		t.Errorf("%d CPUs' idle times from /proc/stat, want %d", len(got), cpus[len(cpus)-1]+1)
-	}
-	// The kept file stops at the first line after the cpu lines, and
-	// reads on when a read ends before it: here a buffer of 8 bytes.
-	for _, size := range []int{8, 16 << 10} {
-		sf := statFile{path: "/proc/stat"}
-		if sf.idle() == nil {
-			t.Fatal("statFile read nothing")
-		}
-		sf.buf = make([]byte, size)
-		got := sf.idle()
-		sf.close()
-		if len(got) != cpus[len(cpus)-1]+1 {
-			t.Errorf("statFile with a %d-byte buffer: %d CPUs' idle times, want %d", size, len(got), cpus[len(cpus)-1]+1)
-		}
-	}
-	if !pastCPULines([]byte("cpu  1\ncpu0 1\nintr 1\n")) || pastCPULines([]byte("cpu  1\ncpu0 1\nin")) {
-		t.Errorf("pastCPULines does not find the end of the cpu lines")
+	if got := windowIdle(&snapshot{}, cur, 3); got != nil {
+		t.Errorf("windowIdle without busy time = %v, want nil", got)
 	}
 }

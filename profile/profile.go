@@ -249,9 +249,10 @@ type Window struct {
 	SampleRate []SampleRate       `json:"sample_rate,omitempty"`
 	Drops      Drops              `json:"drops"`
 	AppMetrics map[string]float64 `json:"app_metrics,omitempty"`
-	// IdleNS is each CPU's idle time in the window (index = CPU id), all
-	// tasks, from /proc/stat's idle and iowait (10 ms resolution); nil when
-	// not recorded.
+	// IdleNS is each CPU's idle time in the window (index = CPU id): the
+	// time it ran its idle task (/proc/stat's idle + iowait), the span
+	// less its busy time in the BPF side's clock (recorders before that
+	// read /proc/stat, 10 ms resolution); nil when not recorded.
 	IdleNS Counts `json:"idle_ns,omitempty"`
 	// Others are the processes that are not targets with cpu-clock
 	// samples on the recorded CPUs in the window, most samples first: who

@@ -99,6 +99,7 @@ type kernel struct {
 	samples  *sampleReader
 	// Buffers of the batch reads, kept from window to window.
 	taskBuf batchBuf[bpf.CacheheatTaskKey, bpf.CacheheatTaskVal]
+	waitBuf batchBuf[uint32, bpf.CacheheatWaitVal]
 	// The per-CPU arrays read each window, through kept buffers.
 	statsBuf  perCPU[bpf.CacheheatStatsVal]
 	offcpuBuf perCPU[bpf.CacheheatOffcpuStat]

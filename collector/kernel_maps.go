@@ -76,26 +76,22 @@ func (k *kernel) readWaits(offcpu [][]uint64) (map[uint32]waitVal, error) {
 	if k.waits != nil && ins == k.waitsAt {
 		return k.waits, nil
 	}
-	out := map[uint32]waitVal{}
-	var code uint32
-	var vals []bpf.CacheheatWaitVal
-	it := k.objs.Waits.Iterate()
-	for it.Next(&code, &vals) {
-		var w waitVal
-		for _, v := range vals {
+	codes, vals, err := k.waitBuf.readAll(k.objs.Waits)
+	if err != nil {
+		return nil, fmt.Errorf("reading the wait map: %w", err)
+	}
+	out := make(map[uint32]waitVal, len(codes))
+	perKey := len(vals) / max(1, len(codes))
+	for i, code := range codes {
+		w := waitVal{hist: make([]uint64, len(vals[0].Hist))}
+		for _, v := range vals[i*perKey : (i+1)*perKey] {
 			w.ns += v.Ns
 			w.count += v.Count
-			if w.hist == nil {
-				w.hist = make([]uint64, len(v.Hist))
-			}
 			for b, n := range v.Hist {
 				w.hist[b] += n
 			}
 		}
 		out[code] = w
-	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("reading the wait map: %w", err)
 	}
 	k.waits, k.waitsAt = out, ins
 	return out, nil
@@ -405,7 +401,8 @@ const maxOthers = 10
 
 // batchBuf reads every entry of a hash map in batches: a few system calls
 // for the whole map, where iterating costs two per entry. Kernels without
-// batch operations (before 5.6) are iterated. What readAll returns is
+// batch operations (before 5.6) are iterated. A per-CPU map's values come
+// one per possible CPU for each key, in CPU order. What readAll returns is
 // valid until its next call.
 type batchBuf[K, V any] struct {
 	keys []K
@@ -413,14 +410,24 @@ type batchBuf[K, V any] struct {
 }
 
 func (b *batchBuf[K, V]) readAll(m *ebpf.Map) ([]K, []V, error) {
-	const chunk = 4096
+	// A per-CPU map's batch holds a value per CPU for each key: fewer keys
+	// a batch keep its buffer small on a large host.
+	chunk, perKey := 4096, 1
+	if m.Type() == ebpf.PerCPUHash {
+		n, err := ebpf.PossibleCPU()
+		if err != nil {
+			return nil, nil, err
+		}
+		chunk, perKey = 64, n
+	}
 	b.keys, b.vals = b.keys[:0], b.vals[:0]
 	var cursor ebpf.MapBatchCursor
 	for {
 		n := len(b.keys)
-		b.keys, b.vals = slices.Grow(b.keys, chunk)[:n+chunk], slices.Grow(b.vals, chunk)[:n+chunk]
-		got, err := m.BatchLookup(&cursor, b.keys[n:], b.vals[n:], nil)
-		b.keys, b.vals = b.keys[:n+got], b.vals[:n+got]
+		b.keys = slices.Grow(b.keys, chunk)[:n+chunk]
+		b.vals = slices.Grow(b.vals, chunk*perKey)[:(n+chunk)*perKey]
+		got, err := m.BatchLookup(&cursor, b.keys[n:], b.vals[n*perKey:], nil)
+		b.keys, b.vals = b.keys[:n+got], b.vals[:(n+got)*perKey]
 		switch {
 		case errors.Is(err, ebpf.ErrKeyNotExist):
 			return b.keys, b.vals, nil
@@ -436,6 +443,14 @@ func iterateAll[K, V any](m *ebpf.Map) ([]K, []V, error) {
 	var outK []K
 	var outV []V
 	var k K
+	if m.Type() == ebpf.PerCPUHash {
+		var v []V
+		it := m.Iterate()
+		for it.Next(&k, &v) {
+			outK, outV = append(outK, k), append(outV, v...)
+		}
+		return outK, outV, it.Err()
+	}
 	var v V
 	it := m.Iterate()
 	for it.Next(&k, &v) {

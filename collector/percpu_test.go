@@ -91,3 +91,56 @@ func perCPUArray(t *testing.T, size uint32) *ebpf.Map {
 	t.Cleanup(func() { m.Close() })
 	return m
 }
+
+// TestBatchReadPerCPUHash: a per-CPU hash read in batches gives, for every
+// key, each CPU's value in CPU order, as put and as iterating gives; more
+// keys than one batch holds (64) are all read, and a second read through
+// the kept buffers gives the same.
+func TestBatchReadPerCPUHash(t *testing.T) {
+	needBPF(t)
+	n, err := ebpf.PossibleCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ebpf.NewMap(&ebpf.MapSpec{
+		Type: ebpf.PerCPUHash, KeySize: 4, MaxEntries: 1024,
+		ValueSize: uint32(reflect.TypeFor[bpf.CacheheatWaitVal]().Size()),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	const keys = 150
+	put := map[uint32][]bpf.CacheheatWaitVal{}
+	for k := range uint32(keys) {
+		v := make([]bpf.CacheheatWaitVal, n)
+		for cpu := range v {
+			v[cpu].Ns = uint64(k)*1000 + uint64(cpu)
+			v[cpu].Count = uint64(cpu) + 1
+			v[cpu].Hist[cpu%len(v[cpu].Hist)] = uint64(k) + 7
+		}
+		if err := m.Put(k*7919, v); err != nil {
+			t.Fatal(err)
+		}
+		put[k*7919] = v
+	}
+	want, wantVals, err := iterateAll[uint32, bpf.CacheheatWaitVal](m)
+	if err != nil || len(want) != keys || len(wantVals) != keys*n {
+		t.Fatalf("iterating: %d keys, %d values, %v; want %d keys", len(want), len(wantVals), err, keys)
+	}
+	var b batchBuf[uint32, bpf.CacheheatWaitVal]
+	for range 2 {
+		got, vals, err := b.readAll(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != keys || len(vals) != keys*n {
+			t.Fatalf("batch read %d keys and %d values, want %d and %d", len(got), len(vals), keys, keys*n)
+		}
+		for i, k := range got {
+			if !reflect.DeepEqual(vals[i*n:(i+1)*n], put[k]) {
+				t.Fatalf("key %d: read %v, put %v", k, vals[i*n:(i+1)*n], put[k])
+			}
+		}
+	}
+}

@@ -70,8 +70,11 @@ type stackPair struct {
 	klen   int
 }
 
-func newAggregate() *aggregate {
-	return &aggregate{counts: map[sampleAgg]uint64{}, index: map[string]int32{}}
+// newAggregate sizes the maps for about as many keys and stacks as the
+// last window had: grown from empty each window, their growth and
+// allocation were 6% of a perf profile of rcu bad's recorder under -a.
+func newAggregate(keys, stacks int) *aggregate {
+	return &aggregate{counts: make(map[sampleAgg]uint64, keys), index: make(map[string]int32, stacks)}
 }
 
 // sampleReader reads the sample ring into aggregated samples.
@@ -93,7 +96,7 @@ func newSampleReader(ring *ebpf.Map) (*sampleReader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the sample ring: %w", err)
 	}
-	r := &sampleReader{rd: rd, flushed: make(chan struct{}), agg: newAggregate()}
+	r := &sampleReader{rd: rd, flushed: make(chan struct{}), agg: newAggregate(0, 0)}
 	r.wg.Add(1)
 	go r.run()
 	return r, nil
@@ -159,7 +162,7 @@ func (r *sampleReader) add(raw []byte) {
 // late by one window, never lost.
 func (r *sampleReader) take() (*aggregate, error) {
 	if r.records.Load() == 0 && r.rd.AvailableBytes() == 0 {
-		return newAggregate(), nil
+		return newAggregate(0, 0), nil
 	}
 	if err := r.rd.Flush(); err != nil {
 		return nil, fmt.Errorf("flushing the sample ring: %w", err)
@@ -170,7 +173,7 @@ func (r *sampleReader) take() (*aggregate, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	a := r.agg
-	r.agg = newAggregate()
+	r.agg = newAggregate(len(a.counts), len(a.stacks))
 	r.records.Store(0)
 	return a, nil
 }

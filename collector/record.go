@@ -779,6 +779,13 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 // readMappings reads the mappings of each process sampled, while it may
 // still run, when they were never read or no longer cover its stacks.
 func (rc *run) readMappings(samples []rawSample) {
+	if rc.mmaps != nil && rc.sym != nil {
+		// The mapping watcher was drained just before (closeWindow):
+		// with none of its records lost, the symbolizer has seen every
+		// exec before these samples and need not stat each process's
+		// executable.
+		rc.sym.FollowExecs(rc.mmaps.lost.Load() == 0)
+	}
 	addrs := map[int][]uint64{}
 	for _, s := range samples {
 		if len(s.user) > 0 {

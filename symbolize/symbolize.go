@@ -34,7 +34,10 @@ type Symbolizer struct {
 
 	mu    sync.Mutex
 	procs map[int]*process
-	files map[fileKey]*object
+	// execsFollowed: every exec is reported through Exec before samples
+	// taken after it are looked at (FollowExecs).
+	execsFollowed bool
+	files         map[fileKey]*object
 	// unopened remembers mapped files that could not be opened, for Stats.
 	unopened map[string]error
 	// readers are the objects with a file open to check return
@@ -279,11 +282,12 @@ func (s *Symbolizer) exeKey(pid int) fileKey {
 // NeedsSnapshot says whether pid has no snapshot, or one that may not
 // describe it any more: an address in addrs lies in none of its
 // executable mappings (a library loaded since, a JIT's new code), or it
-// runs another file now (exec). Checking costs one stat, where a Snapshot
-// reads and parses the whole maps file.
+// runs another file now (exec; unless execs are followed, FollowExecs).
+// Checking costs one stat, where a Snapshot reads and parses the whole
+// maps file.
 func (s *Symbolizer) NeedsSnapshot(pid int, addrs []uint64) bool {
 	s.mu.Lock()
-	p := s.procs[pid]
+	p, followed := s.procs[pid], s.execsFollowed
 	s.mu.Unlock()
 	if p == nil {
 		return true
@@ -294,7 +298,18 @@ func (s *Symbolizer) NeedsSnapshot(pid int, addrs []uint64) bool {
 			return true
 		}
 	}
-	return s.exeKey(pid) != p.exe
+	return !followed && s.exeKey(pid) != p.exe
+}
+
+// FollowExecs says whether the caller reports every exec through Exec
+// before it asks about samples taken after it (a mapping watcher that
+// lost no record, drained first): NeedsSnapshot then does not stat each
+// process's executable to see whether it exec'd, a stat of /proc/PID/exe
+// for every sampled process every window.
+func (s *Symbolizer) FollowExecs(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.execsFollowed = on
 }
 
 // Generation names pid's current snapshot: it changes whenever a Snapshot

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cacheheat/cacheheat/profile"
 )
@@ -881,5 +882,56 @@ func TestSignalFrames(t *testing.T) {
 	got = names(s.UserStack(p.pid(), []uint64{addr["main.main"] + 8, addr["main.hotLoop"]}))
 	if want := []string{"main.main", CutNoFramePointer}; !slices.Equal(got, want) {
 		t.Errorf("a return address after no call: %q, want %q", got, want)
+	}
+}
+
+// TestFollowExecs: a process that exec'd another file needs a new
+// snapshot even where its addresses still fall in the old mappings; not
+// when the caller follows execs (FollowExecs), which reports them through
+// Exec instead.
+func TestFollowExecs(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("needs sh: not in PATH")
+	}
+	cmd := exec.Command(sh, "-c", "read x; exec sleep 30")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := cmd.Process.Pid
+	s := New()
+	if err := s.Snapshot(pid); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	addr := s.procs[pid].maps[0].start
+	s.mu.Unlock()
+	before, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	stdin.Write([]byte("\n"))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if now, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); now != before {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not exec sleep", sh)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !s.NeedsSnapshot(pid, []uint64{addr}) {
+		t.Error("NeedsSnapshot after an exec, at an address of the old mappings: false, want true")
+	}
+	s.FollowExecs(true)
+	if s.NeedsSnapshot(pid, []uint64{addr}) {
+		t.Error("NeedsSnapshot with execs followed: true, want false (the exec is reported, not looked for)")
+	}
+	s.FollowExecs(false)
+	if !s.NeedsSnapshot(pid, []uint64{addr}) {
+		t.Error("NeedsSnapshot with execs no longer followed: false, want true")
 	}
 }

@@ -779,20 +779,16 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 // readMappings reads the mappings of each process sampled, while it may
 // still run, when they were never read or no longer cover its stacks.
 func (rc *run) readMappings(samples []rawSample) {
+	followed := false
 	if rc.mmaps != nil && rc.sym != nil {
 		// The mapping watcher was drained just before (closeWindow):
 		// with none of its records lost, the symbolizer has seen every
-		// exec before these samples and need not stat each process's
-		// executable.
-		rc.sym.FollowExecs(rc.mmaps.lost.Load() == 0)
+		// exec and executable mapping before these samples, and need
+		// not stat each process's executable.
+		followed = rc.mmaps.lost.Load() == 0
+		rc.sym.FollowExecs(followed)
 	}
-	addrs := map[int][]uint64{}
-	for _, s := range samples {
-		if len(s.user) > 0 {
-			addrs[s.pid] = append(addrs[s.pid], s.user...)
-		}
-	}
-	for pid, a := range addrs {
+	for pid, a := range sampledAddrs(samples, followed) {
 		if rc.sym != nil && rc.sym.NeedsSnapshot(pid, a) {
 			_ = rc.sym.Snapshot(pid)
 		}
@@ -800,6 +796,27 @@ func (rc *run) readMappings(samples []rawSample) {
 			rc.goProcs.add(rc.kern, pid)
 		}
 	}
+}
+
+// sampledAddrs returns the user addresses of each sampled process whose
+// mappings must hold them. While the mapping watcher follows every
+// mapping (followed), that is each sample's innermost address only, where
+// the thread ran: a frame-pointer walk through code built without frame
+// pointers (most C libraries) ends in words that no mapping holds, and
+// every window read the maps of such a process again for them (stress-ng's
+// in each window of a record -a) without learning anything.
+func sampledAddrs(samples []rawSample, followed bool) map[int][]uint64 {
+	addrs := map[int][]uint64{}
+	for _, s := range samples {
+		u := s.user
+		if followed && len(u) > 1 {
+			u = u[:1]
+		}
+		if len(u) > 0 {
+			addrs[s.pid] = append(addrs[s.pid], u...)
+		}
+	}
+	return addrs
 }
 
 // window builds the window from the previous snapshot to d, with what

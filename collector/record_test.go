@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"sort"
 	"strconv"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/cacheheat/cacheheat/host"
 	"github.com/cacheheat/cacheheat/profile"
+	"github.com/cacheheat/cacheheat/symbolize"
 )
 
 // helperEnv makes the test binary act as a small workload (runHelper)
@@ -873,5 +875,33 @@ int main(int argc, char **argv) {
 	// About 0.5 s each here, 50 samples at 99 Hz; a busy host gives fewer.
 	if named["spin_before_exec"] < 10 || named["spin_after_exec"] < 10 {
 		t.Errorf("samples by innermost function: %v; want at least 10 in each of spin_before_exec and spin_after_exec", named)
+	}
+}
+
+// TestSampledAddrs: while the mapping watcher follows every mapping, a
+// process's mappings are read again for a sample whose innermost address
+// (where it ran) no mapping holds, not for the words a frame-pointer walk
+// found past the code that had frame pointers; without the watcher, for
+// any address outside them.
+func TestSampledAddrs(t *testing.T) {
+	self := os.Getpid()
+	sym := symbolize.New()
+	if err := sym.Snapshot(self); err != nil {
+		t.Fatal(err)
+	}
+	ran := uint64(reflect.ValueOf(TestSampledAddrs).Pointer())
+	const junk = 0x10 // no mapping starts at page 0
+	walked := []rawSample{{pid: self, user: []uint64{ran, ran + 1, junk}}}
+	if sym.NeedsSnapshot(self, sampledAddrs(walked, true)[self]) {
+		t.Error("followed: a junk outer frame asks for the mappings again")
+	}
+	if !sym.NeedsSnapshot(self, sampledAddrs(walked, false)[self]) {
+		t.Error("not followed: an address outside the mappings does not ask for them again")
+	}
+	if outside := []rawSample{{pid: self, user: []uint64{junk, ran}}}; !sym.NeedsSnapshot(self, sampledAddrs(outside, true)[self]) {
+		t.Error("followed: a sample that ran outside the mappings does not ask for them again")
+	}
+	if got := sampledAddrs([]rawSample{{pid: self}, {pid: 7, user: []uint64{ran}}}, true); len(got) != 1 || len(got[7]) != 1 {
+		t.Errorf("sampledAddrs of a sample without a user stack and one with: %v, want pid 7's one address", got)
 	}
 }

@@ -84,7 +84,13 @@ func TestPerCPURead(t *testing.T) {
 // the test's end.
 func perCPUArray(t *testing.T, size uint32) *ebpf.Map {
 	t.Helper()
-	m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: size, MaxEntries: 1})
+	return testMap(t, &ebpf.MapSpec{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: size, MaxEntries: 1})
+}
+
+// testMap creates a map of spec, closed at the test's end.
+func testMap(t *testing.T, spec *ebpf.MapSpec) *ebpf.Map {
+	t.Helper()
+	m, err := ebpf.NewMap(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,14 +108,10 @@ func TestBatchReadPerCPUHash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := ebpf.NewMap(&ebpf.MapSpec{
+	m := testMap(t, &ebpf.MapSpec{
 		Type: ebpf.PerCPUHash, KeySize: 4, MaxEntries: 1024,
 		ValueSize: uint32(reflect.TypeFor[bpf.CacheheatWaitVal]().Size()),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
 	const keys = 150
 	put := map[uint32][]bpf.CacheheatWaitVal{}
 	for k := range uint32(keys) {

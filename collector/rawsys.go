@@ -6,9 +6,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The reads a window makes (per-CPU map lookups, perf counter reads) are system calls that wait on no I/O and no other process;
-// they are made raw, without telling the Go scheduler. A system call made the
-// usual way wakes the runtime's sysmon thread when it sleeps (Go's
+// The reads a window makes (per-CPU map lookups, perf counter reads) are
+// system calls that wait on no I/O and no other process; they are made
+// raw, without telling the Go scheduler. A system call made the usual way wakes the runtime's sysmon thread when it sleeps (Go's
 // entersyscall: sysmon must be ready to take the P back from a call that
 // blocks), and once woken that way sysmon polls every 20 us for as long
 // as the program keeps its P busy. An idle recorder's window is a few

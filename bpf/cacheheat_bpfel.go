@@ -343,6 +343,7 @@ const (
 	CacheheatVarNrEvents           = "nr_events"
 	CacheheatVarOffcpuMinK         = "offcpu_min_k"
 	CacheheatVarOffcpuStacksPerSec = "offcpu_stacks_per_sec"
+	CacheheatVarOwnPathCalls       = "own_path_calls"
 	CacheheatVarRingWakeBytes      = "ring_wake_bytes"
 	CacheheatVarSlotSrc            = "slot_src"
 	CacheheatVarStartNs            = "start_ns"
@@ -493,6 +494,7 @@ type CacheheatVariableSpecs struct {
 	NrEvents           *ebpf.VariableSpec `ebpf:"nr_events"`
 	OffcpuMinK         *ebpf.VariableSpec `ebpf:"offcpu_min_k"`
 	OffcpuStacksPerSec *ebpf.VariableSpec `ebpf:"offcpu_stacks_per_sec"`
+	OwnPathCalls       *ebpf.VariableSpec `ebpf:"own_path_calls"`
 	RingWakeBytes      *ebpf.VariableSpec `ebpf:"ring_wake_bytes"`
 	SlotSrc            *ebpf.VariableSpec `ebpf:"slot_src"`
 	StartNs            *ebpf.VariableSpec `ebpf:"start_ns"`
@@ -671,6 +673,7 @@ type CacheheatVariables struct {
 	NrEvents           *ebpf.Variable `ebpf:"nr_events"`
 	OffcpuMinK         *ebpf.Variable `ebpf:"offcpu_min_k"`
 	OffcpuStacksPerSec *ebpf.Variable `ebpf:"offcpu_stacks_per_sec"`
+	OwnPathCalls       *ebpf.Variable `ebpf:"own_path_calls"`
 	RingWakeBytes      *ebpf.Variable `ebpf:"ring_wake_bytes"`
 	SlotSrc            *ebpf.Variable `ebpf:"slot_src"`
 	StartNs            *ebpf.Variable `ebpf:"start_ns"`

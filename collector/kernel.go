@@ -253,6 +253,7 @@ func (k *kernel) load() error {
 		"enabled_ref_slot":      ref,
 		"offcpu_stacks_per_sec": uint64(offCPUStacksPerSec),
 		"offcpu_min_k":          uint64(offCPUMinK),
+		"own_path_calls":        ownPathBits(),
 		"by_cgroup":             cfg.byCgroup,
 		"have_rdonly_cast":      haveKfunc("bpf_rdonly_cast"),
 		"ring_wake_bytes":       uint64(ring / 2),

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -903,5 +904,104 @@ func TestSampledAddrs(t *testing.T) {
 	}
 	if got := sampledAddrs([]rawSample{{pid: self}, {pid: 7, user: []uint64{ran}}}, true); len(got) != 1 || len(got[7]) != 1 {
 		t.Errorf("sampledAddrs of a sample without a user stack and one with: %v, want pid 7's one address", got)
+	}
+}
+
+// TestOwnPathKernelStacks: an interruptible wait in a call whose kernel
+// side is the call's own (a sleep) has its user stack and no kernel
+// stack, and no stack error for the one not taken; a wait whose kernel
+// side depends on what it waits for (a read of a pipe) keeps its kernel
+// stack, with the pipe's frames in it. Each thread blocks for 150 ms at a
+// time, so from its second block on its stacks are taken for sure (by
+// size).
+func TestOwnPathKernelStacks(t *testing.T) {
+	needBPF(t)
+	cc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("needs gcc to build the C test program: not in PATH")
+	}
+	const src = `#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+static int fds[2];
+static const struct timespec block = {0, 150000000};
+__attribute__((noinline)) void *sleeper(void *a) {
+	for (int i = 0; i < 12; i++)
+		nanosleep(&block, 0);
+	return a;
+}
+__attribute__((noinline)) void *reader(void *a) {
+	char c;
+	while (read(fds[0], &c, 1) == 1)
+		;
+	return a;
+}
+int main(void) {
+	pthread_t s, r;
+	if (pipe(fds))
+		return 1;
+	pthread_create(&s, 0, sleeper, 0);
+	pthread_create(&r, 0, reader, 0);
+	for (int i = 0; i < 12; i++) {
+		nanosleep(&block, 0);
+		if (write(fds[1], "x", 1) != 1)
+			return 1;
+	}
+	close(fds[1]);
+	pthread_join(s, 0);
+	pthread_join(r, 0);
+	return 0;
+}
+`
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "waits")
+	if err := os.WriteFile(bin+".c", []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(cc, "-O1", "-pthread", "-fno-omit-frame-pointer", "-o", bin, bin+".c").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	rec := record(t, context.Background(), Options{Target: Target{Kind: profile.TargetCommand, Command: []string{bin}}})
+	var sleeps, sleepsWithKernel, pipeReads, pipeReadsWithKernel, stackErrors uint64
+	var pipeFrames []string
+	for _, w := range rec.Windows {
+		stackErrors += w.Drops.StackErrors
+		if w.OffCPU == nil {
+			continue
+		}
+		for _, s := range w.OffCPU.Stacks {
+			switch {
+			case s.WaitCall == "nanosleep" || s.WaitCall == "clock_nanosleep":
+				sleeps++
+				if s.KernelStack != 0 {
+					sleepsWithKernel++
+				}
+			case s.WaitCall == "read" && s.WaitFD == "pipe":
+				pipeReads++
+				if s.KernelStack != 0 {
+					pipeReadsWithKernel++
+					for _, f := range rec.Stacks[s.KernelStack].Frames {
+						pipeFrames = append(pipeFrames, f.Function)
+					}
+				}
+			}
+		}
+	}
+	// 2 threads x 11 sleeps by size, 11 pipe reads by size; a busy host
+	// can merge a few into one entry, not most.
+	if sleeps < 5 || pipeReads < 3 {
+		t.Fatalf("off-CPU stacks: %d of sleeps, %d of pipe reads; want at least 5 and 3", sleeps, pipeReads)
+	}
+	if sleepsWithKernel != 0 {
+		t.Errorf("%d of %d sleeps' stacks have a kernel stack; want none (nanosleep's kernel side is its own)", sleepsWithKernel, sleeps)
+	}
+	if pipeReadsWithKernel != pipeReads {
+		t.Errorf("%d of %d pipe reads' stacks have a kernel stack; want all", pipeReadsWithKernel, pipeReads)
+	}
+	if !slices.ContainsFunc(pipeFrames, func(f string) bool { return strings.Contains(f, "pipe_read") }) {
+		t.Errorf("the pipe reads' kernel frames %v have no pipe_read", pipeFrames)
+	}
+	if stackErrors != 0 {
+		t.Errorf("%d stack errors; want 0 (a kernel stack not taken is no error)", stackErrors)
 	}
 }

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/cacheheat/cacheheat/bpf"
@@ -91,6 +92,35 @@ var syscalls = map[uint32]blockingCall{
 	// process's other threads' faults and maps.
 	9: {"mmap", profile.OffCPULock}, 11: {"munmap", profile.OffCPULock}, 10: {"mprotect", profile.OffCPULock},
 	25: {"mremap", profile.OffCPULock}, 28: {"madvise", profile.OffCPULock}, 12: {"brk", profile.OffCPULock},
+}
+
+// ownPathCalls are the calls of syscalls whose kernel side of an
+// interruptible wait is the call's own wait, always the same frames
+// (futex_wait_queue, ep_poll, do_sys_poll, do_nanosleep, do_wait,
+// sigsuspend): the BPF side takes no kernel stack for such a wait, since
+// the wait code names the call and an unwind of the kernel stack costs
+// four times the user stack's (docs/INTERNALS.md, "Off-CPU stacks").
+// Calls whose kernel side varies with what they wait for (reads, writes,
+// sockets, maps, I/O) keep theirs, as does any wait that is not
+// interruptible (a fault or a lock inside the call).
+var ownPathCalls = []string{
+	"futex", "futex_waitv", "futex_wait",
+	"poll", "ppoll", "select", "pselect6", "epoll_wait", "epoll_pwait", "epoll_pwait2",
+	"nanosleep", "clock_nanosleep",
+	"pause", "rt_sigsuspend", "rt_sigtimedwait",
+	"wait4", "waitid",
+}
+
+// ownPathBits is own_path_calls of the BPF side: ownPathCalls' numbers
+// as a bit set.
+func ownPathBits() []uint64 {
+	bits := make([]uint64, (waitNRMask+1)/64)
+	for nr, c := range syscalls {
+		if slices.Contains(ownPathCalls, c.name) {
+			bits[nr/64] |= 1 << (nr % 64)
+		}
+	}
+	return bits
 }
 
 // waitOf names a wait code: the reason the kernel's account gives, the

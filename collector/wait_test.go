@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"math/bits"
 	"testing"
 
 	"github.com/cacheheat/cacheheat/bpf"
@@ -77,5 +78,27 @@ func TestWindowWaits(t *testing.T) {
 	}
 	if w := got[1]; w.Reason != profile.OffCPUIPC || w.Call != "read" || w.FD != "pipe" || w.NS != 1000 || w.Count != 2 || len(w.Hist) != 3 || w.Hist[2] != 2 || w.Hist[1] != 0 {
 		t.Errorf("second %+v, want the pipe's 1000 ns in 2 waits", w)
+	}
+}
+
+// TestOwnPathBits: every call named in ownPathCalls is in the table (a
+// misspelt one would silently keep its kernel stacks), and the bit set
+// has exactly their numbers.
+func TestOwnPathBits(t *testing.T) {
+	own := ownPathBits()
+	if len(own)*64 != int(waitNRMask)+1 {
+		t.Fatalf("%d words, want %d bits", len(own), waitNRMask+1)
+	}
+	set := 0
+	for _, w := range own {
+		set += bits.OnesCount64(w)
+	}
+	if set != len(ownPathCalls) {
+		t.Errorf("%d bits set for %d calls: a name in ownPathCalls is not in syscalls", set, len(ownPathCalls))
+	}
+	for nr, want := range map[uint32]bool{202: true, 232: true, 35: true, 230: true, 0: false, 9: false, 74: false} {
+		if got := own[nr/64]>>(nr%64)&1 == 1; got != want {
+			t.Errorf("call %d (%s): own path %v, want %v", nr, syscalls[nr].name, got, want)
+		}
 	}
 }

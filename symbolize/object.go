@@ -1,14 +1,17 @@
 package symbolize
 
 import (
+	"bytes"
 	"debug/elf"
 	"debug/gosym"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // object is the symbol index of one ELF file, shared by every process that
@@ -108,7 +111,7 @@ func loadObject(r io.ReaderAt, debugDirs ...string) (obj *object, err error) {
 
 	// .symtab is read first because it names runtime.text, which the Go
 	// table needs, but it is consulted after .gopclntab.
-	symtab, symErr := f.Symbols()
+	symtab, symErr := funcSymbols(f)
 	if symErr != nil {
 		if syms, err := debugSymbols(f, debugDirs); err == nil {
 			symtab, symErr = syms, nil
@@ -147,6 +150,60 @@ func loadObject(r io.ReaderAt, debugDirs ...string) (obj *object, err error) {
 		}
 	}
 	return o, nil
+}
+
+// funcSymbols returns what loadObject reads of f's .symtab: its function
+// symbols and runtime.text. debug/elf's Symbols makes a string of every
+// symbol's name; in a Go binary most symbols are Go functions, which
+// .gopclntab names anyway, and making their names was a third of what was
+// left of indexing this project's own binary. Here each name is a
+// substring of one copy of the string table. Other than 64-bit little-endian files go to Symbols.
+func funcSymbols(f *elf.File) ([]elf.Symbol, error) {
+	if f.Class != elf.ELFCLASS64 || f.Data != elf.ELFDATA2LSB {
+		return f.Symbols()
+	}
+	symtab := f.SectionByType(elf.SHT_SYMTAB)
+	if symtab == nil || symtab.Link == 0 || int(symtab.Link) >= len(f.Sections) {
+		return f.Symbols() // none (ErrNoSymbols), or what Symbols says of it
+	}
+	data, err := symtab.Data()
+	if err != nil {
+		return nil, fmt.Errorf("reading .symtab: %w", err)
+	}
+	strData, err := f.Sections[symtab.Link].Data()
+	if err != nil {
+		return nil, fmt.Errorf("reading .symtab's strings: %w", err)
+	}
+	strs := string(strData)
+	const entry = 24 // Elf64_Sym: name u32, info u8, other u8, shndx u16, value u64, size u64
+	// Room for every symbol: growing a slice of these by append cost
+	// more than debug/elf's whole read.
+	out := make([]elf.Symbol, 0, len(data)/entry)
+	for i := entry; i+entry <= len(data); i += entry { // the first is the null symbol
+		e := data[i : i+entry]
+		info := e[4]
+		typ := elf.ST_TYPE(info)
+		name := binary.LittleEndian.Uint32(e)
+		if typ != elf.STT_FUNC && typ != elf.STT_GNU_IFUNC && !strings.HasPrefix(strs[min(int(name), len(strs)):], "runtime.text\x00") {
+			continue
+		}
+		if int(name) >= len(strs) {
+			continue
+		}
+		end := strings.IndexByte(strs[name:], 0)
+		if end < 0 {
+			continue
+		}
+		out = append(out, elf.Symbol{
+			Name:    strs[name : int(name)+end],
+			Info:    info,
+			Other:   e[5],
+			Section: elf.SectionIndex(binary.LittleEndian.Uint16(e[6:])),
+			Value:   binary.LittleEndian.Uint64(e[8:]),
+			Size:    binary.LittleEndian.Uint64(e[16:]),
+		})
+	}
+	return out, nil
 }
 
 // debugSymbols returns the .symtab of f's separate debug file, found by its
@@ -275,6 +332,15 @@ func goFuncs(f *elf.File, textStart uint64) (_ *funcTable, lo, hi uint64) {
 	if textStart == 0 {
 		textStart = goTextStart(f, sect, data)
 	}
+	if t, lo, hi, ok := goFuncs118(data, textStart); ok {
+		return t, lo, hi
+	}
+	return gosymFuncs(data, textStart)
+}
+
+// gosymFuncs is goFuncs by debug/gosym: for the formats goFuncs118 does
+// not read (before Go 1.18, big-endian, 32-bit).
+func gosymFuncs(data []byte, textStart uint64) (_ *funcTable, lo, hi uint64) {
 	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, textStart))
 	if err != nil || len(tab.Funcs) == 0 {
 		return nil, 0, 0
@@ -292,6 +358,60 @@ func goFuncs(f *elf.File, textStart uint64) (_ *funcTable, lo, hi uint64) {
 		return nil, 0, 0
 	}
 	return newFuncTable(funcs), lo, hi
+}
+
+// goFuncs118 indexes a Go 1.18+ pclntab (little-endian, 8-byte pointers)
+// as the runtime reads it (runtime/symtab.go): the header's words give the
+// function count and the offsets of funcnametab and of the function table,
+// whose entries are (entry offset from runtime.text, offset of the
+// function's _func), followed by the end's offset; a _func's second word
+// is its name's offset in funcnametab, NUL-terminated. debug/gosym builds
+// a Func, a Sym and a map entry for every function first: for this
+// project's own 26 MB binary that was two thirds of indexing it, the
+// one-time cost of the first process that maps a file. The table's names
+// are funcnametab itself, copied once. ok is false for another format or
+// a table that does not hold together; goFuncs then uses debug/gosym.
+func goFuncs118(data []byte, textStart uint64) (_ *funcTable, lo, hi uint64, ok bool) {
+	const words = 8 // nfunc, nfiles, textStart, funcname, cu, filetab, pctab, pcln
+	if len(data) < 8+8*words || data[4] != 0 || data[5] != 0 || data[7] != 8 {
+		return nil, 0, 0, false
+	}
+	if m := binary.LittleEndian.Uint32(data); m != go118magic && m != go120magic {
+		return nil, 0, 0, false
+	}
+	word := func(i int) uint64 { return binary.LittleEndian.Uint64(data[8+8*i:]) }
+	size := uint64(len(data))
+	nfunc, nameStart, nameEnd, pcln := word(0), word(3), word(4), word(7)
+	if nfunc == 0 || nameStart > nameEnd || nameEnd > size || pcln > size || (size-pcln)/8 < nfunc+1 {
+		return nil, 0, 0, false
+	}
+	names := data[nameStart:nameEnd]
+	ftab := data[pcln:]
+	u32 := func(b []byte, i uint64) uint64 { return uint64(binary.LittleEndian.Uint32(b[i:])) }
+	entries := make([]funcEntry, 0, nfunc)
+	for i := range nfunc {
+		entry, end, fn := u32(ftab, 8*i), u32(ftab, 8*i+8), u32(ftab, 8*i+4)
+		if end < entry || (i > 0 && entry < u32(ftab, 8*i-8)) {
+			return nil, 0, 0, false // not sorted: not a function table
+		}
+		if end == entry {
+			continue
+		}
+		if fn > uint64(len(ftab))-8 {
+			return nil, 0, 0, false
+		}
+		off := u32(ftab, fn+4)
+		n := bytes.IndexByte(names[min(off, uint64(len(names))):], 0)
+		if off >= uint64(len(names)) || n < 0 {
+			return nil, 0, 0, false
+		}
+		entries = append(entries, funcEntry{addr: textStart + entry, size: uint32(min(end-entry, maxSymSize)), nameOff: uint32(off), nameLen: uint32(n)})
+	}
+	if len(entries) == 0 || uint64(len(names)) > maxSymSize {
+		return nil, 0, 0, false
+	}
+	last := entries[len(entries)-1]
+	return &funcTable{entries: entries[:len(entries):len(entries)], names: string(names)}, entries[0].addr, last.addr + uint64(last.size), true
 }
 
 // goTextStart finds runtime.text in a binary without .symtab. Function

@@ -211,30 +211,39 @@ func checkResolves(t *testing.T, s *Symbolizer, pid int, addr uint64, want, modu
 	}
 }
 
-func TestGoBinary(t *testing.T) {
-	variants := []struct {
-		name   string
-		flags  []string
-		linker bool // needs gcc as the external linker
-	}{
-		{"go-exe", nil, false},
-		{"go-stripped", []string{"-ldflags=-s -w"}, false},
-		{"go-pie-stripped", []string{"-buildmode=pie", "-ldflags=-s -w"}, false},
-		// External linking puts C start-up code at the start of .text, so
-		// runtime.text must come from the binary's own data.
-		{"go-extpie-stripped", []string{"-buildmode=pie", "-ldflags=-linkmode=external -s -w"}, true},
-		{"go-ext-stripped", []string{"-ldflags=-linkmode=external -s -w"}, true},
+// goVariants are the kinds of Go binary the symbolizer meets.
+var goVariants = []struct {
+	name   string
+	flags  []string
+	linker bool // needs gcc as the external linker
+}{
+	{"go-exe", nil, false},
+	{"go-stripped", []string{"-ldflags=-s -w"}, false},
+	{"go-pie-stripped", []string{"-buildmode=pie", "-ldflags=-s -w"}, false},
+	// External linking puts C start-up code at the start of .text, so
+	// runtime.text must come from the binary's own data.
+	{"go-extpie-stripped", []string{"-buildmode=pie", "-ldflags=-linkmode=external -s -w"}, true},
+	{"go-ext-stripped", []string{"-ldflags=-linkmode=external -s -w"}, true},
+}
+
+// goVariant builds one of goVariants.
+func goVariant(t *testing.T, i int) string {
+	t.Helper()
+	v := goVariants[i]
+	env := []string{"CGO_ENABLED=0"}
+	if v.linker {
+		if _, err := exec.LookPath("gcc"); err != nil {
+			t.Skip("needs gcc as the external linker: not in PATH")
+		}
+		env = []string{"CGO_ENABLED=1"}
 	}
-	for _, v := range variants {
+	return goBinaryEnv(t, v.name, env, v.flags...)
+}
+
+func TestGoBinary(t *testing.T) {
+	for i, v := range goVariants {
 		t.Run(v.name, func(t *testing.T) {
-			env := []string{"CGO_ENABLED=0"}
-			if v.linker {
-				if _, err := exec.LookPath("gcc"); err != nil {
-					t.Skip("needs gcc as the external linker: not in PATH")
-				}
-				env = []string{"CGO_ENABLED=1"}
-			}
-			bin := goBinaryEnv(t, v.name, env, v.flags...)
+			bin := goVariant(t, i)
 			p := start(t, bin)
 			s := New()
 			if err := s.Snapshot(p.pid()); err != nil {
@@ -672,11 +681,15 @@ func TestConcurrent(t *testing.T) {
 }
 
 // BenchmarkIndexGoBinary measures indexing this test binary (a Go binary of
-// a few MB), the one-time cost of the first process that maps a file.
+// a few MB), the one-time cost of the first process that maps a file; or
+// the file $INDEX_BIN names (bin/cacheheat, 26 MB: BENCHMARKS.md).
 func BenchmarkIndexGoBinary(b *testing.B) {
 	exe, err := os.Executable()
 	if err != nil {
 		b.Fatal(err)
+	}
+	if p := os.Getenv("INDEX_BIN"); p != "" {
+		exe = p
 	}
 	f, err := os.Open(exe)
 	if err != nil {
@@ -933,5 +946,81 @@ func TestFollowExecs(t *testing.T) {
 	s.FollowExecs(false)
 	if !s.NeedsSnapshot(pid, []uint64{addr}) {
 		t.Error("NeedsSnapshot with execs no longer followed: false, want true")
+	}
+}
+
+// TestGoFuncs118 holds the direct reader of a pclntab to debug/gosym's
+// reading of the same table, function by function, in this test binary
+// and each kind of Go binary the symbolizer meets; and funcSymbols to
+// debug/elf's symbols, in the binaries that have a .symtab.
+func TestGoFuncs118(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bins := map[string]func(t *testing.T) string{
+		"test binary": func(*testing.T) string { return self },
+		"c":           func(t *testing.T) string { return cBinary(t, "c-build-id", "-Wl,--build-id") },
+	}
+	for i, v := range goVariants {
+		bins[v.name] = func(t *testing.T) string { return goVariant(t, i) }
+	}
+	for name, build := range bins {
+		t.Run(name, func(t *testing.T) {
+			f, err := elf.Open(build(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			all, symErr := f.Symbols()
+			got, gotErr := funcSymbols(f)
+			if (symErr == nil) != (gotErr == nil) {
+				t.Fatalf("funcSymbols: %v; debug/elf: %v", gotErr, symErr)
+			}
+			var want []elf.Symbol
+			var textStart uint64
+			for _, s := range all {
+				if typ := elf.ST_TYPE(s.Info); typ == elf.STT_FUNC || typ == elf.STT_GNU_IFUNC || s.Name == "runtime.text" {
+					want = append(want, s)
+				}
+				if s.Name == "runtime.text" {
+					textStart = s.Value
+				}
+			}
+			if !reflect.DeepEqual(got, want) && (len(got) > 0 || len(want) > 0) {
+				t.Errorf("funcSymbols: %d symbols, debug/elf: %d, or they differ", len(got), len(want))
+			}
+			sect := f.Section(".gopclntab")
+			if sect == nil {
+				sect = f.Section(".data.rel.ro.gopclntab")
+			}
+			if sect == nil {
+				if name != "c" {
+					t.Fatal("no .gopclntab")
+				}
+				return
+			}
+			data, err := sect.Data()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if textStart == 0 {
+				textStart = goTextStart(f, sect, data)
+			}
+			tab, lo, hi, ok := goFuncs118(data, textStart)
+			if !ok {
+				t.Fatal("goFuncs118 did not read the table")
+			}
+			ref, refLo, refHi := gosymFuncs(data, textStart)
+			if lo != refLo || hi != refHi || tab.len() != ref.len() {
+				t.Fatalf("goFuncs118: %d functions in [%#x, %#x); debug/gosym: %d in [%#x, %#x)", tab.len(), lo, hi, ref.len(), refLo, refHi)
+			}
+			for i, e := range tab.entries {
+				r := ref.entries[i]
+				if e.addr != r.addr || e.size != r.size || tab.name(e) != ref.name(r) {
+					t.Fatalf("function %d: %#x+%d %q; debug/gosym: %#x+%d %q", i, e.addr, e.size, tab.name(e), r.addr, r.size, ref.name(r))
+				}
+			}
+		})
 	}
 }

@@ -11,7 +11,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // object is the symbol index of one ELF file, shared by every process that
@@ -81,13 +84,31 @@ func (o *object) symbols() int {
 // (DIR/.build-id/xx/rest.debug, what distributions' -dbgsym packages
 // install) when the file itself has no .symtab.
 func loadObject(r io.ReaderAt, debugDirs ...string) (obj *object, err error) {
-	// debug/elf and debug/gosym are not hardened against every malformed
-	// file, and the files come from whatever the target process mapped.
+	err = guarded(func() error {
+		obj, err = parseObject(r, debugDirs)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+// guarded runs fn, a panic in it an error: debug/elf and debug/gosym are
+// not hardened against every malformed file, the files come from whatever
+// the target process mapped, and a mapped section of a file truncated
+// meanwhile faults (SetPanicOnFault makes that a panic too, not a crash).
+func guarded(fn func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {
-			obj, err = nil, fmt.Errorf("parsing elf: %v", p)
+			err = fmt.Errorf("parsing elf: %v", p)
 		}
 	}()
+	return fn()
+}
+
+func parseObject(r io.ReaderAt, debugDirs []string) (*object, error) {
 	f, err := elf.NewFile(r)
 	if err != nil {
 		return nil, fmt.Errorf("parsing elf: %w", err)
@@ -111,7 +132,9 @@ func loadObject(r io.ReaderAt, debugDirs ...string) (obj *object, err error) {
 
 	// .symtab is read first because it names runtime.text, which the Go
 	// table needs, but it is consulted after .gopclntab.
-	symtab, symErr := funcSymbols(f)
+	big := bigSections{file: fileOf(r)}
+	defer big.close()
+	symtab, symErr := funcSymbols(f, &big)
 	if symErr != nil {
 		if syms, err := debugSymbols(f, debugDirs); err == nil {
 			symtab, symErr = syms, nil
@@ -124,7 +147,7 @@ func loadObject(r io.ReaderAt, debugDirs ...string) (obj *object, err error) {
 			break
 		}
 	}
-	goTable, lo, hi := goFuncs(f, textStart)
+	goTable, lo, hi := goFuncs(f, textStart, &big)
 	if goTable != nil {
 		o.tables = append(o.tables, goTable)
 	}
@@ -158,7 +181,7 @@ func loadObject(r io.ReaderAt, debugDirs ...string) (obj *object, err error) {
 // .gopclntab names anyway, and making their names was a third of what was
 // left of indexing this project's own binary. Here each name is a
 // substring of one copy of the string table. Other than 64-bit little-endian files go to Symbols.
-func funcSymbols(f *elf.File) ([]elf.Symbol, error) {
+func funcSymbols(f *elf.File, big *bigSections) ([]elf.Symbol, error) {
 	if f.Class != elf.ELFCLASS64 || f.Data != elf.ELFDATA2LSB {
 		return f.Symbols()
 	}
@@ -166,11 +189,11 @@ func funcSymbols(f *elf.File) ([]elf.Symbol, error) {
 	if symtab == nil || symtab.Link == 0 || int(symtab.Link) >= len(f.Sections) {
 		return f.Symbols() // none (ErrNoSymbols), or what Symbols says of it
 	}
-	data, err := symtab.Data()
+	data, err := big.data(symtab)
 	if err != nil {
 		return nil, fmt.Errorf("reading .symtab: %w", err)
 	}
-	strData, err := f.Sections[symtab.Link].Data()
+	strData, err := big.data(f.Sections[symtab.Link])
 	if err != nil {
 		return nil, fmt.Errorf("reading .symtab's strings: %w", err)
 	}
@@ -316,7 +339,7 @@ const (
 // goFuncs indexes the functions in the file's .gopclntab and returns the
 // table with the range of addresses it covers. It returns nil when the file
 // is not a Go binary.
-func goFuncs(f *elf.File, textStart uint64) (_ *funcTable, lo, hi uint64) {
+func goFuncs(f *elf.File, textStart uint64, big *bigSections) (_ *funcTable, lo, hi uint64) {
 	sect := f.Section(".gopclntab")
 	if sect == nil {
 		// PIE and externally linked binaries put it in the relro segment.
@@ -325,7 +348,7 @@ func goFuncs(f *elf.File, textStart uint64) (_ *funcTable, lo, hi uint64) {
 	if sect == nil || sect.Type == elf.SHT_NOBITS {
 		return nil, 0, 0
 	}
-	data, err := sect.Data()
+	data, err := big.data(sect)
 	if err != nil || len(data) < 16 {
 		return nil, 0, 0
 	}
@@ -358,6 +381,50 @@ func gosymFuncs(data []byte, textStart uint64) (_ *funcTable, lo, hi uint64) {
 		return nil, 0, 0
 	}
 	return newFuncTable(funcs), lo, hi
+}
+
+// bigSections reads the large sections an index reads once and drops
+// (.gopclntab, .symtab and its strings) by mapping them from the file when
+// it is one, read-only: no copy and no fresh zeroed buffer. A 26 MB Go
+// binary's .gopclntab is 6 MB, and reading it into new memory was half of
+// indexing the binary in a recorder, most of it the kernel faulting in and
+// zeroing the pages. Nothing indexed points into a mapping (names are
+// copied), and close unmaps them all. Other readers, and compressed
+// sections, are read as debug/elf reads them.
+type bigSections struct {
+	file *os.File
+	maps [][]byte
+}
+
+// fileOf returns r as a file, nil when it is none.
+func fileOf(r io.ReaderAt) *os.File {
+	f, _ := r.(*os.File)
+	return f
+}
+
+func (b *bigSections) data(s *elf.Section) ([]byte, error) {
+	if b.file == nil || s.Flags&elf.SHF_COMPRESSED != 0 || s.Type == elf.SHT_NOBITS || s.Size == 0 {
+		return s.Data()
+	}
+	st, err := b.file.Stat()
+	if err != nil || s.Offset > uint64(st.Size()) || s.Size > uint64(st.Size())-s.Offset {
+		return s.Data() // says what is wrong with it
+	}
+	page := uint64(os.Getpagesize())
+	start := s.Offset &^ (page - 1)
+	m, err := unix.Mmap(int(b.file.Fd()), int64(start), int(s.Offset-start+s.Size), unix.PROT_READ, unix.MAP_PRIVATE)
+	if err != nil {
+		return s.Data()
+	}
+	b.maps = append(b.maps, m)
+	return m[s.Offset-start:], nil
+}
+
+func (b *bigSections) close() {
+	for _, m := range b.maps {
+		unix.Munmap(m)
+	}
+	b.maps = nil
 }
 
 // goFuncs118 indexes a Go 1.18+ pclntab (little-endian, 8-byte pointers)

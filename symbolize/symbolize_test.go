@@ -967,13 +967,20 @@ func TestGoFuncs118(t *testing.T) {
 	}
 	for name, build := range bins {
 		t.Run(name, func(t *testing.T) {
-			f, err := elf.Open(build(t))
+			file, err := os.Open(build(t))
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer f.Close()
+			defer file.Close()
+			f, err := elf.NewFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// What loadObject reads mapped, against debug/elf's reading.
+			big := bigSections{file: file}
+			defer big.close()
 			all, symErr := f.Symbols()
-			got, gotErr := funcSymbols(f)
+			got, gotErr := funcSymbols(f, &big)
 			if (symErr == nil) != (gotErr == nil) {
 				t.Fatalf("funcSymbols: %v; debug/elf: %v", gotErr, symErr)
 			}
@@ -1004,13 +1011,18 @@ func TestGoFuncs118(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			mapped, err := big.data(sect)
+			if err != nil || !bytes.Equal(mapped, data) || len(big.maps) == 0 {
+				t.Fatalf("the section mapped: %d bytes (%v), %d mappings; read: %d bytes", len(mapped), err, len(big.maps), len(data))
+			}
 			if textStart == 0 {
 				textStart = goTextStart(f, sect, data)
 			}
-			tab, lo, hi, ok := goFuncs118(data, textStart)
+			tab, lo, hi, ok := goFuncs118(mapped, textStart)
 			if !ok {
 				t.Fatal("goFuncs118 did not read the table")
 			}
+			big.close() // the table holds nothing of the mapping
 			ref, refLo, refHi := gosymFuncs(data, textStart)
 			if lo != refLo || hi != refHi || tab.len() != ref.len() {
 				t.Fatalf("goFuncs118: %d functions in [%#x, %#x); debug/gosym: %d in [%#x, %#x)", tab.len(), lo, hi, ref.len(), refLo, refHi)
@@ -1023,4 +1035,52 @@ func TestGoFuncs118(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMappedSectionTruncated: a section mapped from a file that is then
+// truncated faults when read; under guarded, as loadObject reads, that is
+// an error, not a crash of the recorder.
+func TestMappedSectionTruncated(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "bin")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	f, err := elf.NewFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sect := f.Section(".gopclntab")
+	if sect == nil {
+		t.Fatal("the test binary has no .gopclntab")
+	}
+	big := bigSections{file: file}
+	defer big.close()
+	mapped, err := big.data(sect)
+	if err != nil || len(big.maps) != 1 {
+		t.Fatalf("mapping .gopclntab: %v, %d mappings", err, len(big.maps))
+	}
+	if err := os.Truncate(p, 0); err != nil {
+		t.Fatal(err)
+	}
+	err = guarded(func() error {
+		goFuncs118(mapped, 0)
+		return nil
+	})
+	if err == nil {
+		t.Fatal("reading the mapping of a truncated file: no error")
+	}
+	t.Log(err)
 }

@@ -94,12 +94,13 @@ var syscalls = map[uint32]blockingCall{
 	25: {"mremap", profile.OffCPULock}, 28: {"madvise", profile.OffCPULock}, 12: {"brk", profile.OffCPULock},
 }
 
-// ownPathCalls are the calls of syscalls whose kernel side of an
+// ownPathCalls are the system calls whose kernel side of an
 // interruptible wait is the call's own wait, always the same frames
 // (futex_wait_queue, ep_poll, do_sys_poll, do_nanosleep, do_wait,
 // sigsuspend): the BPF side takes no kernel stack for such a wait, since
 // the wait code names the call and an unwind of the kernel stack costs
-// four times the user stack's (docs/INTERNALS.md, "Off-CPU stacks").
+// four times the user stack's (docs/ATTRIBUTION.md, "Kernel stacks where
+// they add something").
 // Calls whose kernel side varies with what they wait for (reads, writes,
 // sockets, maps, I/O) keep theirs, as does any wait that is not
 // interruptible (a fault or a lock inside the call).

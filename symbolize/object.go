@@ -180,7 +180,8 @@ func parseObject(r io.ReaderAt, debugDirs []string) (*object, error) {
 // symbol's name; in a Go binary most symbols are Go functions, which
 // .gopclntab names anyway, and making their names was a third of what was
 // left of indexing this project's own binary. Here each name is a
-// substring of one copy of the string table. Other than 64-bit little-endian files go to Symbols.
+// substring of one copy of the string table. Files other than 64-bit
+// little-endian go to Symbols.
 func funcSymbols(f *elf.File, big *bigSections) ([]elf.Symbol, error) {
 	if f.Class != elf.ELFCLASS64 || f.Data != elf.ELFDATA2LSB {
 		return f.Symbols()

@@ -710,14 +710,7 @@ func BenchmarkIndexGoBinary(b *testing.B) {
 // TestMalformedFiles feeds the indexer truncated and corrupted copies of a
 // real binary: it must return an error or a table, never panic.
 func TestMalformedFiles(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := selfImage(t)
 	inputs := [][]byte{nil, []byte("\x7fELF"), data[:64], data[:4096], data[:len(data)/2]}
 	corrupt := append([]byte(nil), data...)
 	for i := 64; i < len(corrupt); i += 4093 {
@@ -1041,16 +1034,8 @@ func TestGoFuncs118(t *testing.T) {
 // truncated faults when read; under guarded, as loadObject reads, that is
 // an error, not a crash of the recorder.
 func TestMappedSectionTruncated(t *testing.T) {
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := filepath.Join(t.TempDir(), "bin")
-	if err := os.WriteFile(p, data, 0o644); err != nil {
+	if err := os.WriteFile(p, selfImage(t), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	file, err := os.Open(p)
@@ -1083,4 +1068,18 @@ func TestMappedSectionTruncated(t *testing.T) {
 		t.Fatal("reading the mapping of a truncated file: no error")
 	}
 	t.Log(err)
+}
+
+// selfImage returns the bytes of this test binary, a real Go ELF file.
+func selfImage(t *testing.T) []byte {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }

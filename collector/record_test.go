@@ -908,12 +908,12 @@ func TestSampledAddrs(t *testing.T) {
 }
 
 // TestOwnPathKernelStacks: an interruptible wait in a call whose kernel
-// side is the call's own (a sleep) has its user stack and no kernel
-// stack, and no stack error for the one not taken; a wait whose kernel
-// side depends on what it waits for (a read of a pipe) keeps its kernel
-// stack, with the pipe's frames in it. Each thread blocks for 150 ms at a
-// time, so from its second block on its stacks are taken for sure (by
-// size).
+// side is the call's own (a sleep, a mutex's futex) has its user stack
+// and no kernel stack, and no stack error for the one not taken; a wait
+// whose kernel side depends on what it waits for (a read of a pipe) keeps
+// its kernel stack, with the pipe's frames in it. Each thread blocks for
+// about 150 ms at a time, so from its second block on its stacks are
+// taken for sure (by size).
 func TestOwnPathKernelStacks(t *testing.T) {
 	needBPF(t)
 	cc, err := exec.LookPath("gcc")
@@ -921,13 +921,24 @@ func TestOwnPathKernelStacks(t *testing.T) {
 		t.Skip("needs gcc to build the C test program: not in PATH")
 	}
 	const src = `#include <pthread.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 static int fds[2];
 static const struct timespec block = {0, 150000000};
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static volatile int done;
 __attribute__((noinline)) void *sleeper(void *a) {
 	for (int i = 0; i < 12; i++)
 		nanosleep(&block, 0);
+	return a;
+}
+__attribute__((noinline)) void *locker(void *a) {
+	while (!done) {
+		pthread_mutex_lock(&mu); // held by main while it sleeps
+		pthread_mutex_unlock(&mu);
+		sched_yield();
+	}
 	return a;
 }
 __attribute__((noinline)) void *reader(void *a) {
@@ -937,19 +948,27 @@ __attribute__((noinline)) void *reader(void *a) {
 	return a;
 }
 int main(void) {
-	pthread_t s, r;
+	pthread_t s, r, l;
 	if (pipe(fds))
 		return 1;
+	pthread_mutex_lock(&mu);
 	pthread_create(&s, 0, sleeper, 0);
 	pthread_create(&r, 0, reader, 0);
+	pthread_create(&l, 0, locker, 0);
 	for (int i = 0; i < 12; i++) {
 		nanosleep(&block, 0);
 		if (write(fds[1], "x", 1) != 1)
 			return 1;
+		pthread_mutex_unlock(&mu);
+		sched_yield();
+		pthread_mutex_lock(&mu);
 	}
+	done = 1;
+	pthread_mutex_unlock(&mu);
 	close(fds[1]);
 	pthread_join(s, 0);
 	pthread_join(r, 0);
+	pthread_join(l, 0);
 	return 0;
 }
 `
@@ -962,7 +981,7 @@ int main(void) {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
 	rec := record(t, context.Background(), Options{Target: Target{Kind: profile.TargetCommand, Command: []string{bin}}})
-	var sleeps, sleepsWithKernel, pipeReads, pipeReadsWithKernel, stackErrors uint64
+	var sleeps, sleepsWithKernel, locks, locksWithKernel, pipeReads, pipeReadsWithKernel, stackErrors uint64
 	var pipeFrames []string
 	for _, w := range rec.Windows {
 		stackErrors += w.Drops.StackErrors
@@ -975,6 +994,11 @@ int main(void) {
 				sleeps++
 				if s.KernelStack != 0 {
 					sleepsWithKernel++
+				}
+			case s.WaitCall == "futex" && s.NS >= 50e6:
+				locks++ // the locker's waits for main's mutex (not the joins)
+				if s.KernelStack != 0 {
+					locksWithKernel++
 				}
 			case s.WaitCall == "read" && s.WaitFD == "pipe":
 				pipeReads++
@@ -989,8 +1013,11 @@ int main(void) {
 	}
 	// 2 threads x 11 sleeps by size, 11 pipe reads by size; a busy host
 	// can merge a few into one entry, not most.
-	if sleeps < 5 || pipeReads < 3 {
-		t.Fatalf("off-CPU stacks: %d of sleeps, %d of pipe reads; want at least 5 and 3", sleeps, pipeReads)
+	if sleeps < 5 || pipeReads < 3 || locks < 3 {
+		t.Fatalf("off-CPU stacks: %d of sleeps, %d of pipe reads, %d of long futex waits; want at least 5, 3 and 3", sleeps, pipeReads, locks)
+	}
+	if locksWithKernel != 0 {
+		t.Errorf("%d of %d futex waits' stacks have a kernel stack; want none", locksWithKernel, locks)
 	}
 	if sleepsWithKernel != 0 {
 		t.Errorf("%d of %d sleeps' stacks have a kernel stack; want none (nanosleep's kernel side is its own)", sleepsWithKernel, sleeps)

@@ -12,8 +12,8 @@ out=$(mktemp -d)
 cp bpf/cacheheat.c "$out/orig.c"
 restore() { cp "$out/orig.c" bpf/cacheheat.c; go generate ./bpf/... >/dev/null; rm -rf "$out"; }
 trap restore EXIT
-nok='s/\tbool kernel = in_kernel(ctx);/\tbool kernel = in_kernel(ctx) \&\& 0;/'
-nou='s/k\.ustack = bpf_get_stackid(ctx, &stacks\([01]\), BPF_F_USER_STACK);/k.ustack = -14;/'
+nok='s/^\tif (in_kernel(ctx)) {$/\tif (in_kernel(ctx) \&\& 0) {/'
+nou='s/^\tulen = bpf_get_stack(ctx, (void \*)r->frames + klen, MAX_STACK_DEPTH \* sizeof(u64), BPF_F_USER_STACK);$/\tulen = -EFAULT;/'
 for v in full nokstack noustack nostacks; do
   cp "$out/orig.c" bpf/cacheheat.c
   case $v in
@@ -21,6 +21,14 @@ for v in full nokstack noustack nostacks; do
     noustack) sed -i "$nou" bpf/cacheheat.c ;;
     nostacks) sed -i "$nok; $nou" bpf/cacheheat.c ;;
   esac
+  # A variant that is the real program measures nothing: the edits must
+  # still find the code they change.
+  if [ "$v" != full ] && cmp -s bpf/cacheheat.c "$out/orig.c"; then
+    echo "sampler-parts.sh: the $v edit no longer matches bpf/cacheheat.c" >&2
+    exit 1
+  fi
+  [ "$v" != nostacks ] || [ "$(diff "$out/orig.c" bpf/cacheheat.c | grep -c '^>')" = 2 ] || {
+    echo "sampler-parts.sh: the nostacks edits no longer both match bpf/cacheheat.c" >&2; exit 1; }
   go generate ./bpf/... >/dev/null
   go build -o "$out/$v" ./cmd/cacheheat
 done

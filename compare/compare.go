@@ -73,7 +73,19 @@ type Options struct {
 	// the other, differed by 2-3% in CPU time with every run of one below
 	// every run of the other (2 of 20 pairs at 1%, bench/gate.sh).
 	RunAlpha, RunThreshold float64
+	// rare are the events with fewer than rareEvents in the median window
+	// of either recording (CompareReduced sets them): their rates are not
+	// sized by a comparison of windows (unsized).
+	rare map[string]bool
 }
+
+// rareEvents is the median count a window needs for an event's change to
+// be sized from one run a side. The Go runtime threads of falseshare good,
+// pinned workers beside them, migrated 2 and 88 times a second in two
+// runs beside stress-ng --cpu 2 (0.5 and 22 in a 250 ms window), and a
+// diff of the two called it a x43 regression: how often a rare event
+// happens differs between runs far more than one run's windows vary.
+const rareEvents = 5
 
 // DefaultOptions are the command's defaults.
 func DefaultOptions() Options {
@@ -231,6 +243,7 @@ func CompareReduced(base, new *Reduced, opts Options) Result {
 	if len(usedRuns(base.Runs)) >= 2 && len(usedRuns(new.Runs)) >= 2 {
 		res = CompareRuns(base.Runs, new.Runs, opts)
 	} else {
+		opts.rare = rareIn(base, new)
 		res = CompareSeries(base.Series, new.Series, opts)
 		if len(usedRuns(base.Runs))+len(usedRuns(new.Runs)) > 0 {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("only one side has two or more runs (%d, %d): compared window by window; record both with -r N to compare runs", len(usedRuns(base.Runs)), len(usedRuns(new.Runs))))
@@ -364,7 +377,7 @@ func CompareSeries(base, new []Series, opts Options) Result {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("no metric both recordings have matches %s", strings.Join(opts.Metrics, ", ")))
 	}
 	correct(&res, tested, opts)
-	unsizedFromZero(&res)
+	unsized(&res, opts.rare)
 	markUndecided(&res, opts)
 	explainByCPUShare(&res)
 	explainByWork(&res)
@@ -479,19 +492,24 @@ func correct(res *Result, tested []int, opts Options) {
 	res.Tested = len(tested)
 }
 
-// unsizedFromZero keeps a change from or to nothing from deciding a
-// comparison of windows. A ratio to a zero median is no size, and how
-// often a rare event happens differs between two runs of one program by
-// far more than one run's windows vary (the runtime threads of one Go
-// workload migrated 11, 74 and 145 times in three 3 s runs; a diff of
-// two runs of falseshare good exited 1 on cpu-migrations/s 0/s -> 54/s).
-// One run a side cannot measure that; repeated runs (record -r N) can.
-// Such a metric is reported as changed, with a warning naming it.
-func unsizedFromZero(res *Result) {
+// unsized keeps a change of a rare event from deciding a comparison of
+// windows: one from or to nothing (a ratio to a zero median is no size),
+// or of an event with fewer than rareEvents in the median window of either
+// side (rare). How often a rare event happens differs between two runs of
+// one program by far more than one run's windows vary (the runtime threads
+// of one Go workload migrated 11, 74 and 145 times in three 3 s runs; a
+// diff of two runs of falseshare good exited 1 on cpu-migrations/s 0/s ->
+// 54/s, and another on 2/s -> 88/s). One run a side cannot measure that;
+// repeated runs (record -r N) can. Such a metric is reported as changed,
+// with a warning naming it.
+func unsized(res *Result, rare map[string]bool) {
 	var names []string
 	for i := range res.Metrics {
 		m := &res.Metrics[i]
-		if (m.BaseMedian == 0) == (m.NewMedian == 0) || (m.Verdict != VerdictRegression && m.Verdict != VerdictImprovement) {
+		if m.Verdict != VerdictRegression && m.Verdict != VerdictImprovement {
+			continue
+		}
+		if (m.BaseMedian == 0) == (m.NewMedian == 0) && !rareMetric(m.Name, rare) {
 			continue
 		}
 		m.Verdict = VerdictChanged
@@ -499,9 +517,34 @@ func unsizedFromZero(res *Result) {
 	}
 	if len(names) > 0 {
 		res.Warnings = append(res.Warnings, fmt.Sprintf(
-			"%s changed from or to none: a ratio to zero has no size, and one run a side cannot show how much two runs differ; reported as changed, not as a regression or improvement (record both with -r N to test it)",
+			"%s changed from or to none or to a few events a window: one run a side cannot show how much two runs differ in so rare an event; reported as changed, not as a regression or improvement (record both with -r N to test it)",
 			strings.Join(names, ", ")))
 	}
+}
+
+// rareMetric says whether name is the target's rate or per-op count of
+// one of the rare events ("cpu-migrations/s", "cpu-migrations/op"; not a
+// per-CPU, per-node or per-process rate, which is neutral anyway).
+func rareMetric(name string, rare map[string]bool) bool {
+	for ev := range rare {
+		if rest, ok := strings.CutPrefix(name, ev+"/"); ok && !strings.Contains(rest, "{") {
+			return true
+		}
+	}
+	return false
+}
+
+// rareIn are the events rare in either recording (rareEvents).
+func rareIn(base, new *Reduced) map[string]bool {
+	rare := map[string]bool{}
+	for _, r := range []*Reduced{base, new} {
+		for ev, n := range r.EventsPerWindow {
+			if n < rareEvents {
+				rare[ev] = true
+			}
+		}
+	}
+	return rare
 }
 
 // sortByVerdict orders metrics regressions first, then by adjusted

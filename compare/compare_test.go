@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -413,7 +414,7 @@ func TestInfiniteRatioJSON(t *testing.T) {
 		[]Series{{Name: "x", Direction: LowerIsBetter, Values: []float64{0, 0, 0, 0, 0, 0}}},
 		[]Series{{Name: "x", Direction: LowerIsBetter, Values: []float64{5, 6, 7, 8, 9, 10}}}, testOptions())
 	// Significant, but a ratio to zero has no size: changed, with a
-	// warning, never a regression on one run a side (unsizedFromZero).
+	// warning, never a regression on one run a side (unsized).
 	if m := res.Metrics[0]; !math.IsInf(m.Ratio, 1) || m.Verdict != VerdictChanged || m.PAdj >= 0.01 {
 		t.Fatalf("0 -> positive: ratio %g verdict %q p %g, want inf, changed and significant", m.Ratio, m.Verdict, m.PAdj)
 	}
@@ -588,6 +589,54 @@ func TestMinP(t *testing.T) {
 			if p := MannWhitney(x, y).P; math.Abs(p-c.want) > 1e-9 {
 				t.Errorf("separated %d vs %d: Mann-Whitney p %g, minP %g", c.n1, c.n2, p, c.want)
 			}
+		}
+	}
+}
+
+// TestRareEventUnsized: an event with fewer than rareEvents in the median
+// window of either side (cpu-migrations at 0 or 1 a window, then about
+// 22) is reported as changed with a warning, never as a regression, by
+// its rate or per op; an event counted in hundreds a window on both sides
+// (context-switches, x3) still regresses.
+func TestRareEventUnsized(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	withMigrations := func(r *profile.Recording, perWindow func(i int) uint64) *profile.Recording {
+		r.Header.Events = append(r.Header.Events, profile.EventStatus{Name: "cpu-migrations", Kind: "software", Status: profile.StatusMeasured})
+		for i := range r.Windows {
+			w := &r.Windows[i]
+			n := perWindow(i)
+			w.Counters = append(w.Counters, profile.Counter{Event: "cpu-migrations", PerCPU: []uint64{n / 2, n - n/2}})
+			w.Processes[0].Counts["cpu-migrations"] = n
+		}
+		return r
+	}
+	busier := baseLoad
+	busier.ctxsw *= 3
+	base := withMigrations(synthRecording(rng, baseLoad, 12), func(i int) uint64 { return uint64(i % 2) })
+	new := withMigrations(synthRecording(rng, busier, 12), func(i int) uint64 { return 20 + uint64(rng.IntN(5)) })
+	res := Compare(base, new, testOptions())
+	verdicts := map[string]string{}
+	for _, m := range res.Metrics {
+		verdicts[m.Name] = m.Verdict
+	}
+	for _, name := range []string{"cpu-migrations/s", "cpu-migrations/op"} {
+		if verdicts[name] != VerdictChanged {
+			t.Errorf("%s: %q, want %q (a rare event: 0.5 a window on one side)", name, verdicts[name], VerdictChanged)
+		}
+	}
+	if verdicts["context-switches/s"] != VerdictRegression {
+		t.Errorf("context-switches/s x3: %q, want %q", verdicts["context-switches/s"], VerdictRegression)
+	}
+	if !slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, "cpu-migrations/s (") }) {
+		t.Errorf("no warning names cpu-migrations/s: %q", res.Warnings)
+	}
+	// The same rise from 100 a window is sized: a regression.
+	base2 := withMigrations(synthRecording(rng, baseLoad, 12), func(i int) uint64 { return 100 + uint64(rng.IntN(5)) })
+	new2 := withMigrations(synthRecording(rng, baseLoad, 12), func(i int) uint64 { return 400 + uint64(rng.IntN(5)) })
+	res2 := Compare(base2, new2, testOptions())
+	for _, m := range res2.Metrics {
+		if m.Name == "cpu-migrations/s" && m.Verdict != VerdictRegression {
+			t.Errorf("cpu-migrations/s 100 -> 400 a window: %q, want %q", m.Verdict, VerdictRegression)
 		}
 	}
 }

@@ -45,6 +45,9 @@ type Reduced struct {
 	DurationS float64 // first window's start to last window's end
 	// Runs are the recording's run totals (record -r), warm-up included.
 	Runs []profile.RunTotal
+	// EventsPerWindow is each event's median count in a usable window
+	// (the target's total): how rare it is (rareEvents).
+	EventsPerWindow map[string]float64
 }
 
 // NewReducer starts the reduction of a recording with header h, leaving
@@ -85,7 +88,8 @@ func (r *Reducer) Add(w *profile.Window) {
 
 // Reduced completes the reduction with how the recording ended.
 func (r *Reducer) Reduced(t *profile.Trailer, truncated bool, warning string) *Reduced {
-	out := &Reduced{Series: r.x.series(), Side: r.side(t), Truncated: truncated, Warning: warning, Stretch: r.stretch, Runs: r.runs}
+	out := &Reduced{Series: r.x.series(), Side: r.side(t), Truncated: truncated, Warning: warning, Stretch: r.stretch, Runs: r.runs,
+		EventsPerWindow: r.x.eventsPerWindow()}
 	if r.windows > 0 {
 		out.DurationS = float64(r.lastNS-r.firstNS) / 1e9
 	}
@@ -350,6 +354,21 @@ func (x *extractor) app(w *profile.Window, work map[string]float64, sec float64)
 			x.perOp = append(x.perOp, workRate{x.used, unit, v})
 		}
 	}
+}
+
+// eventsPerWindow is each event's median count in a usable window.
+func (x *extractor) eventsPerWindow() map[string]float64 {
+	out := make(map[string]float64, len(x.events))
+	for ev, es := range x.events {
+		counts := make([]float64, 0, len(es.rate.Values))
+		for i, v := range es.rate.Values {
+			if i < len(x.secs) {
+				counts = append(counts, v*x.secs[i])
+			}
+		}
+		out[ev] = Median(counts)
+	}
+	return out
 }
 
 // series completes the metrics that needed every window (per process,

@@ -960,15 +960,7 @@ func TestGoFuncs118(t *testing.T) {
 	}
 	for name, build := range bins {
 		t.Run(name, func(t *testing.T) {
-			file, err := os.Open(build(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer file.Close()
-			f, err := elf.NewFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
+			file, f := openELF(t, build(t))
 			// What loadObject reads mapped, against debug/elf's reading.
 			big := bigSections{file: file}
 			defer big.close()
@@ -1038,15 +1030,7 @@ func TestMappedSectionTruncated(t *testing.T) {
 	if err := os.WriteFile(p, selfImage(t), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	file, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer file.Close()
-	f, err := elf.NewFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	file, f := openELF(t, p)
 	sect := f.Section(".gopclntab")
 	if sect == nil {
 		t.Fatal("the test binary has no .gopclntab")
@@ -1082,4 +1066,20 @@ func selfImage(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// openELF opens the file at path and parses it as ELF; the file stays
+// open until the test ends.
+func openELF(t *testing.T, path string) (*os.File, *elf.File) {
+	t.Helper()
+	file, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { file.Close() })
+	f, err := elf.NewFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return file, f
 }

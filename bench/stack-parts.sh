@@ -30,7 +30,8 @@ def sub(old, new):
     assert s.count(old) == 1, old
     s = s.replace(old, new)
 sub("""			v.ustack = bpf_get_stackid(ctx, &offcpu_stacks, BPF_F_USER_STACK);
-			if (kstack)
+			// Decided only for a switch-out whose stacks are taken.
+			if (!(state & TASK_INTERRUPTIBLE) || !own_path(wait))
 				v.kstack = bpf_get_stackid(ctx, &offcpu_stacks, 0);
 			v.gstack = go_locked_stack(bpf_get_current_task_btf());""",
 """			u64 t0 = bpf_ktime_get_ns();
@@ -38,7 +39,7 @@ sub("""			v.ustack = bpf_get_stackid(ctx, &offcpu_stacks, BPF_F_USER_STACK);
 			u64 t1 = bpf_ktime_get_ns();
 			__sync_fetch_and_add(&t_off_n, 1);
 			__sync_fetch_and_add(&t_off_user, t1 - t0);
-			if (kstack) {
+			if (!(state & TASK_INTERRUPTIBLE) || !own_path(wait)) {
 				v.kstack = bpf_get_stackid(ctx, &offcpu_stacks, 0);
 				u64 t2 = bpf_ktime_get_ns();
 				bpf_get_stackid(ctx, &offcpu_stacks, 0);

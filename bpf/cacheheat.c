@@ -1153,10 +1153,10 @@ static __always_inline bool own_path(u32 w)
 	return (own_path_calls[nr >> 6] >> (nr & 63)) & 1;
 }
 
-// offcpu_out notes a target thread's voluntary switch-out (prev is the
-// current task here, so its stacks are the current stacks); kstack says
-// whether its kernel stack is wanted.
-static __noinline void offcpu_out(void *ctx, struct offcpu_start *e, u64 now, bool kstack)
+// offcpu_out notes a target thread's voluntary switch-out, given its
+// state and wait code (prev is the current task here, so its stacks are
+// the current stacks).
+static __noinline void offcpu_out(void *ctx, struct offcpu_start *e, u64 now, u32 wait, long state)
 {
 	u32 zero = 0;
 	struct offcpu_stat *st = bpf_map_lookup_elem(&offcpu_stats, &zero);
@@ -1197,7 +1197,8 @@ static __noinline void offcpu_out(void *ctx, struct offcpu_start *e, u64 now, bo
 				st->period_sized++;
 			v.weight = (u64)OFFCPU_W1 * OFFCPU_P1 / p;
 			v.ustack = bpf_get_stackid(ctx, &offcpu_stacks, BPF_F_USER_STACK);
-			if (kstack)
+			// Decided only for a switch-out whose stacks are taken.
+			if (!(state & TASK_INTERRUPTIBLE) || !own_path(wait))
 				v.kstack = bpf_get_stackid(ctx, &offcpu_stacks, 0);
 			v.gstack = go_locked_stack(bpf_get_current_task_btf());
 		}
@@ -1381,7 +1382,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 			if (!preempt && state != TASK_RUNNING) {
 				s->wait = by_cgroup ? 0 : wait_code(prev, state);
 				s->waker_tgid = 0;
-				offcpu_out(ctx, &s->off, now, !(state & TASK_INTERRUPTIBLE) || !own_path(s->wait));
+				offcpu_out(ctx, &s->off, now, s->wait, state);
 			} else {
 				s->wait = WAIT_PREEMPTED;
 			}

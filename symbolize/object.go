@@ -207,11 +207,11 @@ func funcSymbols(f *elf.File, big *bigSections) ([]elf.Symbol, error) {
 		e := data[i : i+entry]
 		info := e[4]
 		typ := elf.ST_TYPE(info)
-		name := binary.LittleEndian.Uint32(e)
-		if typ != elf.STT_FUNC && typ != elf.STT_GNU_IFUNC && !strings.HasPrefix(strs[min(int(name), len(strs)):], "runtime.text\x00") {
+		name := int(binary.LittleEndian.Uint32(e))
+		if name >= len(strs) {
 			continue
 		}
-		if int(name) >= len(strs) {
+		if typ != elf.STT_FUNC && typ != elf.STT_GNU_IFUNC && !strings.HasPrefix(strs[name:], "runtime.text\x00") {
 			continue
 		}
 		end := strings.IndexByte(strs[name:], 0)
@@ -219,7 +219,7 @@ func funcSymbols(f *elf.File, big *bigSections) ([]elf.Symbol, error) {
 			continue
 		}
 		out = append(out, elf.Symbol{
-			Name:    strs[name : int(name)+end],
+			Name:    strs[name : name+end],
 			Info:    info,
 			Other:   e[5],
 			Section: elf.SectionIndex(binary.LittleEndian.Uint16(e[6:])),

@@ -128,6 +128,9 @@ type kernel struct {
 	// groups are, per CPU of cfg.cpus, the slots of the software
 	// counters, which form one perf group led by the first.
 	groups []counterGroup
+	// prev is the last snapshot taken (nil: none), whose software counter
+	// values an idle CPU keeps (readCounters).
+	prev *snapshot
 	// exited holds the task records the BPF side marked exited at the
 	// previous snapshot: deleted after the next one, which has their last
 	// counts.

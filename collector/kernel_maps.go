@@ -22,8 +22,11 @@ import (
 // processes; and the batch readers they share.
 
 // snapshot reads every cumulative value: the seam between the kernel and
-// the window arithmetic (window.go).
-func (k *kernel) snapshot() (*snapshot, error) {
+// the window arithmetic (window.go). A CPU that ran only its idle task
+// since the last snapshot keeps that snapshot's software counter values
+// (readCounters) unless every is set: a recording's last window reads
+// every CPU's.
+func (k *kernel) snapshot(every bool) (*snapshot, error) {
 	s := &snapshot{}
 	var err error
 	// The stats first: they say whether the task map can have changed.
@@ -36,10 +39,12 @@ func (k *kernel) snapshot() (*snapshot, error) {
 	if s.target, err = k.readTargetTotals(); err != nil {
 		return nil, err
 	}
-	if s.host, err = k.readCounters(); err != nil {
+	// Each CPU's busy time and task before its counters: they say which
+	// CPUs ran nothing but their idle task since the last snapshot.
+	if err := k.readBusy(s); err != nil {
 		return nil, err
 	}
-	if err := k.readBusy(s); err != nil {
+	if s.host, err = k.readCounters(s, every); err != nil {
 		return nil, err
 	}
 	if k.cfg.byCgroup {
@@ -55,6 +60,7 @@ func (k *kernel) snapshot() (*snapshot, error) {
 			return nil, err
 		}
 	}
+	k.prev = s
 	return s, nil
 }
 
@@ -199,7 +205,19 @@ type counterGroup struct {
 
 // readCounters reads what every task counted, [slot][cpu], from the perf
 // counters: each CPU's software group at once, the others one by one.
-func (k *kernel) readCounters() ([][]counterValue, error) {
+//
+// Reading a counter of another CPU interrupts it (an IPI; on a guest, an
+// exit from its halt): 16-25 us of the reader's time on the 2-CPU VM
+// against 1.5-3.5 us for its own CPU's (bench/groupread; BENCHMARKS.md,
+// "Tenth session"), 15 such reads a window on 16 CPUs, and each wakes
+// an idle CPU. A software event counts
+// only in a task's context, so a CPU that ran nothing but its idle task
+// since the last snapshot (idleThrough) has the same software counts:
+// the last snapshot's values stand, unless every is set. A count that
+// lands between that CPU's busy-time read and its counter read is not
+// lost: it shows in the next window that reads the CPU. Hardware
+// counters count interrupts on an idle CPU too, and are always read.
+func (k *kernel) readCounters(s *snapshot, every bool) ([][]counterValue, error) {
 	host := make([][]counterValue, len(k.cfg.counted))
 	for slot := range host {
 		host[slot] = make([]counterValue, k.possible)
@@ -208,12 +226,19 @@ func (k *kernel) readCounters() ([][]counterValue, error) {
 		if len(g.slots) == 0 {
 			continue
 		}
+		cpu := k.counters[g.slots[0]][i].cpu
+		if !every && k.prev != nil && idleThrough(k.prev, s, cpu) {
+			for _, slot := range g.slots {
+				host[slot][cpu] = k.prev.host[slot][cpu]
+			}
+			continue
+		}
 		vals := make([]counterValue, len(g.slots))
 		if err := k.counters[g.slots[0]][i].readGroup(vals); err != nil {
 			return nil, err
 		}
 		for j, slot := range g.slots {
-			host[slot][k.counters[slot][i].cpu] = vals[j]
+			host[slot][cpu] = vals[j]
 		}
 	}
 	for slot, ev := range k.cfg.counted {
@@ -283,9 +308,10 @@ func (k *kernel) readStats(s *snapshot) error {
 }
 
 // readBusy reads each CPU's busy time (busy_ns) and the monotonic clock
-// it is counted in, from which a window's idle time follows. It is read
-// after the task map and the counters, so that a window's busy time
-// covers at least the target's time counted in it.
+// it is counted in, from which a window's idle time follows, and when
+// each CPU last switched to its idle task (idleAt). It is read after the
+// task map and the target's totals, so that a window's busy time covers
+// at least the target's time counted in it.
 func (k *kernel) readBusy(s *snapshot) error {
 	last, err := k.lastBuf.read(k.objs.Last)
 	if err != nil {
@@ -293,10 +319,27 @@ func (k *kernel) readBusy(s *snapshot) error {
 	}
 	s.monoNS = uint64(time.Since(k.t0))
 	s.busyNS = make([]uint64, len(last))
+	s.idleAt = make([]uint64, len(last))
 	for cpu, v := range last {
 		s.busyNS[cpu] = v.BusyNs
+		// take_over sets pid and ts at every switch (pid 0: the idle
+		// task); ts 0 is a CPU that has not switched yet, whatever runs.
+		if v.Pid == 0 {
+			s.idleAt[cpu] = v.Ts
+		}
 	}
 	return nil
+}
+
+// idleThrough says whether cpu ran only its idle task between snapshots
+// prev and cur: both saw the idle task current since the same switch,
+// and the CPU's busy time stood still. A switch in between would have
+// set a new switch time; a read torn by one (the task set, the time
+// not yet) shows a busy time that moved, since the switch counts it
+// first.
+func idleThrough(prev, cur *snapshot, cpu int) bool {
+	t := at(prev.idleAt, cpu)
+	return t != 0 && t == at(cur.idleAt, cpu) && at(prev.busyNS, cpu) == at(cur.busyNS, cpu)
 }
 
 // prune deletes the task records marked exited at the previous snapshot

@@ -39,7 +39,7 @@ func TestSampleRingFull(t *testing.T) {
 	// One page: room for a few samples' records.
 	k := pidKernel(t, busy.Process.Pid, 997, uint32(os.Getpagesize()))
 	time.Sleep(100 * time.Millisecond)
-	s0, err := k.snapshot()
+	s0, err := k.snapshot(false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestSampleRingFull(t *testing.T) {
 		}
 	}
 	time.Sleep(300 * time.Millisecond)
-	s1, err := k.snapshot()
+	s1, err := k.snapshot(false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,18 +155,18 @@ func TestWaitsWalkedOnlyWhenOneEnded(t *testing.T) {
 	// is seen whole is the second.
 	echo()
 	echo()
-	s1, err := k.snapshot()
+	s1, err := k.snapshot(false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p1 := k.drainPeers()
-	s2, err := k.snapshot()
+	s2, err := k.snapshot(false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p2 := k.drainPeers()
 	echo()
-	s3, err := k.snapshot()
+	s3, err := k.snapshot(false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func TestOthersDrained(t *testing.T) {
 	}
 	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
 	k := pidKernel(t, sleeper.Process.Pid, 997, 0)
-	s, err := k.snapshot()
+	s, err := k.snapshot(false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +255,7 @@ func TestOthersDrained(t *testing.T) {
 		return 0, false
 	}
 	for i := range 2 {
-		s, err := k.snapshot()
+		s, err := k.snapshot(false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -292,7 +292,7 @@ func TestOthersDrained(t *testing.T) {
 	drained := func() (uint64, bool) {
 		t.Helper()
 		var err error
-		if s, err = k.snapshot(); err != nil {
+		if s, err = k.snapshot(false); err != nil {
 			t.Fatal(err)
 		}
 		got := k.drainOthers(s)
@@ -330,7 +330,7 @@ func TestTargetChanges(t *testing.T) {
 	k := pidKernel(t, target.Process.Pid, 19, 0)
 	changes := func() uint64 {
 		t.Helper()
-		s, err := k.snapshot()
+		s, err := k.snapshot(false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -427,7 +427,7 @@ func TestWatchCommandRegistersAfterExec(t *testing.T) {
 	if registered() {
 		t.Errorf("registered after a window in which no target change was counted")
 	}
-	s, err := k.snapshot()
+	s, err := k.snapshot(false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ type fakeSource struct {
 	lost    uint64
 }
 
-func (f *fakeSource) snapshot() (*snapshot, error)               { return f.cur, nil }
+func (f *fakeSource) snapshot(bool) (*snapshot, error)           { return f.cur, nil }
 func (f *fakeSource) drainSamples() ([]rawSample, uint64, error) { return f.samples, f.lost, nil }
 
 // closeWindow turns what was drained into a window with the deltas since

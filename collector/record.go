@@ -423,7 +423,7 @@ func (r *Recorder) begin(p *plan, k *kernel, fk *funcKernel, cm *command, am *ap
 	// The first snapshot is taken before a command starts, so that none of
 	// its counts can land between the snapshot's reads of the task map and
 	// of the per-CPU totals.
-	if rec.prev, err = k.snapshot(); err != nil {
+	if rec.prev, err = k.snapshot(true); err != nil {
 		return nil, err
 	}
 	if fk != nil {
@@ -699,14 +699,14 @@ type drained struct {
 }
 
 // drain takes the samples, the cumulative values and the function calls
-// at endNS.
-func (rc *run) drain(endNS int64) (*drained, error) {
+// at endNS; at the recording's last window, every CPU's counters.
+func (rc *run) drain(endNS int64, last bool) (*drained, error) {
 	var d drained
 	var err error
 	if d.samples, d.bad, err = rc.k.drainSamples(); err != nil {
 		return nil, err
 	}
-	if d.cur, err = rc.k.snapshot(); err != nil {
+	if d.cur, err = rc.k.snapshot(last); err != nil {
 		return nil, err
 	}
 	if rc.fk == nil {
@@ -737,7 +737,7 @@ func (d *drained) empty(span int64) bool {
 func (r *Recorder) closeWindow(rc *run, last bool) error {
 	now := time.Now()
 	endNS := now.Sub(rc.start).Nanoseconds()
-	d, err := rc.drain(endNS)
+	d, err := rc.drain(endNS, last)
 	if err != nil {
 		return err
 	}

@@ -496,7 +496,7 @@ func TestPruneExitedTasks(t *testing.T) {
 			t.Fatalf("helper: %v %s", err, out)
 		}
 	}
-	s1, err := k.snapshot()
+	s1, err := k.snapshot(false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,13 +506,13 @@ func TestPruneExitedTasks(t *testing.T) {
 	}
 	time.Sleep(50 * time.Millisecond)
 	// This snapshot takes their last counts, then deletes them.
-	if _, err := k.snapshot(); err != nil {
+	if _, err := k.snapshot(false); err != nil {
 		t.Fatal(err)
 	}
 	if k.pruned < uint64(len(marked)) {
 		t.Errorf("pruned %d of %d exited task records", k.pruned, len(marked))
 	}
-	s3, err := k.snapshot()
+	s3, err := k.snapshot(false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,6 +45,9 @@ type snapshot struct {
 	// recorder's start.
 	busyNS []uint64
 	monoNS uint64
+	// idleAt is, per CPU, when it switched to its idle task if that is
+	// the task it runs, else 0 (pid and ts of bpf/cacheheat.c's last).
+	idleAt []uint64
 	// cgroups and cgroupFull: by-cgroup mode only (cgroups.go).
 	cgroups    map[uint64]*cgroupVal
 	cgroupFull uint64
@@ -76,7 +79,7 @@ type rawSample struct {
 // source is the seam over the kernel: the window arithmetic above it is
 // tested with fabricated snapshots, the kernel below it for real.
 type source interface {
-	snapshot() (*snapshot, error)
+	snapshot(every bool) (*snapshot, error)     // every: no CPU's counters kept (kernel_maps.go)
 	drainSamples() ([]rawSample, uint64, error) // and the unreadable records
 }
 

@@ -9,6 +9,10 @@
 #   noswitchin neither of those nor the switch-in's work (thread state,
 #             run-queue and off-CPU histograms)
 #   empty     returns at once: the attach and dispatch floor
+#   floor     on_switch, on_waking and on_wakeup all return at once: what
+#             attaching to the three scheduler tracepoints costs a
+#             switch-heavy load before any work (for bench/switch.sh's
+#             BASE_BIN, through KEEP)
 # The workloads always run from a copy of the real binary (WORKLOAD_BIN), so the
 # variants differ only in their BPF program.
 # Needs root, clang and go (make generate), python3.
@@ -33,9 +37,14 @@ def sub(old, new):
     assert s.count(old) == 1, old
     s = s.replace(old, new)
 order = ["nostacks", "noaccount", "noswitchin"]
-if v == "empty":
+if v in ("empty", "floor"):
     sub("\tstruct last_val *l = get_last();\n\tif (!l)\n\t\treturn 0;\n\tbool prev_target",
         "\treturn 0;\n\tstruct last_val *l = get_last();\n\tif (!l)\n\t\treturn 0;\n\tbool prev_target")
+if v == "floor":
+    sub("\tif (by_cgroup || !is_target(p))\n\t\treturn 0;\n\tstruct thread_state *s = bpf_task_storage_get(&thread_state, p, 0, 0);",
+        "\treturn 0;\n\tif (by_cgroup || !is_target(p))\n\t\treturn 0;\n\tstruct thread_state *s = bpf_task_storage_get(&thread_state, p, 0, 0);")
+    sub("int BPF_PROG(on_wakeup, struct task_struct *p)\n{\n\trecord_wakeup(p);",
+        "int BPF_PROG(on_wakeup, struct task_struct *p)\n{\n\treturn 0;\n\trecord_wakeup(p);")
 elif v in order:
     n = order.index(v)
     sub("\tif (k) {\n", "\tif (k && 0) {\n")
@@ -47,14 +56,14 @@ open(p, "w").write(s)
 PY
 }
 bins=()
-for v in full nostacks noaccount noswitchin empty; do
+for v in full nostacks noaccount noswitchin empty floor; do
   cp "$out/orig.c" bpf/cacheheat.c
   [ "$v" = full ] || edit "$v"
   go generate ./bpf/... >/dev/null
   go build -o "$out/$v" ./cmd/cacheheat
-  bins+=("$v=$out/$v")
+  [ "$v" = floor ] || bins+=("$v=$out/$v") # on_switch as empty's; for KEEP
 done
-if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp "$out"/{full,nostacks,noaccount,noswitchin,empty} "$KEEP"/; fi
+if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp "$out"/{full,nostacks,noaccount,noswitchin,empty,floor} "$KEEP"/; fi
 [ "$ROUNDS" -gt 0 ] || exit 0
 cp "$out/full" "$out/workload"
 WORKLOAD_BIN="$out/workload" python3 bench/cost.py --rounds "$ROUNDS" --seconds 6 --scenarios "$SCEN" \

@@ -216,6 +216,20 @@ struct last_val {
 	// also counts the idle task's time).
 	u64 sw_ts;
 	u64 busy_ns;
+	// What this CPU's software counters count, kept here so that user
+	// space need not interrupt the CPU to read them while they can be
+	// told (collector readCounters): switches is every context switch
+	// (perf's context-switches), migrated_in every switch-in of a task
+	// perf counts a migration for (its sched_migrated, cleared only after
+	// this tracepoint), and faults_seen moves whenever a task that ran
+	// here took a fault (min_flt + maj_flt since hf_base, hf_pid's at the
+	// last switch or cpu-clock sample; a task without a baseline moves it
+	// by one).
+	u64 switches;
+	u64 migrated_in;
+	u64 faults_seen;
+	u64 hf_base;
+	u32 hf_pid;
 };
 
 // What each CPU's running task and counters were at the last switch or
@@ -948,6 +962,31 @@ static __always_inline void busy_to(struct last_val *l, struct task_struct *t, u
 	l->sw_ts = now;
 }
 
+// note_faults moves faults_seen by the faults task t, running here, took
+// since its baseline, and makes its fault count now the baseline.
+static __always_inline void note_faults(struct last_val *l, struct task_struct *t)
+{
+	u64 f = t->min_flt + t->maj_flt;
+	if (l->hf_pid != t->pid)
+		l->faults_seen++;
+	else if (f != l->hf_base)
+		l->faults_seen += f - l->hf_base;
+	l->hf_pid = t->pid;
+	l->hf_base = f;
+}
+
+// switch_counts counts the switch from prev to next as perf's per-CPU
+// software counters do (see struct last_val).
+static __always_inline void switch_counts(struct last_val *l, struct task_struct *prev, struct task_struct *next)
+{
+	l->switches++;
+	if (bpf_core_field_exists(next->sched_migrated) && BPF_CORE_READ_BITFIELD(next, sched_migrated))
+		l->migrated_in++;
+	note_faults(l, prev);
+	l->hf_pid = next->pid;
+	l->hf_base = next->min_flt + next->maj_flt;
+}
+
 static __always_inline bool is_fault_src(u32 src)
 {
 	return src == SRC_FAULT || src == SRC_MAJFAULT;
@@ -1360,6 +1399,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	l->busy = 1;
 	barrier();
 	busy_to(l, prev, now);
+	switch_counts(l, prev, next);
 
 	if (prev_target) {
 		long state = task_state(prev);
@@ -1568,8 +1608,10 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 		return 0;
 	s->fires[slot & 1]++; // & 1: a provable bound for the verifier (SAMPLE_SLOTS)
 	struct task_struct *t = (struct task_struct *)bpf_get_current_task_btf();
-	if (!l->busy)
+	if (!l->busy) {
 		busy_to(l, t, bpf_ktime_get_ns());
+		note_faults(l, t);
+	}
 	if (!is_target(t)) {
 		if (slot == SLOT_CLOCK)
 			other_sample(s, t);

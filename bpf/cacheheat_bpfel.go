@@ -75,6 +75,12 @@ type CacheheatLastVal struct {
 	_           [4]byte
 	SwTs        uint64
 	BusyNs      uint64
+	Switches    uint64
+	MigratedIn  uint64
+	FaultsSeen  uint64
+	HfBase      uint64
+	HfPid       uint32
+	_           [4]byte
 }
 
 type CacheheatMode uint32

@@ -10,27 +10,51 @@ import (
 	"github.com/cacheheat/cacheheat/host"
 )
 
-// TestIdleThrough: a CPU keeps its last software counts only when it ran
-// its idle task, and only it, from one snapshot to the next.
-func TestIdleThrough(t *testing.T) {
-	snap := func(idleAt, busy uint64) *snapshot {
-		return &snapshot{idleAt: []uint64{7, idleAt}, busyNS: []uint64{7, busy}}
+// TestGroupTold: a CPU's software group is told from the BPF side's
+// counts only when its events are those the BPF side sees move, after a
+// read and while no fault moved, and then as the last read plus the
+// switches and migrations counted since the end of that read; page
+// faults and cpu-clock stand.
+func TestGroupTold(t *testing.T) {
+	evs := events(t, "cpu-clock", "page-faults", "context-switches", "cpu-migrations")
+	for _, ev := range evs {
+		if !tellable(ev) {
+			t.Errorf("%s is not tellable", ev.Name)
+		}
 	}
-	for _, c := range []struct {
-		name      string
-		prev, cur *snapshot
-		cpu       int
-		idle      bool
-	}{
-		{"idle since the same switch", snap(100, 50), snap(100, 50), 1, true},
-		{"never switched (ts 0): whatever ran is unknown", snap(0, 50), snap(0, 50), 1, false},
-		{"a task ran at the last snapshot", snap(0, 50), snap(100, 60), 1, false},
-		{"switched to a task and back to idle", snap(100, 50), snap(200, 70), 1, false},
-		{"torn read: the switch time not yet written, busy time moved", snap(100, 50), snap(100, 70), 1, false},
-		{"a CPU beyond the arrays", snap(100, 50), snap(100, 50), 5, false},
-	} {
-		if got := idleThrough(c.prev, c.cur, c.cpu); got != c.idle {
-			t.Errorf("%s: idleThrough %v, want %v", c.name, got, c.idle)
+	taskClock := Event{Name: "task-clock", Kind: KindSoftware, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_TASK_CLOCK}
+	cycles := Event{Name: "cycles", Kind: KindHardware, Type: unix.PERF_TYPE_HARDWARE, Config: unix.PERF_COUNT_HW_CPU_CYCLES}
+	standIn := Event{Name: "cache-misses", Kind: KindHardware, Type: unix.PERF_TYPE_HARDWARE, Config: unix.PERF_COUNT_HW_CACHE_MISSES, StandIn: &evs[2]}
+	for _, ev := range []Event{taskClock, cycles, standIn} {
+		if tellable(ev) {
+			t.Errorf("%s is tellable: its count moves without a switch or fault", ev.Name)
+		}
+	}
+	r := groupRead{}
+	if r.tells(cpuSW{}) {
+		t.Error("a group never read is told")
+	}
+	r = groupRead{
+		vals:   []counterValue{{Value: 1000, Enabled: 5, Running: 5}, {Value: 40}, {Value: 70}, {Value: 9}},
+		before: cpuSW{switches: 10, migrations: 3, faults: 100},
+		after:  cpuSW{switches: 12, migrations: 3, faults: 101},
+	}
+	if !r.tells(cpuSW{switches: 20, migrations: 5, faults: 100}) {
+		t.Error("no fault since the read, yet the group is not told")
+	}
+	// A fault between the read and its after count: read again.
+	if r.tells(cpuSW{switches: 20, migrations: 5, faults: 101}) {
+		t.Error("a fault moved since the read, yet the group is told")
+	}
+	now := cpuSW{switches: 20, migrations: 5, faults: 100}
+	want := []uint64{1000, 40, 70 + 8, 9 + 2}
+	for j, ev := range evs {
+		v := r.told(ev, j, now)
+		if v.Value != want[j] {
+			t.Errorf("%s told %d, want %d", ev.Name, v.Value, want[j])
+		}
+		if v.Enabled != r.vals[j].Enabled || v.Running != r.vals[j].Running {
+			t.Errorf("%s: enabled/running moved", ev.Name)
 		}
 	}
 }
@@ -90,9 +114,125 @@ func TestBusyCPUCountersRead(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := s1.host[faultSlot][cpu].Value - s0.host[faultSlot][cpu].Value
-		t.Logf("round %d: cpu %d page faults %d (idle at the snapshot: %v)", round, cpu, got, s1.idleAt[cpu] != 0)
+		t.Logf("round %d: cpu %d page faults %d", round, cpu, got)
 		if got < pages {
 			t.Errorf("round %d: cpu %d counted %d page faults in the window, want at least the %d pages touched there", round, cpu, got, pages)
 		}
+	}
+}
+
+// TestSwitchCountsMatchPerf: what the BPF side counts of each CPU's
+// switches and migrations is what perf's own per-CPU counters count. Each
+// CPU's group is read directly between two reads of the BPF side's
+// counts, twice, with switches, migrations (a thread moved from CPU to
+// CPU) and page faults between: perf's difference must lie within the
+// BPF side's differences over the inner and outer spans, on every CPU.
+func TestSwitchCountsMatchPerf(t *testing.T) {
+	needBPF(t)
+	t.Setenv(EnvSimulatedPMU, "")
+	cpus, err := host.OnlineCPUs("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cpus) < 2 {
+		t.Skip("needs 2 CPUs to move a thread between")
+	}
+	counted := events(t, "cpu-clock", "page-faults", "context-switches", "cpu-migrations")
+	k, err := openKernel(kernelConfig{mode: modeAll, cpus: cpus, sampleHz: 99,
+		counted: counted, refSlot: -1, ringBytes: 1 << 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.close()
+	if !k.exact {
+		t.Fatal("the BPF side cannot tell switch counts on this kernel (no task_struct.sched_migrated)")
+	}
+	const faultSlot, switchSlot, migrSlot = 1, 2, 3
+	type point struct {
+		before, after []cpuSW
+		perf          [][]counterValue // [group][member]
+	}
+	sw := func() []cpuSW {
+		last, err := k.lastBuf.read(k.objs.Last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]cpuSW, len(last))
+		for cpu, v := range last {
+			out[cpu] = cpuSWOf(v)
+		}
+		return out
+	}
+	take := func() point {
+		p := point{before: sw()}
+		for i, g := range k.groups {
+			vals := make([]counterValue, len(g.slots))
+			if err := k.counters[g.slots[0]][i].readGroup(vals); err != nil {
+				t.Fatal(err)
+			}
+			p.perf = append(p.perf, vals)
+		}
+		p.after = sw()
+		return p
+	}
+	p1 := take()
+	// A thread moved across the CPUs, touching fresh pages on each.
+	done := make(chan error)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		for round := range 20 {
+			var set unix.CPUSet
+			set.Set(cpus[round%len(cpus)])
+			if err := unix.SchedSetaffinity(0, &set); err != nil {
+				done <- err
+				return
+			}
+			mem, err := unix.Mmap(-1, 0, 64*4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+			if err != nil {
+				done <- err
+				return
+			}
+			for i := 0; i < len(mem); i += 4096 {
+				mem[i] = 1
+			}
+			unix.Munmap(mem)
+			time.Sleep(time.Millisecond)
+		}
+		done <- nil
+	}()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	p2 := take()
+	var migrations uint64
+	for i, g := range k.groups {
+		cpu := k.counters[g.slots[0]][i].cpu
+		for j, slot := range g.slots {
+			got := p2.perf[i][j].Value - p1.perf[i][j].Value
+			var inner, outer uint64
+			switch slot {
+			case switchSlot:
+				inner, outer = p2.before[cpu].switches-p1.after[cpu].switches, p2.after[cpu].switches-p1.before[cpu].switches
+			case migrSlot:
+				inner, outer = p2.before[cpu].migrations-p1.after[cpu].migrations, p2.after[cpu].migrations-p1.before[cpu].migrations
+				migrations += got
+			case faultSlot:
+				// Not a count of perf's: it must move when perf's does.
+				if got >= 64 && p2.after[cpu].faults == p1.before[cpu].faults {
+					t.Errorf("cpu %d: %d page faults, and the BPF side's fault count stood", cpu, got)
+				}
+				continue
+			default:
+				continue
+			}
+			t.Logf("cpu %d %s: perf %d, BPF %d..%d", cpu, counted[slot].Name, got, inner, outer)
+			if got < inner || got > outer {
+				t.Errorf("cpu %d %s: perf counted %d, the BPF side %d to %d over the same span", cpu, counted[slot].Name, got, inner, outer)
+			}
+		}
+	}
+	if migrations < 10 {
+		t.Errorf("%d migrations counted while a thread was moved 20 times", migrations)
 	}
 }

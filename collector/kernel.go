@@ -128,9 +128,12 @@ type kernel struct {
 	// groups are, per CPU of cfg.cpus, the slots of the software
 	// counters, which form one perf group led by the first.
 	groups []counterGroup
-	// prev is the last snapshot taken (nil: none), whose software counter
-	// values an idle CPU keeps (readCounters).
-	prev *snapshot
+	// reads are, per CPU of cfg.cpus, its software group's last read;
+	// exact says whether the BPF side's counts can stand in for a read
+	// (readCounters): it notes faults at cpu-clock samples too, so
+	// sampling is on, and the kernel has the migration flag it reads.
+	reads []groupRead
+	exact bool
 	// exited holds the task records the BPF side marked exited at the
 	// previous snapshot: deleted after the next one, which has their last
 	// counts.
@@ -296,6 +299,25 @@ func haveKfunc(name string) bool {
 	return spec.TypeByName(name, &fn) == nil
 }
 
+// haveMember says whether the running kernel's BTF has struct name with
+// member field (a BPF program's bpf_core_field_exists, seen from here).
+func haveMember(name, field string) bool {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return false
+	}
+	var st *btf.Struct
+	if spec.TypeByName(name, &st) != nil {
+		return false
+	}
+	for _, m := range st.Members {
+		if m.Name == field {
+			return true
+		}
+	}
+	return false
+}
+
 // openCounters opens each counted event on each CPU, disabled, and puts it
 // in its slot's PERF_EVENT_ARRAY for the programs to read. On each CPU the
 // software events form one group, read at once (readCounters); hardware
@@ -304,6 +326,8 @@ func haveKfunc(name string) bool {
 func (k *kernel) openCounters() error {
 	k.counters = make([][]*perfCounter, len(k.cfg.counted))
 	k.groups = make([]counterGroup, len(k.cfg.cpus))
+	k.reads = make([]groupRead, len(k.cfg.cpus))
+	k.exact = k.cfg.sampleHz > 0 && haveMember("task_struct", "sched_migrated")
 	counterMaps := counterMapsOf(&k.objs.CacheheatMaps)
 	for slot, ev := range k.cfg.counted {
 		for i, cpu := range k.cfg.cpus {
@@ -318,6 +342,7 @@ func (k *kernel) openCounters() error {
 			}
 			if ev.Kind == KindSoftware {
 				g.slots = append(g.slots, slot)
+				g.tellable = (len(g.slots) == 1 || g.tellable) && tellable(ev)
 			}
 			k.counters[slot] = append(k.counters[slot], pc)
 			if err := counterMaps[slot].Put(uint32(cpu), uint32(pc.fd)); err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/cacheheat/cacheheat/bpf"
 	"github.com/cacheheat/cacheheat/profile"
@@ -22,10 +23,9 @@ import (
 // processes; and the batch readers they share.
 
 // snapshot reads every cumulative value: the seam between the kernel and
-// the window arithmetic (window.go). A CPU that ran only its idle task
-// since the last snapshot keeps that snapshot's software counter values
-// (readCounters) unless every is set: a recording's last window reads
-// every CPU's.
+// the window arithmetic (window.go). A CPU whose software counts the BPF
+// side can tell is not read (readCounters) unless every is set: a
+// recording's last window reads every CPU's.
 func (k *kernel) snapshot(every bool) (*snapshot, error) {
 	s := &snapshot{}
 	var err error
@@ -39,8 +39,8 @@ func (k *kernel) snapshot(every bool) (*snapshot, error) {
 	if s.target, err = k.readTargetTotals(); err != nil {
 		return nil, err
 	}
-	// Each CPU's busy time and task before its counters: they say which
-	// CPUs ran nothing but their idle task since the last snapshot.
+	// Each CPU's busy time and switch counts before its counters: they
+	// say which CPUs need reading.
 	if err := k.readBusy(s); err != nil {
 		return nil, err
 	}
@@ -60,7 +60,6 @@ func (k *kernel) snapshot(every bool) (*snapshot, error) {
 			return nil, err
 		}
 	}
-	k.prev = s
 	return s, nil
 }
 
@@ -198,9 +197,28 @@ func (k *kernel) readTargetTotals() ([][]uint64, error) {
 	return target, nil
 }
 
-// counterGroup lists the slots of one CPU's group of software counters.
+// counterGroup lists the slots of one CPU's group of software counters;
+// tellable: every member is an event the BPF side can tell (tellable).
 type counterGroup struct {
-	slots []int
+	slots    []int
+	tellable bool
+}
+
+// tellable says whether the BPF side's counts can stand in for a read of
+// software event ev between two reads: it counts switches and
+// migrations as perf does and sees every fault a task's counters show;
+// cpu-clock's per-CPU value comes from the busy time. Not task-clock,
+// say, which moves with time.
+func tellable(ev Event) bool {
+	if ev.Type != unix.PERF_TYPE_SOFTWARE || ev.StandIn != nil {
+		return false
+	}
+	switch ev.Config {
+	case unix.PERF_COUNT_SW_CPU_CLOCK, unix.PERF_COUNT_SW_CONTEXT_SWITCHES, unix.PERF_COUNT_SW_CPU_MIGRATIONS,
+		unix.PERF_COUNT_SW_PAGE_FAULTS, unix.PERF_COUNT_SW_PAGE_FAULTS_MIN, unix.PERF_COUNT_SW_PAGE_FAULTS_MAJ:
+		return true
+	}
+	return false
 }
 
 // readCounters reads what every task counted, [slot][cpu], from the perf
@@ -208,28 +226,33 @@ type counterGroup struct {
 //
 // Reading a counter of another CPU interrupts it (an IPI; on a guest, an
 // exit from its halt): 16-25 us of the reader's time on the 2-CPU VM
-// against 1.5-3.5 us for its own CPU's (bench/groupread; BENCHMARKS.md,
-// "Tenth session"), 15 such reads a window on 16 CPUs, and each wakes
-// an idle CPU. A software event counts
-// only in a task's context, so a CPU that ran nothing but its idle task
-// since the last snapshot (idleThrough) has the same software counts:
-// the last snapshot's values stand, unless every is set. A count that
-// lands between that CPU's busy-time read and its counter read is not
-// lost: it shows in the next window that reads the CPU. Hardware
-// counters count interrupts on an idle CPU too, and are always read.
+// against 1.5-3.5 us for its own CPU's (bench/groupread), and on the
+// 16-CPU machine over a third of an idle recorder's time (BENCHMARKS.md,
+// "Tenth session"), besides waking each idle CPU. So a CPU's software
+// group is read only when its page faults moved since its last read (or
+// the BPF side cannot tell, exact false): context switches and
+// migrations are what the BPF side counts at each switch exactly as perf
+// does (struct last_val), added to the last read's values; page faults
+// and cpu-clock (whose per-CPU value a window takes from the busy time)
+// stand. A fault the task counters do not show (one that failed) shows
+// at the CPU's next read; the recording's last window reads every CPU.
+// Hardware counters count interrupts on an idle CPU too, and are always
+// read.
 func (k *kernel) readCounters(s *snapshot, every bool) ([][]counterValue, error) {
 	host := make([][]counterValue, len(k.cfg.counted))
 	for slot := range host {
 		host[slot] = make([]counterValue, k.possible)
 	}
+	var fresh []int
 	for i, g := range k.groups {
 		if len(g.slots) == 0 {
 			continue
 		}
 		cpu := k.counters[g.slots[0]][i].cpu
-		if !every && k.prev != nil && idleThrough(k.prev, s, cpu) {
-			for _, slot := range g.slots {
-				host[slot][cpu] = k.prev.host[slot][cpu]
+		r := &k.reads[i]
+		if !every && k.exact && g.tellable && r.tells(at(s.sw, cpu)) {
+			for j, slot := range g.slots {
+				host[slot][cpu] = r.told(k.cfg.counted[slot], j, at(s.sw, cpu))
 			}
 			continue
 		}
@@ -239,6 +262,20 @@ func (k *kernel) readCounters(s *snapshot, every bool) ([][]counterValue, error)
 		}
 		for j, slot := range g.slots {
 			host[slot][cpu] = vals[j]
+		}
+		r.vals, r.before = vals, at(s.sw, cpu)
+		fresh = append(fresh, i)
+	}
+	if len(fresh) > 0 {
+		// What the BPF side had counted by the end of the reads: the base
+		// the next windows' switch counts are added from. Switches between
+		// a read and this are in neither, and show at the next read.
+		last, err := k.lastBuf.read(k.objs.Last)
+		if err != nil {
+			return nil, fmt.Errorf("reading per-cpu state: %w", err)
+		}
+		for _, i := range fresh {
+			k.reads[i].after = cpuSWOf(at(last, k.counters[k.groups[i].slots[0]][i].cpu))
 		}
 	}
 	for slot, ev := range k.cfg.counted {
@@ -308,10 +345,10 @@ func (k *kernel) readStats(s *snapshot) error {
 }
 
 // readBusy reads each CPU's busy time (busy_ns) and the monotonic clock
-// it is counted in, from which a window's idle time follows, and when
-// each CPU last switched to its idle task (idleAt). It is read after the
-// task map and the target's totals, so that a window's busy time covers
-// at least the target's time counted in it.
+// it is counted in, from which a window's idle time follows, and its
+// switch counts (sw). It is read after the task map and the target's
+// totals, so that a window's busy time covers at least the target's time
+// counted in it.
 func (k *kernel) readBusy(s *snapshot) error {
 	last, err := k.lastBuf.read(k.objs.Last)
 	if err != nil {
@@ -319,27 +356,52 @@ func (k *kernel) readBusy(s *snapshot) error {
 	}
 	s.monoNS = uint64(time.Since(k.t0))
 	s.busyNS = make([]uint64, len(last))
-	s.idleAt = make([]uint64, len(last))
+	s.sw = make([]cpuSW, len(last))
 	for cpu, v := range last {
 		s.busyNS[cpu] = v.BusyNs
-		// take_over sets pid and ts at every switch (pid 0: the idle
-		// task); ts 0 is a CPU that has not switched yet, whatever runs.
-		if v.Pid == 0 {
-			s.idleAt[cpu] = v.Ts
-		}
+		s.sw[cpu] = cpuSWOf(v)
 	}
 	return nil
 }
 
-// idleThrough says whether cpu ran only its idle task between snapshots
-// prev and cur: both saw the idle task current since the same switch,
-// and the CPU's busy time stood still. A switch in between would have
-// set a new switch time; a read torn by one (the task set, the time
-// not yet) shows a busy time that moved, since the switch counts it
-// first.
-func idleThrough(prev, cur *snapshot, cpu int) bool {
-	t := at(prev.idleAt, cpu)
-	return t != 0 && t == at(cur.idleAt, cpu) && at(prev.busyNS, cpu) == at(cur.busyNS, cpu)
+// cpuSW is what the BPF side counted of one CPU's software events
+// (struct last_val): switches, switch-ins that perf counts a migration
+// for, and a count that moves with every page fault taken there.
+type cpuSW struct {
+	switches, migrations, faults uint64
+}
+
+func cpuSWOf(v bpf.CacheheatLastVal) cpuSW {
+	return cpuSW{switches: v.Switches, migrations: v.MigratedIn, faults: v.FaultsSeen}
+}
+
+// groupRead is one CPU's software group as last read, with the BPF
+// side's counts just before the read (before: faults since then mean
+// a read) and just after it (after: the base that switches are added
+// from).
+type groupRead struct {
+	vals          []counterValue
+	before, after cpuSW
+}
+
+// tells says whether the BPF side's counts at now tell the group's
+// values: it was read before, and no task faulted on its CPU since.
+func (r *groupRead) tells(now cpuSW) bool {
+	return r.vals != nil && now.faults == r.before.faults
+}
+
+// told is group member j (event ev) as the BPF side tells it at now:
+// its last read value plus the switches or migrations counted since;
+// any other member's value stands.
+func (r *groupRead) told(ev Event, j int, now cpuSW) counterValue {
+	v := r.vals[j]
+	switch ev.Config {
+	case unix.PERF_COUNT_SW_CONTEXT_SWITCHES:
+		v.Value += now.switches - r.after.switches
+	case unix.PERF_COUNT_SW_CPU_MIGRATIONS:
+		v.Value += now.migrations - r.after.migrations
+	}
+	return v
 }
 
 // prune deletes the task records marked exited at the previous snapshot

@@ -45,9 +45,8 @@ type snapshot struct {
 	// recorder's start.
 	busyNS []uint64
 	monoNS uint64
-	// idleAt is, per CPU, when it switched to its idle task if that is
-	// the task it runs, else 0 (pid and ts of bpf/cacheheat.c's last).
-	idleAt []uint64
+	// sw is, per CPU, what the BPF side counted of its software events.
+	sw []cpuSW
 	// cgroups and cgroupFull: by-cgroup mode only (cgroups.go).
 	cgroups    map[uint64]*cgroupVal
 	cgroupFull uint64

@@ -59,6 +59,32 @@ func TestGroupTold(t *testing.T) {
 	}
 }
 
+// TestExactCounts: the BPF side's counts stand in for reads only with
+// sampling on (faults of a task that never switches are noted at its
+// samples) and without a simulated PMU's rotation (its stand-ins take
+// their enabled time from a software counter as read).
+func TestExactCounts(t *testing.T) {
+	if !haveMember("task_struct", "sched_migrated") {
+		t.Skip("this kernel's BTF has no task_struct.sched_migrated")
+	}
+	for _, c := range []struct {
+		name string
+		cfg  kernelConfig
+		want bool
+	}{
+		{"sampling", kernelConfig{sampleHz: 99}, true},
+		{"no sampling (-F 0)", kernelConfig{}, false},
+		{"a simulated PMU rotating", kernelConfig{sampleHz: 99, rotated: []int{1}}, false},
+	} {
+		if got := exactCounts(c.cfg); got != c.want {
+			t.Errorf("%s: exactCounts %v, want %v", c.name, got, c.want)
+		}
+	}
+	if haveMember("task_struct", "no_such_member") {
+		t.Error("haveMember found a member task_struct does not have")
+	}
+}
+
 // TestBusyCPUCountersRead: a CPU that ran a task between two snapshots has
 // its software counters read, though it is idle again at the second: a
 // thread pinned to the last CPU touches fresh pages and sleeps, and the

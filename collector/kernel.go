@@ -132,6 +132,8 @@ type kernel struct {
 	// exact says whether the BPF side's counts can stand in for a read
 	// (readCounters): it notes faults at cpu-clock samples too, so
 	// sampling is on, and the kernel has the migration flag it reads.
+	// Not under a simulated PMU's rotation, whose stand-ins take their
+	// enabled time from a software slot's as read (readCounters).
 	reads []groupRead
 	exact bool
 	// exited holds the task records the BPF side marked exited at the
@@ -299,6 +301,12 @@ func haveKfunc(name string) bool {
 	return spec.TypeByName(name, &fn) == nil
 }
 
+// exactCounts says whether the BPF side's switch counts can stand in for
+// reads of the software groups under cfg (kernel.exact).
+func exactCounts(cfg kernelConfig) bool {
+	return cfg.sampleHz > 0 && len(cfg.rotated) == 0 && haveMember("task_struct", "sched_migrated")
+}
+
 // haveMember says whether the running kernel's BTF has struct name with
 // member field (a BPF program's bpf_core_field_exists, seen from here).
 func haveMember(name, field string) bool {
@@ -327,7 +335,7 @@ func (k *kernel) openCounters() error {
 	k.counters = make([][]*perfCounter, len(k.cfg.counted))
 	k.groups = make([]counterGroup, len(k.cfg.cpus))
 	k.reads = make([]groupRead, len(k.cfg.cpus))
-	k.exact = k.cfg.sampleHz > 0 && haveMember("task_struct", "sched_migrated")
+	k.exact = exactCounts(k.cfg)
 	counterMaps := counterMapsOf(&k.objs.CacheheatMaps)
 	for slot, ev := range k.cfg.counted {
 		for i, cpu := range k.cfg.cpus {

@@ -90,19 +90,7 @@ func TestExactCounts(t *testing.T) {
 // thread pinned to the last CPU touches fresh pages and sleeps, and the
 // page faults it took must all be in that CPU's host count of the window.
 func TestBusyCPUCountersRead(t *testing.T) {
-	needBPF(t)
-	t.Setenv(EnvSimulatedPMU, "")
-	cpus, err := host.OnlineCPUs("/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	counted := events(t, "cpu-clock", "page-faults", "context-switches")
-	k, err := openKernel(kernelConfig{mode: modeAll, cpus: cpus, sampleHz: 99,
-		counted: counted, refSlot: -1, ringBytes: 1 << 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.close()
+	k, cpus := allKernel(t, "cpu-clock", "page-faults", "context-switches")
 	const faultSlot, pages = 1, 4000
 	cpu := cpus[len(cpus)-1]
 	for round := range 3 {
@@ -110,27 +98,7 @@ func TestBusyCPUCountersRead(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		done := make(chan error)
-		go func() {
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			var set unix.CPUSet
-			set.Set(cpu)
-			if err := unix.SchedSetaffinity(0, &set); err != nil {
-				done <- err
-				return
-			}
-			mem, err := unix.Mmap(-1, 0, pages*4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-			if err != nil {
-				done <- err
-				return
-			}
-			for i := 0; i < len(mem); i += 4096 {
-				mem[i] = 1
-			}
-			done <- unix.Munmap(mem)
-		}()
-		if err := <-done; err != nil {
+		if err := touchPagesOn([]int{cpu}, pages); err != nil {
 			t.Fatal(err)
 		}
 		// The thread is gone from the CPU: it may be idle at the snapshot.
@@ -154,22 +122,11 @@ func TestBusyCPUCountersRead(t *testing.T) {
 // CPU) and page faults between: perf's difference must lie within the
 // BPF side's differences over the inner and outer spans, on every CPU.
 func TestSwitchCountsMatchPerf(t *testing.T) {
-	needBPF(t)
-	t.Setenv(EnvSimulatedPMU, "")
-	cpus, err := host.OnlineCPUs("/")
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, cpus := allKernel(t, "cpu-clock", "page-faults", "context-switches", "cpu-migrations")
 	if len(cpus) < 2 {
 		t.Skip("needs 2 CPUs to move a thread between")
 	}
-	counted := events(t, "cpu-clock", "page-faults", "context-switches", "cpu-migrations")
-	k, err := openKernel(kernelConfig{mode: modeAll, cpus: cpus, sampleHz: 99,
-		counted: counted, refSlot: -1, ringBytes: 1 << 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.close()
+	counted := k.cfg.counted
 	if !k.exact {
 		t.Fatal("the BPF side cannot tell switch counts on this kernel (no task_struct.sched_migrated)")
 	}
@@ -203,31 +160,11 @@ func TestSwitchCountsMatchPerf(t *testing.T) {
 	}
 	p1 := take()
 	// A thread moved across the CPUs, touching fresh pages on each.
-	done := make(chan error)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		for round := range 20 {
-			var set unix.CPUSet
-			set.Set(cpus[round%len(cpus)])
-			if err := unix.SchedSetaffinity(0, &set); err != nil {
-				done <- err
-				return
-			}
-			mem, err := unix.Mmap(-1, 0, 64*4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-			if err != nil {
-				done <- err
-				return
-			}
-			for i := 0; i < len(mem); i += 4096 {
-				mem[i] = 1
-			}
-			unix.Munmap(mem)
-			time.Sleep(time.Millisecond)
-		}
-		done <- nil
-	}()
-	if err := <-done; err != nil {
+	var order []int
+	for round := range 20 {
+		order = append(order, cpus[round%len(cpus)])
+	}
+	if err := touchPagesOn(order, 64); err != nil {
 		t.Fatal(err)
 	}
 	p2 := take()
@@ -261,4 +198,56 @@ func TestSwitchCountsMatchPerf(t *testing.T) {
 	if migrations < 10 {
 		t.Errorf("%d migrations counted while a thread was moved 20 times", migrations)
 	}
+}
+
+// allKernel opens the BPF side for the whole host with events counted
+// and cpu-clock sampling at 99 Hz, on every online CPU.
+func allKernel(t *testing.T, counted ...string) (*kernel, []int) {
+	t.Helper()
+	needBPF(t)
+	t.Setenv(EnvSimulatedPMU, "")
+	cpus, err := host.OnlineCPUs("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := openKernel(kernelConfig{mode: modeAll, cpus: cpus, sampleHz: 99,
+		counted: events(t, counted...), refSlot: -1, ringBytes: 1 << 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.close() })
+	return k, cpus
+}
+
+// touchPagesOn runs a thread that, on each CPU of cpus in turn (moved
+// there), touches that many fresh pages, with a 1 ms sleep after each.
+func touchPagesOn(cpus []int, pages int) error {
+	done := make(chan error)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		for _, cpu := range cpus {
+			var set unix.CPUSet
+			set.Set(cpu)
+			if err := unix.SchedSetaffinity(0, &set); err != nil {
+				done <- err
+				return
+			}
+			mem, err := unix.Mmap(-1, 0, pages*4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+			if err != nil {
+				done <- err
+				return
+			}
+			for i := 0; i < len(mem); i += 4096 {
+				mem[i] = 1
+			}
+			if err := unix.Munmap(mem); err != nil {
+				done <- err
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+		done <- nil
+	}()
+	return <-done
 }

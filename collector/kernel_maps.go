@@ -231,8 +231,9 @@ func tellable(ev Event) bool {
 // "Tenth session"), besides waking each idle CPU. So a CPU's software
 // group is read only when its page faults moved since its last read (or
 // the BPF side cannot tell, exact false): context switches and
-// migrations are what the BPF side counts at each switch exactly as perf
-// does (struct last_val), added to the last read's values; page faults
+// migrations are what the BPF side counts at each switch as perf does
+// (struct last_val; perf was seen 1 or 2 ahead now and then, which the
+// next read levels), added to the last read's values; page faults
 // and cpu-clock (whose per-CPU value a window takes from the busy time)
 // stand. A fault the task counters do not show (one that failed) shows
 // at the CPU's next read; the recording's last window reads every CPU.

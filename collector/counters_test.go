@@ -128,7 +128,7 @@ func TestSwitchCountsMatchPerf(t *testing.T) {
 		t.Skip("needs 2 CPUs to move a thread between")
 	}
 	counted := k.cfg.counted
-	if !k.exact {
+	if !k.groups[0].tellable {
 		t.Fatal("the BPF side cannot tell switch counts on this kernel (no task_struct.sched_migrated)")
 	}
 	const faultSlot, switchSlot, migrSlot = 1, 2, 3

@@ -128,14 +128,9 @@ type kernel struct {
 	// groups are, per CPU of cfg.cpus, the slots of the software
 	// counters, which form one perf group led by the first.
 	groups []counterGroup
-	// reads are, per CPU of cfg.cpus, its software group's last read;
-	// exact says whether the BPF side's counts can stand in for a read
-	// (readCounters): it notes faults at cpu-clock samples too, so
-	// sampling is on, and the kernel has the migration flag it reads.
-	// Not under a simulated PMU's rotation, whose stand-ins take their
-	// enabled time from a software slot's as read (readCounters).
+	// reads are, per CPU of cfg.cpus, its software group's last read
+	// (readCounters).
 	reads []groupRead
-	exact bool
 	// exited holds the task records the BPF side marked exited at the
 	// previous snapshot: deleted after the next one, which has their last
 	// counts.
@@ -302,7 +297,11 @@ func haveKfunc(name string) bool {
 }
 
 // exactCounts says whether the BPF side's switch counts can stand in for
-// reads of the software groups under cfg (kernel.exact).
+// reads of the software groups under cfg (counterGroup.tellable): it
+// notes faults at cpu-clock samples too, so sampling is on, and the
+// kernel has the migration flag it reads. Not under a simulated PMU's
+// rotation, whose stand-ins take their enabled time from a software
+// slot's as read (readCounters).
 func exactCounts(cfg kernelConfig) bool {
 	return cfg.sampleHz > 0 && len(cfg.rotated) == 0 && haveMember("task_struct", "sched_migrated")
 }
@@ -335,7 +334,6 @@ func (k *kernel) openCounters() error {
 	k.counters = make([][]*perfCounter, len(k.cfg.counted))
 	k.groups = make([]counterGroup, len(k.cfg.cpus))
 	k.reads = make([]groupRead, len(k.cfg.cpus))
-	k.exact = exactCounts(k.cfg)
 	counterMaps := counterMapsOf(&k.objs.CacheheatMaps)
 	for slot, ev := range k.cfg.counted {
 		for i, cpu := range k.cfg.cpus {
@@ -350,12 +348,19 @@ func (k *kernel) openCounters() error {
 			}
 			if ev.Kind == KindSoftware {
 				g.slots = append(g.slots, slot)
-				g.tellable = (len(g.slots) == 1 || g.tellable) && tellable(ev)
 			}
 			k.counters[slot] = append(k.counters[slot], pc)
 			if err := counterMaps[slot].Put(uint32(cpu), uint32(pc.fd)); err != nil {
 				return fmt.Errorf("adding %s on cpu %d to the counter array: %w", ev.Name, cpu, err)
 			}
+		}
+	}
+	exact := exactCounts(k.cfg)
+	for i := range k.groups {
+		g := &k.groups[i]
+		g.tellable = exact && len(g.slots) > 0
+		for _, slot := range g.slots {
+			g.tellable = g.tellable && tellable(k.cfg.counted[slot])
 		}
 	}
 	return nil

@@ -198,7 +198,8 @@ func (k *kernel) readTargetTotals() ([][]uint64, error) {
 }
 
 // counterGroup lists the slots of one CPU's group of software counters;
-// tellable: every member is an event the BPF side can tell (tellable).
+// tellable: the BPF side's counts can stand in for its reads
+// (exactCounts), and every member is an event they tell (tellable).
 type counterGroup struct {
 	slots    []int
 	tellable bool
@@ -230,7 +231,7 @@ func tellable(ev Event) bool {
 // 16-CPU machine over a third of an idle recorder's time (BENCHMARKS.md,
 // "Tenth session"), besides waking each idle CPU. So a CPU's software
 // group is read only when its page faults moved since its last read (or
-// the BPF side cannot tell, exact false): context switches and
+// the BPF side cannot tell: counterGroup.tellable): context switches and
 // migrations are what the BPF side counts at each switch as perf does
 // (struct last_val; perf was seen 1 or 2 ahead now and then, which the
 // next read levels), added to the last read's values; page faults
@@ -251,7 +252,7 @@ func (k *kernel) readCounters(s *snapshot, every bool) ([][]counterValue, error)
 		}
 		cpu := k.counters[g.slots[0]][i].cpu
 		r := &k.reads[i]
-		if !every && k.exact && g.tellable && r.tells(at(s.sw, cpu)) {
+		if !every && g.tellable && r.tells(at(s.sw, cpu)) {
 			for j, slot := range g.slots {
 				host[slot][cpu] = r.told(k.cfg.counted[slot], j, at(s.sw, cpu))
 			}
@@ -264,8 +265,10 @@ func (k *kernel) readCounters(s *snapshot, every bool) ([][]counterValue, error)
 		for j, slot := range g.slots {
 			host[slot][cpu] = vals[j]
 		}
-		r.vals, r.before = vals, at(s.sw, cpu)
-		fresh = append(fresh, i)
+		if g.tellable {
+			r.vals, r.before = vals, at(s.sw, cpu)
+			fresh = append(fresh, i)
+		}
 	}
 	if len(fresh) > 0 {
 		// What the BPF side had counted by the end of the reads: the base

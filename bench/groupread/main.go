@@ -4,7 +4,7 @@
 // to read it, and an idle one is woken), against the same loop without a
 // read. Each read is followed by a 1 ms sleep, so that the other CPU is
 // idle when read, as a recorder's window finds most CPUs of an idle host.
-// The collector keeps an idle CPU's last values rather than read them
+// The collector reads another CPU's group only after a page fault there
 // (collector/kernel_maps.go, readCounters).
 //
 //	go run ./bench/groupread [READS]    (default 3000; root, 2+ CPUs)

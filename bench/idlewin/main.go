@@ -2,9 +2,7 @@
 // recording as one line: its start and end (Unix ns), the idle time of
 // all CPUs in it and their cpu-clock busy time (ns). On stderr it then
 // counts, per CPU, the windows in which the CPU made no context switch:
-// on an idle host, those in which it ran its idle task only, whose
-// software counters the recorder keeps rather than reads
-// (collector/kernel_maps.go, readCounters).
+// on an idle host, those in which it ran its idle task only.
 //
 //	idlewin FILE.rec
 package main

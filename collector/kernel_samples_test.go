@@ -453,11 +453,20 @@ func TestWatchCommandRegistersAfterExec(t *testing.T) {
 	if registered() {
 		t.Errorf("registered after a window in which no target change was counted")
 	}
-	s, err := k.snapshot(false)
-	if err != nil {
-		t.Fatal(err)
+	// /proc/PID/exe names the new binary before sched_process_exec fires,
+	// where the change is counted (beside stress-ng a snapshot taken at
+	// once counted none): wait for the count.
+	var changes uint64
+	for i := 0; ; i++ {
+		s, err := k.snapshot(false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if changes = s.targetChanges; changes > 0 || i == 500 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	changes := s.targetChanges
 	window(changes)
 	if changes != 1 || !registered() {
 		t.Errorf("after the exec (%d target changes counted, want 1) the Go runtime registered: %v", changes, registered())

@@ -79,6 +79,7 @@ type CacheheatLastVal struct {
 	MigratedIn  uint64
 	FaultsSeen  uint64
 	HfBase      uint64
+	HfTask      uint64
 	HfPid       uint32
 	_           [4]byte
 }

@@ -57,6 +57,18 @@ func TestGroupTold(t *testing.T) {
 			t.Errorf("%s: enabled/running moved", ev.Name)
 		}
 	}
+	// A window never takes less than the last one did: a switch told
+	// before a read that then counts it once less stays counted until
+	// perf's count passes it.
+	const sw = 2
+	if v := r.show(sw, r.told(evs[sw], sw, now)); v.Value != 78 {
+		t.Errorf("told %d switches, want 78", v.Value)
+	}
+	for _, c := range []struct{ read, want uint64 }{{77, 78}, {78, 78}, {90, 90}} {
+		if v := r.show(sw, counterValue{Value: c.read}); v.Value != c.want {
+			t.Errorf("after %d shown, a read of %d shows %d, want %d", 78, c.read, v.Value, c.want)
+		}
+	}
 }
 
 // TestExactCounts: the BPF side's counts stand in for reads only with
@@ -192,7 +204,7 @@ func TestSwitchCountsMatchPerf(t *testing.T) {
 				continue
 			}
 			t.Logf("cpu %d %s: perf %d, BPF %d..%d", cpu, counted[slot].Name, got, inner, outer)
-			if got < inner || got > outer+missSlack {
+			if got+missSlack < inner || got > outer+missSlack {
 				t.Errorf("cpu %d %s: perf counted %d, the BPF side %d to %d over the same span", cpu, counted[slot].Name, got, inner, outer)
 			}
 			b := sums[slot]
@@ -201,7 +213,7 @@ func TestSwitchCountsMatchPerf(t *testing.T) {
 		}
 	}
 	for slot, b := range sums {
-		if b[2] < b[0] || b[2] > b[1]+missSlack {
+		if b[2]+missSlack < b[0] || b[2] > b[1]+missSlack {
 			t.Errorf("%s over all CPUs: perf counted %d, the BPF side %d to %d over the same span", counted[slot].Name, b[2], b[0], b[1])
 		}
 	}
@@ -210,11 +222,15 @@ func TestSwitchCountsMatchPerf(t *testing.T) {
 	}
 }
 
-// missSlack is how far above the BPF side's outer bound perf's count of
+// missSlack is how far outside the BPF side's bounds perf's count of
 // switches or migrations may be in TestSwitchCountsMatchPerf, per CPU and
-// summed: beside load perf counted 1 or 2 more than the switch program
-// saw in about one run in six (never fewer; cause not found, no recursion
-// misses of the program), docs/INTERNALS.md.
+// summed: a switch the tracepoint did not show is counted when the
+// program next notes that CPU, which can be after the span perf counted
+// it in (either way), and a migration of a task switched in unseen never
+// is (docs/INTERNALS.md, "Collection"). Before the unseen switches were
+// counted perf was 1 ahead in 3 of 50 CPU-rows of 25 runs beside
+// stress-ng on our guest; after, 0 of 50, a migration once, and in a
+// later 30 runs the BPF side once 1 ahead.
 const missSlack = 2
 
 // allKernel opens the BPF side for the whole host with events counted

@@ -233,8 +233,10 @@ func tellable(ev Event) bool {
 // group is read only when its page faults moved since its last read (or
 // the BPF side cannot tell: counterGroup.tellable): context switches and
 // migrations are what the BPF side counts at each switch as perf does
-// (struct last_val; perf was seen 1 or 2 ahead now and then, which the
-// next read levels), added to the last read's values; page faults
+// (struct last_val, counting the switches the tracepoint does not show
+// when it next notes the CPU; perf can be a switch or a migration ahead
+// until then, which the next read levels), added to the last read's
+// values; page faults
 // and cpu-clock (whose per-CPU value a window takes from the busy time)
 // stand. A fault the task counters do not show (one that failed) shows
 // at the CPU's next read; the recording's last window reads every CPU.
@@ -254,7 +256,7 @@ func (k *kernel) readCounters(s *snapshot, every bool) ([][]counterValue, error)
 		r := &k.reads[i]
 		if !every && g.tellable && r.tells(at(s.sw, cpu)) {
 			for j, slot := range g.slots {
-				host[slot][cpu] = r.told(k.cfg.counted[slot], j, at(s.sw, cpu))
+				host[slot][cpu] = r.show(j, r.told(k.cfg.counted[slot], j, at(s.sw, cpu)))
 			}
 			continue
 		}
@@ -262,12 +264,15 @@ func (k *kernel) readCounters(s *snapshot, every bool) ([][]counterValue, error)
 		if err := k.counters[g.slots[0]][i].readGroup(vals); err != nil {
 			return nil, err
 		}
-		for j, slot := range g.slots {
-			host[slot][cpu] = vals[j]
-		}
 		if g.tellable {
 			r.vals, r.before = vals, at(s.sw, cpu)
 			fresh = append(fresh, i)
+		}
+		for j, slot := range g.slots {
+			host[slot][cpu] = vals[j]
+			if g.tellable {
+				host[slot][cpu] = r.show(j, vals[j])
+			}
 		}
 	}
 	if len(fresh) > 0 {
@@ -386,6 +391,27 @@ func cpuSWOf(v bpf.CacheheatLastVal) cpuSW {
 type groupRead struct {
 	vals          []counterValue
 	before, after cpuSW
+	shown         []counterValue // what the last window took, read or told
+}
+
+// show returns member j's value v for a window, never below what the
+// last window took. A switch the tracepoint did not show is counted when
+// the BPF side next notes its CPU (struct last_val): one that came just
+// before a read and was noted after it is in the read and again in the
+// switches told since, so a told value can run one ahead of perf's count
+// until perf's passes it. A counter that went backwards would read as
+// reset (delta).
+func (r *groupRead) show(j int, v counterValue) counterValue {
+	if r.shown == nil {
+		r.shown = make([]counterValue, len(r.vals))
+	}
+	if j < len(r.shown) {
+		if v.Value < r.shown[j].Value {
+			v.Value = r.shown[j].Value
+		}
+		r.shown[j] = v
+	}
+	return v
 }
 
 // tells says whether the BPF side's counts at now tell the group's

@@ -699,6 +699,43 @@ static __always_inline long task_state(struct task_struct *t)
 extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
 const volatile bool have_rdonly_cast = false;
 
+// bpf_task_from_pid and bpf_task_release (kfuncs, Linux 6.2 and later):
+// have_task_from_pid is set before load when the kernel has them.
+extern struct task_struct *bpf_task_from_pid(s32 pid) __ksym __weak;
+extern void bpf_task_release(struct task_struct *p) __ksym __weak;
+const volatile bool have_task_from_pid = false;
+
+#define NR_FUTEX 202
+#define FUTEX_WAIT 0
+#define FUTEX_WAIT_BITSET 9
+#define FUTEX_PRIVATE_FLAG 128
+#define FUTEX_CMD_MASK 127
+
+// futex_join says whether thread t's futex wait (regs: its system call's
+// arguments) is glibc's pthread_join: a shared FUTEX_WAIT or
+// FUTEX_WAIT_BITSET (no FUTEX_PRIVATE_FLAG) for a word that holds the TID
+// of another live thread of the same process, which the kernel clears and
+// wakes when that thread exits (CLONE_CHILD_CLEARTID). glibc's own frames
+// are not on the stack (it is built without frame pointers: the walk
+// stops at __futex_abstimed_wait_common), and a thread waiting for its
+// workers to finish was then taken for a lock's waiter. Mutexes, rwlocks
+// and condition variables of one process wait on private futexes.
+static __always_inline bool futex_join(struct task_struct *t, struct pt_regs *regs)
+{
+	u32 op = regs->si;
+	u32 tid = regs->dx;
+	u32 cmd = op & FUTEX_CMD_MASK;
+	if (!have_task_from_pid || (op & FUTEX_PRIVATE_FLAG) || (cmd != FUTEX_WAIT && cmd != FUTEX_WAIT_BITSET) ||
+	    !tid || tid == t->pid)
+		return false;
+	struct task_struct *j = bpf_task_from_pid(tid);
+	if (!j)
+		return false;
+	bool same = j->tgid == t->tgid;
+	bpf_task_release(j);
+	return same;
+}
+
 // fd_kind_of says what file descriptor fd of task t is (enum fd_kind).
 static __always_inline u32 fd_kind_of(struct task_struct *t, u64 fd)
 {
@@ -799,6 +836,8 @@ static __always_inline u32 wait_code(struct task_struct *t, long st)
 		code |= nr;
 		if (takes_fd(nr))
 			code |= fd_kind_of(t, regs->di) << WAIT_FD_SHIFT;
+		else if (nr == NR_FUTEX && futex_join(t, regs))
+			code |= WAIT_JOIN;
 	}
 	struct go_offsets *o = NULL;
 	u64 lg = 0;

@@ -93,6 +93,7 @@ enum wait_bits {
 	WAIT_GO_IDLE = 131072,     // 1 << 17: a Go thread in the scheduler with no goroutine locked to it
 	WAIT_KTHREAD = 262144,     // 1 << 18: a kernel thread, no system call to read
 	WAIT_PREEMPTED = 524288,   // 1 << 19: still runnable, preempted or yielded
+	WAIT_JOIN = 1048576,       // 1 << 20: a futex wait for another thread of the process to exit (pthread_join)
 	// Bits 24-29, in an off-CPU stack sample's key only: the log2 bucket
 	// of the sampled wait's length, so user space can scale samples to
 	// the exact time of waits of their code and length.

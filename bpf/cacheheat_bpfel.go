@@ -256,6 +256,7 @@ const (
 	CacheheatWaitBitsWAIT_GO_IDLE         CacheheatWaitBits = 131072
 	CacheheatWaitBitsWAIT_KTHREAD         CacheheatWaitBits = 262144
 	CacheheatWaitBitsWAIT_PREEMPTED       CacheheatWaitBits = 524288
+	CacheheatWaitBitsWAIT_JOIN            CacheheatWaitBits = 1048576
 	CacheheatWaitBitsWAIT_BUCKET_SHIFT    CacheheatWaitBits = 24
 	CacheheatWaitBitsWAIT_BUCKET_MASK     CacheheatWaitBits = 1056964608
 )
@@ -346,6 +347,7 @@ const (
 	CacheheatVarEnabledRefSlot     = "enabled_ref_slot"
 	CacheheatVarFaultSlots         = "fault_slots"
 	CacheheatVarHaveRdonlyCast     = "have_rdonly_cast"
+	CacheheatVarHaveTaskFromPid    = "have_task_from_pid"
 	CacheheatVarNrCounters         = "nr_counters"
 	CacheheatVarNrEvents           = "nr_events"
 	CacheheatVarOffcpuMinK         = "offcpu_min_k"
@@ -497,6 +499,7 @@ type CacheheatVariableSpecs struct {
 	EnabledRefSlot     *ebpf.VariableSpec `ebpf:"enabled_ref_slot"`
 	FaultSlots         *ebpf.VariableSpec `ebpf:"fault_slots"`
 	HaveRdonlyCast     *ebpf.VariableSpec `ebpf:"have_rdonly_cast"`
+	HaveTaskFromPid    *ebpf.VariableSpec `ebpf:"have_task_from_pid"`
 	NrCounters         *ebpf.VariableSpec `ebpf:"nr_counters"`
 	NrEvents           *ebpf.VariableSpec `ebpf:"nr_events"`
 	OffcpuMinK         *ebpf.VariableSpec `ebpf:"offcpu_min_k"`
@@ -676,6 +679,7 @@ type CacheheatVariables struct {
 	EnabledRefSlot     *ebpf.Variable `ebpf:"enabled_ref_slot"`
 	FaultSlots         *ebpf.Variable `ebpf:"fault_slots"`
 	HaveRdonlyCast     *ebpf.Variable `ebpf:"have_rdonly_cast"`
+	HaveTaskFromPid    *ebpf.Variable `ebpf:"have_task_from_pid"`
 	NrCounters         *ebpf.Variable `ebpf:"nr_counters"`
 	NrEvents           *ebpf.Variable `ebpf:"nr_events"`
 	OffcpuMinK         *ebpf.Variable `ebpf:"offcpu_min_k"`

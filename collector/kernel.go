@@ -259,6 +259,7 @@ func (k *kernel) load() error {
 		"own_path_calls":        ownPathBits(),
 		"by_cgroup":             cfg.byCgroup,
 		"have_rdonly_cast":      haveKfunc("bpf_rdonly_cast"),
+		"have_task_from_pid":    haveKfunc("bpf_task_from_pid") && haveKfunc("bpf_task_release"),
 		"ring_wake_bytes":       uint64(ring / 2),
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {

@@ -1032,3 +1032,75 @@ int main(void) {
 		t.Errorf("%d stack errors; want 0 (a kernel stack not taken is no error)", stackErrors)
 	}
 }
+
+// TestJoinIsNotALock: glibc's pthread_join waits on a futex too, but for
+// a thread to exit, and its own frames are not on the stack (glibc has no
+// frame pointers): the kernel's account must call the join idle and a
+// thread blocked on a mutex a lock. The main thread joins a thread that
+// sleeps 600 ms; then holds a mutex for 400 ms while another thread
+// blocks on it.
+func TestJoinIsNotALock(t *testing.T) {
+	needBPF(t)
+	if !haveKfunc("bpf_task_from_pid") {
+		t.Skip("needs the bpf_task_from_pid kfunc (Linux 6.2 or later)")
+	}
+	cc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("needs gcc to build the C test program: not in PATH")
+	}
+	const src = `#include <pthread.h>
+#include <time.h>
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static void *sleeper(void *a) {
+	struct timespec ts = {0, 600000000};
+	nanosleep(&ts, 0);
+	return a;
+}
+static void *locker(void *a) {
+	pthread_mutex_lock(&mu);
+	pthread_mutex_unlock(&mu);
+	return a;
+}
+int main(void) {
+	pthread_t s, l;
+	struct timespec ts = {0, 400000000};
+	pthread_create(&s, 0, sleeper, 0);
+	pthread_join(s, 0);
+	pthread_mutex_lock(&mu);
+	pthread_create(&l, 0, locker, 0);
+	nanosleep(&ts, 0);
+	pthread_mutex_unlock(&mu);
+	pthread_join(l, 0);
+	return 0;
+}
+`
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "joins")
+	if err := os.WriteFile(bin+".c", []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(cc, "-O1", "-pthread", "-o", bin, bin+".c").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	rec := record(t, context.Background(), Options{Target: Target{Kind: profile.TargetCommand, Command: []string{bin}}})
+	futex := map[string]uint64{} // reason: ns of futex waits
+	for _, w := range rec.Windows {
+		for _, wt := range w.Waits {
+			if wt.Call == "futex" {
+				futex[wt.Reason] += wt.NS
+			}
+		}
+	}
+	t.Logf("futex waits by reason, ns: %v", futex)
+	// The join: about 600 ms (less the sleeper's start); the lock: about
+	// 400 ms; a busy host stretches both, never shrinks them much.
+	if futex[profile.OffCPUIdle] < 400e6 {
+		t.Errorf("%d ns of futex waits called idle; want the join's, about 600 ms", futex[profile.OffCPUIdle])
+	}
+	if futex[profile.OffCPULock] < 250e6 {
+		t.Errorf("%d ns of futex waits called a lock; want the mutex's, about 400 ms", futex[profile.OffCPULock])
+	}
+	if futex[profile.OffCPULock] >= 800e6 {
+		t.Errorf("%d ns of futex waits called a lock; want the mutex's 400 ms, not the join's 600 too", futex[profile.OffCPULock])
+	}
+}

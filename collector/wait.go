@@ -24,6 +24,7 @@ const (
 	waitGoIdle    = uint32(bpf.CacheheatWaitBitsWAIT_GO_IDLE)
 	waitKthread   = uint32(bpf.CacheheatWaitBitsWAIT_KTHREAD)
 	waitPreempted = uint32(bpf.CacheheatWaitBitsWAIT_PREEMPTED)
+	waitJoin      = uint32(bpf.CacheheatWaitBitsWAIT_JOIN)
 	// An off-CPU sample's key carries its wait's log2 length bucket too.
 	waitBucketShift = uint32(bpf.CacheheatWaitBitsWAIT_BUCKET_SHIFT)
 	waitBucketMask  = uint32(bpf.CacheheatWaitBitsWAIT_BUCKET_MASK)
@@ -164,6 +165,10 @@ func waitOf(code uint32) (reason, call, fd string) {
 	case code&waitGoIdle != 0:
 		// A Go thread parked in the scheduler with no goroutine locked
 		// to it: the runtime idling, whatever the futex or epoll says.
+		reason = profile.OffCPUIdle
+	case code&waitJoin != 0:
+		// pthread_join: a futex, but the thread idles until the one it
+		// joins exits (profile.OffCPUIdle's joins).
 		reason = profile.OffCPUIdle
 	case sc.reason == profile.OffCPULock || sc.reason == profile.OffCPUIdle || sc.reason == profile.OffCPUIPC && fd == "":
 		reason = sc.reason

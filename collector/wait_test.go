@@ -33,6 +33,7 @@ func TestWaitOf(t *testing.T) {
 		{"futex", 202, profile.OffCPULock, "futex", ""},
 		{"flock", 73 | fdCode(bpf.CacheheatFdKindFD_REG), profile.OffCPULock, "flock", "file"},
 		{"futex of an idle Go M", 202 | waitGoIdle, profile.OffCPUIdle, "futex", ""},
+		{"futex of a pthread_join", 202 | waitJoin, profile.OffCPUIdle, "futex", ""},
 		{"epoll of the Go netpoller", 281 | waitGoIdle, profile.OffCPUIdle, "epoll_pwait", ""},
 		{"epoll_wait", 232, profile.OffCPUPoll, "epoll_wait", ""},
 		{"read of a terminal", 0 | fdCode(bpf.CacheheatFdKindFD_CHR), profile.OffCPUPoll, "read", "char-device"},

@@ -916,10 +916,6 @@ func TestSampledAddrs(t *testing.T) {
 // taken for sure (by size).
 func TestOwnPathKernelStacks(t *testing.T) {
 	needBPF(t)
-	cc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("needs gcc to build the C test program: not in PATH")
-	}
 	const src = `#include <pthread.h>
 #include <sched.h>
 #include <time.h>
@@ -972,14 +968,7 @@ int main(void) {
 	return 0;
 }
 `
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "waits")
-	if err := os.WriteFile(bin+".c", []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(cc, "-O1", "-pthread", "-fno-omit-frame-pointer", "-o", bin, bin+".c").CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
+	bin := buildC(t, "waits", src, "-O1", "-pthread", "-fno-omit-frame-pointer")
 	rec := record(t, context.Background(), Options{Target: Target{Kind: profile.TargetCommand, Command: []string{bin}}})
 	var sleeps, sleepsWithKernel, locks, locksWithKernel, pipeReads, pipeReadsWithKernel, stackErrors uint64
 	var pipeFrames []string
@@ -1044,10 +1033,6 @@ func TestJoinIsNotALock(t *testing.T) {
 	if !haveKfunc("bpf_task_from_pid") {
 		t.Skip("needs the bpf_task_from_pid kfunc (Linux 6.2 or later)")
 	}
-	cc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("needs gcc to build the C test program: not in PATH")
-	}
 	const src = `#include <pthread.h>
 #include <time.h>
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -1074,14 +1059,7 @@ int main(void) {
 	return 0;
 }
 `
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "joins")
-	if err := os.WriteFile(bin+".c", []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(cc, "-O1", "-pthread", "-o", bin, bin+".c").CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
+	bin := buildC(t, "joins", src, "-O1", "-pthread")
 	rec := record(t, context.Background(), Options{Target: Target{Kind: profile.TargetCommand, Command: []string{bin}}})
 	futex := map[string]uint64{} // reason: ns of futex waits
 	for _, w := range rec.Windows {
@@ -1103,4 +1081,24 @@ int main(void) {
 	if futex[profile.OffCPULock] >= 800e6 {
 		t.Errorf("%d ns of futex waits called a lock; want the mutex's 400 ms, not the join's 600 too", futex[profile.OffCPULock])
 	}
+}
+
+// buildC compiles C source src with gcc and flags into a program named
+// name in a temporary directory, and returns its path; the test is
+// skipped without gcc.
+func buildC(t *testing.T, name, src string, flags ...string) string {
+	t.Helper()
+	cc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("needs gcc to build the C test program: not in PATH")
+	}
+	bin := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(bin+".c", []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := append(append([]string(nil), flags...), "-o", bin, bin+".c")
+	if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	return bin
 }

@@ -426,7 +426,6 @@ func (r *Recorder) begin(p *plan, k *kernel, fk *funcKernel, cm *command, am *ap
 	if rec.prev, err = k.snapshot(true); err != nil {
 		return nil, err
 	}
-	rec.lastNS = rec.busyNS(rec.prev, 0)
 	if fk != nil {
 		// The function maps start at zero when loaded, before the command
 		// is released: a snapshot taken now would hide its first calls.
@@ -726,19 +725,6 @@ func (rc *run) drain(endNS int64, last bool) (*drained, error) {
 	return &d, nil
 }
 
-// busyNS is when snapshot s read the CPUs' busy time, from the
-// recording's start: where a window ends, so that the span it shows is
-// the one its per-CPU busy and idle times cover (under load the recorder
-// was seen preempted for over 30 ms between taking the time and reading
-// the snapshot, and a CPU then showed 233 ms busy in a 202 ms window).
-// def when s has no such time.
-func (rc *run) busyNS(s *snapshot, def int64) int64 {
-	if s == nil || s.busyAt.IsZero() {
-		return def
-	}
-	return s.busyAt.Sub(rc.start).Nanoseconds()
-}
-
 // empty says whether a last window of span nanoseconds holding d would say
 // nothing: a recording that ends right after a window closed does not end
 // with a sliver.
@@ -755,7 +741,6 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 	if err != nil {
 		return err
 	}
-	endNS = rc.busyNS(d.cur, endNS)
 	if last && d.empty(endNS-rc.lastNS) && !rc.runner.pending() {
 		return nil
 	}

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/cacheheat/cacheheat/profile"
 	"github.com/cacheheat/cacheheat/symbolize"
@@ -46,11 +45,6 @@ type snapshot struct {
 	// recorder's start.
 	busyNS []uint64
 	monoNS uint64
-	// busyAt is when busyNS was read: a window ends there, so that its
-	// span is the span its busy and idle times were counted over (the
-	// recorder can be preempted between deciding to close a window and
-	// reading it). Zero: not read.
-	busyAt time.Time
 	// sw is, per CPU, what the BPF side counted of its software events.
 	sw []cpuSW
 	// cgroups and cgroupFull: by-cgroup mode only (cgroups.go).

@@ -10,7 +10,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
-	"golang.org/x/sys/unix"
 
 	"github.com/cacheheat/cacheheat/bpf"
 	"github.com/cacheheat/cacheheat/profile"
@@ -350,13 +349,6 @@ func (fk *funcKernel) close() error {
 	}
 	errs = append(errs, fk.objs.Close())
 	return errors.Join(errs...)
-}
-
-// monoNow is CLOCK_MONOTONIC in ns, the clock of bpf_ktime_get_ns.
-func monoNow() int64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return ts.Nano()
 }
 
 // funcHardwareReason says why calls get no hardware event counts.

@@ -363,7 +363,8 @@ func (k *kernel) readBusy(s *snapshot) error {
 	if err != nil {
 		return fmt.Errorf("reading per-cpu state: %w", err)
 	}
-	s.monoNS = uint64(time.Since(k.t0))
+	s.busyAt = time.Now()
+	s.monoNS = uint64(s.busyAt.Sub(k.t0))
 	s.busyNS = make([]uint64, len(last))
 	s.sw = make([]cpuSW, len(last))
 	for cpu, v := range last {

@@ -404,10 +404,11 @@ func (r *Recorder) begin(p *plan, k *kernel, fk *funcKernel, cm *command, am *ap
 			mw.start()
 		}
 	}
-	rec.start = time.Now()
+	var startMono int64
+	rec.start, startMono = clockPair()
 	header := r.header(p, rec.start)
 	if fk != nil {
-		fk.startMono.Store(monoNow())
+		fk.startMono.Store(startMono)
 		header.Functions = fk.specs()
 	}
 	r.mu.Lock()
@@ -693,14 +694,21 @@ type drained struct {
 	samples []rawSample
 	bad     uint64 // sample records that could not be read
 	cur     *snapshot
+	endNS   int64 // where the window ends, from the recording's start
 	funcs   []profile.FunctionWindow
 	fcur    *funcSnap // nil without --func
 	calls   bool      // a function was entered or returned
 }
 
 // drain takes the samples, the cumulative values and the function calls
-// at endNS; at the recording's last window, every CPU's counters.
-func (rc *run) drain(endNS int64, last bool) (*drained, error) {
+// that returned by the window's end; at the recording's last window,
+// every CPU's counters. The window ends where the snapshot read the CPUs'
+// busy time (or at now, from the recording's start, without one): a
+// recorder preempted between deciding to close a window and reading it
+// (seen beside stress-ng: over 30 ms) would otherwise show a CPU busy
+// for longer than the window, and the function calls are cut at the same
+// moment, so that each lies in the window it returned in.
+func (rc *run) drain(now time.Time, last bool) (*drained, error) {
 	var d drained
 	var err error
 	if d.samples, d.bad, err = rc.k.drainSamples(); err != nil {
@@ -709,13 +717,17 @@ func (rc *run) drain(endNS int64, last bool) (*drained, error) {
 	if d.cur, err = rc.k.snapshot(last); err != nil {
 		return nil, err
 	}
+	if !d.cur.busyAt.IsZero() {
+		now = d.cur.busyAt
+	}
+	d.endNS = now.Sub(rc.start).Nanoseconds()
 	if rc.fk == nil {
 		return &d, nil
 	}
 	if d.fcur, err = rc.fk.snapshot(); err != nil {
 		return nil, err
 	}
-	d.funcs = rc.fk.window(rc.fprev, d.fcur, endNS)
+	d.funcs = rc.fk.window(rc.fprev, d.fcur, d.endNS)
 	for _, f := range d.funcs {
 		rc.flost.unmatched += f.Unmatched
 		rc.flost.inflightFull += f.InflightFull
@@ -736,11 +748,11 @@ func (d *drained) empty(span int64) bool {
 // window of a recording is written only when it is not empty.
 func (r *Recorder) closeWindow(rc *run, last bool) error {
 	now := time.Now()
-	endNS := now.Sub(rc.start).Nanoseconds()
-	d, err := rc.drain(endNS, last)
+	d, err := rc.drain(now, last)
 	if err != nil {
 		return err
 	}
+	endNS := d.endNS
 	if last && d.empty(endNS-rc.lastNS) && !rc.runner.pending() {
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/cacheheat/cacheheat/profile"
 	"github.com/cacheheat/cacheheat/symbolize"
@@ -45,6 +46,10 @@ type snapshot struct {
 	// recorder's start.
 	busyNS []uint64
 	monoNS uint64
+	// busyAt is when busyNS was read: a window ends there (run.drain),
+	// so that the span its busy and idle times were counted over lies
+	// inside the window. Zero: not read.
+	busyAt time.Time
 	// sw is, per CPU, what the BPF side counted of its software events.
 	sw []cpuSW
 	// cgroups and cgroupFull: by-cgroup mode only (cgroups.go).

@@ -173,9 +173,18 @@ func TestGateOnRuns(t *testing.T) {
 			t.Errorf("1.5x the work: gate %s is an improvement (x%.3g)", m.Name, m.Ratio)
 		}
 	}
+	// The gate's goal is at most one false alarm in 20 pairs of the
+	// same program (beside load too: batches recorded one after the
+	// other see different neighbours), so one pair may call a
+	// regression; a second, fresh pair must not (two in a row: about
+	// one in 400).
 	code, res = diff(base, again)
 	if code == exitRegression {
-		t.Errorf("the same program against itself: a regression: %+v", res.Metrics)
+		t.Logf("the same program against itself: a regression, allowed once in 20 pairs; recording a fresh pair: %+v", res.Metrics)
+		code, res = diff(rec("base2", "100000000"), rec("again2", "100000000"))
+		if code == exitRegression {
+			t.Errorf("the same program against itself: a regression in two pairs of two: %+v", res.Metrics)
+		}
 	}
 	// One run a side: windows, and the text says what that cannot see.
 	one := filepath.Join(dir, "one.rec")

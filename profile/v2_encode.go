@@ -38,6 +38,8 @@ type encoder2 struct {
 	// node defined: new frames and nodes are written as differences from
 	// them (a new call path's frames are defined one after the other).
 	lastFunc, lastNodeFrame uint64
+	// ext are the Window fields carried as JSON (windowExtFields).
+	ext []extField
 }
 
 // sampleKey is a stack-sample row without its count, and offKey an
@@ -72,7 +74,8 @@ type procDef struct {
 func newEncoder2() *encoder2 {
 	return &encoder2{strings: map[string]uint64{}, lists: map[string]uint64{},
 		frames: map[Frame]uint64{}, nodes: map[[2]uint64]uint64{}, stacks: map[uint64]uint64{},
-		procs: newRowTable[procDef](), samples: newRowTable[sampleKey](), offcpu: newRowTable[offKey]()}
+		procs: newRowTable[procDef](), samples: newRowTable[sampleKey](), offcpu: newRowTable[offKey](),
+		ext: windowExtFields()}
 }
 
 func (e *encoder2) str(s string) uint64 {
@@ -251,7 +254,7 @@ func (e *encoder2) stackRef(b []byte, id uint64) []byte {
 func (e *encoder2) window(win *Window) ([]byte, error) {
 	// The extension is encoded first: a failure must leave the tables as
 	// they were.
-	ext, err := windowExt(win)
+	ext, err := windowExt(win, e.ext)
 	if err != nil {
 		return nil, err
 	}
@@ -496,33 +499,37 @@ func appendSection(b []byte, tag uint64, sec []byte) []byte {
 }
 
 // windowExt is the JSON object of the Window fields the binary layout does
-// not know, nil when they are all zero.
-func windowExt(win *Window) ([]byte, error) {
-	idx := windowExtFields()
-	if len(idx) == 0 {
-		return nil, nil
-	}
+// not know, nil when they are all zero. An empty slice is written as []
+// without encoding/json: it still says something (Waits: the wait account
+// was kept, nothing waited), and an idle window has nothing else.
+func windowExt(win *Window, fields []extField) ([]byte, error) {
 	v := reflect.ValueOf(win).Elem()
-	m := map[string]any{}
-	for _, i := range idx {
-		f := v.Field(i)
-		if f.IsZero() {
+	var b []byte
+	for _, f := range fields {
+		fv := v.Field(f.index)
+		if fv.IsZero() {
 			continue
 		}
-		name := v.Type().Field(i).Name
-		if tag, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ","); tag != "" && tag != "-" {
-			name = tag
+		if b == nil {
+			b = append(b, '{')
+		} else {
+			b = append(b, ',')
 		}
-		m[name] = f.Interface()
+		b = append(append(b, f.name...), ':')
+		if fv.Kind() == reflect.Slice && fv.Len() == 0 {
+			b = append(b, "[]"...)
+			continue
+		}
+		j, err := json.Marshal(fv.Interface())
+		if err != nil {
+			return nil, fmt.Errorf("encoding window extension: %w", err)
+		}
+		b = append(b, j...)
 	}
-	if len(m) == 0 {
+	if b == nil {
 		return nil, nil
 	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("encoding window extension: %w", err)
-	}
-	return b, nil
+	return append(b, '}'), nil
 }
 
 // appendMap writes a count map (format 2.1): its sorted keys as a string

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -189,11 +190,12 @@ func TestV2EveryFieldRoundTrips(t *testing.T) {
 // TestV2WindowExtension checks the path a Window field without a binary
 // encoding takes: it is written as JSON and read back into the window.
 func TestV2WindowExtension(t *testing.T) {
-	delete(windowFields, "Drops")
-	defer func() { windowFields["Drops"] = true }()
+	known := maps.Clone(windowFields)
+	delete(known, "Drops")
+	fields := extFields(known)
 	win := testWindow(3)
 	win.Drops = Drops{Throttled: 7, MapErrors: 9}
-	ext, err := windowExt(&win)
+	ext, err := windowExt(&win, fields)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,13 +207,13 @@ func TestV2WindowExtension(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	w.enc.ext = fields
 	if err := w.WriteWindow(&win); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Close(Trailer{EndReason: EndDuration}); err != nil {
 		t.Fatal(err)
 	}
-	windowFields["Drops"] = true
 	rec, err := ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -477,5 +479,46 @@ func TestStoredFrame(t *testing.T) {
 	}
 	if raw := make([]byte, storeBelow); len(compress(raw)) >= storeBelow {
 		t.Errorf("%d zero bytes were not compressed", storeBelow)
+	}
+}
+
+// TestWindowExtIsJSON: the extension written field by field is the JSON
+// object encoding/json makes of those fields (keys sorted, strings
+// escaped), an empty slice kept as [] (Waits: the account was kept and
+// nothing waited) and a nil one left out (no account).
+func TestWindowExtIsJSON(t *testing.T) {
+	for _, win := range []Window{
+		{},
+		{Waits: []Wait{}},
+		{Waits: []Wait{}, Peers: []Peer{{PID: 7, WakerComm: "<script>&\u2028", Reason: OffCPULock, NS: 9}}, Runs: []RunTotal{{Index: 1}}},
+		{Functions: []FunctionWindow{{ID: 2}}, Peers: []Peer{}},
+	} {
+		m := map[string]any{}
+		if win.Waits != nil {
+			m["waits"] = win.Waits
+		}
+		if win.Peers != nil {
+			m["peers"] = win.Peers
+		}
+		if win.Runs != nil {
+			m["runs"] = win.Runs
+		}
+		if win.Functions != nil {
+			m["functions"] = win.Functions
+		}
+		var want []byte
+		if len(m) > 0 {
+			var err error
+			if want, err = json.Marshal(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := windowExt(&win, windowExtFields())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("extension\n got %s\nwant %s", got, want)
+		}
 	}
 }

@@ -232,6 +232,15 @@ struct last_val {
 	u64 hf_base;
 	u64 hf_task;
 	u32 hf_pid;
+	// host_faults are this CPU's fault counters (the fault slots, in slot
+	// order) as the cpu-clock sampler read them here, where reading needs
+	// no interrupt, after a task faulted on this CPU (read_host_faults);
+	// host_seen is faults_seen + 1 at that read, written after the values
+	// and placed before them: user space's copy of this struct goes in
+	// address order, so a copy that shows host_seen shows the values it
+	// stands for. 0: never read.
+	u64 host_seen;
+	u64 host_faults[HOST_FAULTS];
 };
 
 // What each CPU's running task and counters were at the last switch or
@@ -1059,6 +1068,29 @@ static __always_inline void switch_counts(struct last_val *l, struct task_struct
 	l->hf_task = (u64)next;
 }
 
+// read_host_faults reads this CPU's fault counters in place (see struct
+// last_val): user space then tells the CPU's software group from them and
+// the switch counts, where it would otherwise read the group from another
+// CPU, which interrupts this one (collector readCounters). Only after a
+// fault was noted here since the last such read: at most once a sample
+// period.
+static __noinline void read_host_faults(struct last_val *l)
+{
+	u32 n = 0;
+	for (u32 i = 0; i < MAX_EVENTS; i++) {
+		if (i >= nr_events)
+			break;
+		if (!(fault_slots & (1ull << i)))
+			continue;
+		struct bpf_perf_event_value v = {};
+		if (n >= HOST_FAULTS || read_slot(i, &v))
+			return;
+		l->host_faults[n++] = v.counter;
+	}
+	barrier();
+	l->host_seen = l->faults_seen + 1;
+}
+
 static __always_inline bool is_fault_src(u32 src)
 {
 	return src == SRC_FAULT || src == SRC_MAJFAULT;
@@ -1683,6 +1715,8 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 	if (!l->busy) {
 		busy_to(l, t, bpf_ktime_get_ns());
 		note_faults(l, t);
+		if (slot == SLOT_CLOCK && fault_slots && l->host_seen != l->faults_seen + 1)
+			read_host_faults(l);
 	}
 	if (!is_target(t)) {
 		if (slot == SLOT_CLOCK)

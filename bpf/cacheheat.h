@@ -18,6 +18,10 @@ enum sizes {
 	// slots never decide which events a recording may ask for; a PMU with
 	// fewer counters multiplexes them instead.
 	MAX_EVENTS = 40,
+	// HOST_FAULTS is how many fault slots (page-faults, minor-faults,
+	// major-faults) a CPU's last_val keeps as read in place by the
+	// sampler (host_faults).
+	HOST_FAULTS = 3,
 	// Log2 latency buckets: bucket 0 holds [0, 2) ns, bucket i
 	// [2^i, 2^(i+1)) ns, the last one also everything larger (the layout
 	// of profile.Histogram).

@@ -82,6 +82,8 @@ type CacheheatLastVal struct {
 	HfTask      uint64
 	HfPid       uint32
 	_           [4]byte
+	HostSeen    uint64
+	HostFaults  [3]uint64
 }
 
 type CacheheatMode uint32
@@ -164,6 +166,7 @@ type CacheheatSizes uint32
 
 const (
 	CacheheatSizesMAX_EVENTS      CacheheatSizes = 40
+	CacheheatSizesHOST_FAULTS     CacheheatSizes = 3
 	CacheheatSizesHIST_BUCKETS    CacheheatSizes = 40
 	CacheheatSizesMAX_STACK_DEPTH CacheheatSizes = 127
 	CacheheatSizesGO_STACK_DEPTH  CacheheatSizes = 32

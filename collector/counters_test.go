@@ -284,3 +284,110 @@ func touchPagesOn(cpus []int, pages int) error {
 	}()
 	return <-done
 }
+
+// TestFaultsReadInPlace: after a task faults on a CPU, the cpu-clock
+// sampler there reads the CPU's fault counter in place (struct last_val's
+// host_faults): what it read holds the faults touched there, and is never
+// more than perf's count read from the group after it. Without a read
+// after the last fault noted, the group is not told from it.
+func TestFaultsReadInPlace(t *testing.T) {
+	k, cpus := allKernel(t, "cpu-clock", "page-faults", "context-switches", "cpu-migrations")
+	const faultSlot, pages = 1, 64
+	groups := func() [][]counterValue {
+		var out [][]counterValue
+		for i, g := range k.groups {
+			vals := make([]counterValue, len(g.slots))
+			if err := k.counters[g.slots[0]][i].readGroup(vals); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, vals)
+		}
+		return out
+	}
+	sw := func() []cpuSW {
+		last, err := k.lastBuf.read(k.objs.Last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]cpuSW, len(last))
+		for cpu, v := range last {
+			out[cpu] = cpuSWOf(v)
+		}
+		return out
+	}
+	before, swBefore := groups(), sw()
+	if err := touchPagesOn(cpus, pages); err != nil {
+		t.Fatal(err)
+	}
+	// The sampler runs at 99 Hz on every CPU, idle or not; a CPU busy
+	// with faulting tasks may keep noting faults after each read, so wait
+	// for a read that follows the last fault noted.
+	var now []cpuSW
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+		now = sw()
+		waiting := -1
+		for _, cpu := range cpus {
+			if c := now[cpu]; c.faults == swBefore[cpu].faults || c.hostSeen != c.faults+1 {
+				waiting = cpu
+			}
+		}
+		if waiting < 0 {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("cpu %d: no in-place read of its faults after them in 10 s: faults noted %d, host_seen %d", waiting, now[waiting].faults, now[waiting].hostSeen)
+		}
+	}
+	after := groups()
+	for i, g := range k.groups {
+		cpu := k.counters[g.slots[0]][i].cpu
+		if g.inPlace == nil {
+			t.Fatalf("cpu %d: group %v has no in-place fault members", cpu, g.slots)
+		}
+		for j, slot := range g.slots {
+			if slot != faultSlot {
+				continue
+			}
+			in := now[cpu].hostFaults[g.inPlace[j]]
+			t.Logf("cpu %d: perf %d before, %d after; read in place %d", cpu, before[i][j].Value, after[i][j].Value, in)
+			if in < before[i][j].Value+pages || in > after[i][j].Value {
+				t.Errorf("cpu %d: page faults read in place %d, want %d (perf before, plus the %d pages touched there) to %d (perf after)", cpu, in, before[i][j].Value+pages, pages, after[i][j].Value)
+			}
+		}
+	}
+}
+
+// TestReadInPlaceTells: a group whose faults moved since its last read is
+// told from the sampler's in-place read only when that read came after
+// the last fault noted (host_seen is faults + 1), and never below what
+// was read before.
+func TestReadInPlaceTells(t *testing.T) {
+	inPlace := []int{-1, 0, -1}
+	read := func() *groupRead {
+		return &groupRead{vals: []counterValue{{Value: 10}, {Value: 100}, {Value: 5}}, before: cpuSW{faults: 7}}
+	}
+	for _, c := range []struct {
+		name  string
+		now   cpuSW
+		tells bool
+		value uint64
+	}{
+		{"read after the last fault", cpuSW{faults: 9, hostSeen: 10, hostFaults: [3]uint64{130}}, true, 130},
+		{"a fault since the read", cpuSW{faults: 10, hostSeen: 10, hostFaults: [3]uint64{130}}, false, 100},
+		{"never read in place", cpuSW{faults: 9}, false, 100},
+		{"no fault since the user read", cpuSW{faults: 7, hostSeen: 3, hostFaults: [3]uint64{90}}, true, 100},
+	} {
+		r := read()
+		if !r.tells(c.now) {
+			r.readInPlace(inPlace, c.now)
+		}
+		if got := r.tells(c.now); got != c.tells || r.vals[1].Value != c.value || r.vals[0].Value != 10 || r.vals[2].Value != 5 {
+			t.Errorf("%s: tells %v, values %+v; want %v and fault member %d", c.name, got, r.vals, c.tells, c.value)
+		}
+	}
+	r := read()
+	r.readInPlace(nil, cpuSW{faults: 9, hostSeen: 10, hostFaults: [3]uint64{130}})
+	if r.tells(cpuSW{faults: 9}) {
+		t.Error("a group without in-place members was told from the sampler's read")
+	}
+}

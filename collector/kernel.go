@@ -100,6 +100,8 @@ type kernel struct {
 	// Buffers of the batch reads, kept from window to window.
 	taskBuf batchBuf[bpf.CacheheatTaskKey, bpf.CacheheatTaskVal]
 	waitBuf batchBuf[uint32, bpf.CacheheatWaitVal]
+	// otherBuf takes the others map (drainOthers).
+	otherBuf batchBuf[bpf.CacheheatOtherKey, uint64]
 	// The per-CPU arrays read each window, through kept buffers.
 	statsBuf  perCPU[bpf.CacheheatStatsVal]
 	offcpuBuf perCPU[bpf.CacheheatOffcpuStat]
@@ -357,12 +359,14 @@ func (k *kernel) openCounters() error {
 		}
 	}
 	exact := exactCounts(k.cfg)
+	_, _, faultSlots := slotSources(k.cfg.counted, len(counterMaps))
 	for i := range k.groups {
 		g := &k.groups[i]
 		g.tellable = exact && len(g.slots) > 0
 		for _, slot := range g.slots {
 			g.tellable = g.tellable && tellable(k.cfg.counted[slot])
 		}
+		g.inPlace = inPlaceOf(g.slots, faultSlots)
 	}
 	return nil
 }

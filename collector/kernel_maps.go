@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/bits"
 	"reflect"
 	"slices"
 	"sort"
@@ -203,6 +204,28 @@ func (k *kernel) readTargetTotals() ([][]uint64, error) {
 type counterGroup struct {
 	slots    []int
 	tellable bool
+	// inPlace is, per member, its index in the BPF side's host_faults
+	// (struct last_val) for a fault slot, -1 for any other; nil when a
+	// fault slot has none there (more fault slots than HOST_FAULTS), so
+	// the group's faults are never taken from the sampler's reads.
+	inPlace []int
+}
+
+// inPlaceOf is a group's inPlace for its slots, given the fault slots
+// (bit i: slot i) the sampler reads in slot order.
+func inPlaceOf(slots []int, faultSlots uint64) []int {
+	out := make([]int, len(slots))
+	for j, slot := range slots {
+		out[j] = -1
+		if faultSlots&(1<<slot) == 0 {
+			continue
+		}
+		out[j] = bits.OnesCount64(faultSlots & (1<<slot - 1))
+		if out[j] >= int(bpf.CacheheatSizesHOST_FAULTS) {
+			return nil
+		}
+	}
+	return out
 }
 
 // tellable says whether the BPF side's counts can stand in for a read of
@@ -230,18 +253,19 @@ func tellable(ev Event) bool {
 // against 1.5-3.5 us for its own CPU's (bench/groupread), and on the
 // 16-CPU machine over a third of an idle recorder's time (BENCHMARKS.md,
 // "Tenth session"), besides waking each idle CPU. So a CPU's software
-// group is read only when its page faults moved since its last read (or
-// the BPF side cannot tell: counterGroup.tellable): context switches and
+// group is read only when its page faults moved since its last read and
+// since the cpu-clock sampler last read them on the CPU itself (or the
+// BPF side cannot tell: counterGroup.tellable): context switches and
 // migrations are what the BPF side counts at each switch as perf does
 // (struct last_val, counting the switches the tracepoint does not show
 // when it next notes the CPU; perf can be a switch or a migration ahead
 // until then, which the next read levels), added to the last read's
-// values; page faults
-// and cpu-clock (whose per-CPU value a window takes from the busy time)
-// stand. A fault the task counters do not show (one that failed) shows
-// at the CPU's next read; the recording's last window reads every CPU.
-// Hardware counters count interrupts on an idle CPU too, and are always
-// read.
+// values; page faults are the sampler's in-place read when it came after
+// the last fault noted there (readInPlace), or stand; cpu-clock (whose
+// per-CPU value a window takes from the busy time) stands. A fault the
+// task counters do not show (one that failed) shows at the CPU's next
+// read; the recording's last window reads every CPU. Hardware counters
+// count interrupts on an idle CPU too, and are always read.
 func (k *kernel) readCounters(s *snapshot, every bool) ([][]counterValue, error) {
 	host := make([][]counterValue, len(k.cfg.counted))
 	for slot := range host {
@@ -254,6 +278,9 @@ func (k *kernel) readCounters(s *snapshot, every bool) ([][]counterValue, error)
 		}
 		cpu := k.counters[g.slots[0]][i].cpu
 		r := &k.reads[i]
+		if !every && g.tellable && !r.tells(at(s.sw, cpu)) {
+			r.readInPlace(g.inPlace, at(s.sw, cpu))
+		}
 		if !every && g.tellable && r.tells(at(s.sw, cpu)) {
 			for j, slot := range g.slots {
 				host[slot][cpu] = r.show(j, r.told(k.cfg.counted[slot], j, at(s.sw, cpu)))
@@ -379,10 +406,14 @@ func (k *kernel) readBusy(s *snapshot) error {
 // for, and a count that moves with every page fault taken there.
 type cpuSW struct {
 	switches, migrations, faults uint64
+	// hostSeen and hostFaults: the fault counters as the sampler last
+	// read them on the CPU, and faults + 1 then (0: never read).
+	hostSeen   uint64
+	hostFaults [bpf.CacheheatSizesHOST_FAULTS]uint64
 }
 
 func cpuSWOf(v bpf.CacheheatLastVal) cpuSW {
-	return cpuSW{switches: v.Switches, migrations: v.MigratedIn, faults: v.FaultsSeen}
+	return cpuSW{switches: v.Switches, migrations: v.MigratedIn, faults: v.FaultsSeen, hostSeen: v.HostSeen, hostFaults: v.HostFaults}
 }
 
 // groupRead is one CPU's software group as last read, with the BPF
@@ -419,6 +450,22 @@ func (r *groupRead) show(j int, v counterValue) counterValue {
 // values: it was read before, and no task faulted on its CPU since.
 func (r *groupRead) tells(now cpuSW) bool {
 	return r.vals != nil && now.faults == r.before.faults
+}
+
+// readInPlace takes the fault members' values from the sampler's read on
+// the CPU (struct last_val's host_faults), when that read came after the
+// last fault noted there: then the group is told as if user space had read
+// its faults at that moment. inPlace is the group's (counterGroup).
+func (r *groupRead) readInPlace(inPlace []int, now cpuSW) {
+	if r.vals == nil || inPlace == nil || now.hostSeen != now.faults+1 {
+		return
+	}
+	for j, h := range inPlace {
+		if h >= 0 && j < len(r.vals) {
+			r.vals[j].Value = max(r.vals[j].Value, now.hostFaults[h])
+		}
+	}
+	r.before.faults = now.faults
 }
 
 // told is group member j (event ev) as the BPF side tells it at now:
@@ -495,18 +542,14 @@ func (k *kernel) drainOthers(cur *snapshot) []profile.OtherProcess {
 		return nil
 	}
 	k.othersAt = cur.otherWrites
-	var key bpf.CacheheatOtherKey
-	var n uint64
-	var keys []bpf.CacheheatOtherKey
-	byPID := map[int]*profile.OtherProcess{}
-	it := k.objs.Others.Iterate()
-	for it.Next(&key, &n) {
-		keys = append(keys, key)
+	keys, vals, err := k.otherBuf.takeAll(k.objs.Others)
+	if err != nil {
+		// What was taken is kept; the rest waits for the next window.
+		k.othersAt = 0
 	}
-	for _, key := range keys {
-		if err := k.objs.Others.LookupAndDelete(&key, &n); err != nil {
-			continue
-		}
+	byPID := map[int]*profile.OtherProcess{}
+	for i, key := range keys {
+		n := vals[i]
 		p := byPID[int(key.Tgid)]
 		if p == nil {
 			p = &profile.OtherProcess{PID: int(key.Tgid), Comm: cString(key.Comm[:])}
@@ -539,13 +582,25 @@ const maxOthers = 10
 // for the whole map, where iterating costs two per entry. Kernels without
 // batch operations (before 5.6) are iterated. A per-CPU map's values come
 // one per possible CPU for each key, in CPU order. What readAll returns is
-// valid until its next call.
+// valid until its next call; with an error, what was read before it.
 type batchBuf[K, V any] struct {
 	keys []K
 	vals []V
 }
 
 func (b *batchBuf[K, V]) readAll(m *ebpf.Map) ([]K, []V, error) {
+	return b.batch(m, false)
+}
+
+// takeAll is readAll that deletes what it returns, in the same system
+// calls (a bucket at a time): a count added after its bucket was taken
+// stays for the next take. Without batch operations each key is looked up
+// and deleted in one call.
+func (b *batchBuf[K, V]) takeAll(m *ebpf.Map) ([]K, []V, error) {
+	return b.batch(m, true)
+}
+
+func (b *batchBuf[K, V]) batch(m *ebpf.Map, del bool) ([]K, []V, error) {
 	// A per-CPU map's batch holds a value per CPU for each key: fewer keys
 	// a batch keep its buffer small on a large host.
 	chunk, perKey := 4096, 1
@@ -562,15 +617,22 @@ func (b *batchBuf[K, V]) readAll(m *ebpf.Map) ([]K, []V, error) {
 		n := len(b.keys)
 		b.keys = slices.Grow(b.keys, chunk)[:n+chunk]
 		b.vals = slices.Grow(b.vals, chunk*perKey)[:(n+chunk)*perKey]
-		got, err := m.BatchLookup(&cursor, b.keys[n:], b.vals[n*perKey:], nil)
+		op := m.BatchLookup
+		if del {
+			op = m.BatchLookupAndDelete
+		}
+		got, err := op(&cursor, b.keys[n:], b.vals[n*perKey:], nil)
 		b.keys, b.vals = b.keys[:n+got], b.vals[:(n+got)*perKey]
 		switch {
 		case errors.Is(err, ebpf.ErrKeyNotExist):
 			return b.keys, b.vals, nil
+		case errors.Is(err, ebpf.ErrNotSupported) && del:
+			return takeEach[K, V](m)
 		case errors.Is(err, ebpf.ErrNotSupported):
 			return iterateAll[K, V](m)
 		case err != nil:
-			return nil, nil, err
+			// What was taken before the error is gone from the map.
+			return b.keys, b.vals, err
 		}
 	}
 }
@@ -593,6 +655,25 @@ func iterateAll[K, V any](m *ebpf.Map) ([]K, []V, error) {
 		outK, outV = append(outK, k), append(outV, v)
 	}
 	return outK, outV, it.Err()
+}
+
+// takeEach lists a map's keys, then looks up and deletes each: a key
+// deleted meanwhile is skipped, a count added after its key was taken
+// stays. Not for per-CPU maps.
+func takeEach[K, V any](m *ebpf.Map) ([]K, []V, error) {
+	keys, _, err := iterateAll[K, V](m)
+	if err != nil {
+		return nil, nil, err
+	}
+	outK, outV := keys[:0], make([]V, 0, len(keys))
+	for _, k := range keys {
+		var v V
+		if err := m.LookupAndDelete(&k, &v); err != nil {
+			continue
+		}
+		outK, outV = append(outK, k), append(outV, v)
+	}
+	return outK, outV, nil
 }
 
 func cString(b []int8) string {

@@ -146,3 +146,38 @@ func TestBatchReadPerCPUHash(t *testing.T) {
 		}
 	}
 }
+
+// TestTakeHash: taking a hash map returns every key with its value and
+// leaves the map empty, in batches and key by key (kernels without batch
+// operations); a second take finds nothing.
+func TestTakeHash(t *testing.T) {
+	needBPF(t)
+	for _, name := range []string{"batch", "each"} {
+		m := testMap(t, &ebpf.MapSpec{Type: ebpf.Hash, KeySize: 4, ValueSize: 8, MaxEntries: 4096})
+		const keys = 300
+		for k := range uint32(keys) {
+			if err := m.Put(k*7919, uint64(k)+1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var b batchBuf[uint32, uint64]
+		take := func() ([]uint32, []uint64, error) {
+			if name == "each" {
+				return takeEach[uint32, uint64](m)
+			}
+			return b.takeAll(m)
+		}
+		got, vals, err := take()
+		if err != nil || len(got) != keys || len(vals) != keys {
+			t.Fatalf("%s: took %d keys, %d values, %v; want %d", name, len(got), len(vals), err, keys)
+		}
+		for i, k := range got {
+			if vals[i] != uint64(k/7919)+1 {
+				t.Fatalf("%s: key %d: took %d, put %d", name, k, vals[i], k/7919+1)
+			}
+		}
+		if got, _, err := take(); err != nil || len(got) != 0 {
+			t.Errorf("%s: a second take found %d keys (%v); the first left them", name, len(got), err)
+		}
+	}
+}

@@ -148,17 +148,7 @@ func TestSwitchCountsMatchPerf(t *testing.T) {
 		before, after []cpuSW
 		perf          [][]counterValue // [group][member]
 	}
-	sw := func() []cpuSW {
-		last, err := k.lastBuf.read(k.objs.Last)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := make([]cpuSW, len(last))
-		for cpu, v := range last {
-			out[cpu] = cpuSWOf(v)
-		}
-		return out
-	}
+	sw := func() []cpuSW { return lastSW(t, k) }
 	take := func() point {
 		p := point{before: sw()}
 		for i, g := range k.groups {
@@ -220,6 +210,20 @@ func TestSwitchCountsMatchPerf(t *testing.T) {
 	if migrations < 10 {
 		t.Errorf("%d migrations counted while a thread was moved 20 times", migrations)
 	}
+}
+
+// lastSW is what the BPF side counted on each CPU (struct last_val).
+func lastSW(t *testing.T, k *kernel) []cpuSW {
+	t.Helper()
+	last, err := k.lastBuf.read(k.objs.Last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]cpuSW, len(last))
+	for cpu, v := range last {
+		out[cpu] = cpuSWOf(v)
+	}
+	return out
 }
 
 // missSlack is how far outside the BPF side's bounds perf's count of
@@ -304,17 +308,7 @@ func TestFaultsReadInPlace(t *testing.T) {
 		}
 		return out
 	}
-	sw := func() []cpuSW {
-		last, err := k.lastBuf.read(k.objs.Last)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := make([]cpuSW, len(last))
-		for cpu, v := range last {
-			out[cpu] = cpuSWOf(v)
-		}
-		return out
-	}
+	sw := func() []cpuSW { return lastSW(t, k) }
 	before, swBefore := groups(), sw()
 	if err := touchPagesOn(cpus, pages); err != nil {
 		t.Fatal(err)

@@ -353,8 +353,8 @@ func TestFaultsReadInPlace(t *testing.T) {
 
 // TestReadInPlaceTells: a group whose faults moved since its last read is
 // told from the sampler's in-place read only when that read came after
-// the last fault noted (host_seen is faults + 1), and never below what
-// was read before.
+// the last fault noted (host_seen is faults + 1), and then only its fault
+// members take the sampler's values.
 func TestReadInPlaceTells(t *testing.T) {
 	inPlace := []int{-1, 0, -1}
 	read := func() *groupRead {

@@ -102,6 +102,9 @@ type kernel struct {
 	waitBuf batchBuf[uint32, bpf.CacheheatWaitVal]
 	// otherBuf takes the others map (drainOthers).
 	otherBuf batchBuf[bpf.CacheheatOtherKey, uint64]
+	// faultSlots are the fault slots (bit i: slot i) as the BPF side was
+	// told them at load (fault_slots): the ones its sampler reads in place.
+	faultSlots uint64
 	// The per-CPU arrays read each window, through kept buffers.
 	statsBuf  perCPU[bpf.CacheheatStatsVal]
 	offcpuBuf perCPU[bpf.CacheheatOffcpuStat]
@@ -234,6 +237,7 @@ func (k *kernel) load() error {
 		ref = int32(cfg.refSlot)
 	}
 	src, nrCounters, faultSlots := slotSources(cfg.counted, counterSlots(spec))
+	k.faultSlots = faultSlots
 	ring := ringBytes(k.possible)
 	if cfg.ringBytes != 0 {
 		ring = cfg.ringBytes
@@ -359,14 +363,13 @@ func (k *kernel) openCounters() error {
 		}
 	}
 	exact := exactCounts(k.cfg)
-	_, _, faultSlots := slotSources(k.cfg.counted, len(counterMaps))
 	for i := range k.groups {
 		g := &k.groups[i]
 		g.tellable = exact && len(g.slots) > 0
 		for _, slot := range g.slots {
 			g.tellable = g.tellable && tellable(k.cfg.counted[slot])
 		}
-		g.inPlace = inPlaceOf(g.slots, faultSlots)
+		g.inPlace = inPlaceOf(g.slots, k.faultSlots)
 	}
 	return nil
 }

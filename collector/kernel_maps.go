@@ -278,14 +278,16 @@ func (k *kernel) readCounters(s *snapshot, every bool) ([][]counterValue, error)
 		}
 		cpu := k.counters[g.slots[0]][i].cpu
 		r := &k.reads[i]
-		if !every && g.tellable && !r.tells(at(s.sw, cpu)) {
-			r.readInPlace(g.inPlace, at(s.sw, cpu))
-		}
-		if !every && g.tellable && r.tells(at(s.sw, cpu)) {
-			for j, slot := range g.slots {
-				host[slot][cpu] = r.show(j, r.told(k.cfg.counted[slot], j, at(s.sw, cpu)))
+		if now := at(s.sw, cpu); !every && g.tellable {
+			if !r.tells(now) {
+				r.readInPlace(g.inPlace, now)
 			}
-			continue
+			if r.tells(now) {
+				for j, slot := range g.slots {
+					host[slot][cpu] = r.show(j, r.told(k.cfg.counted[slot], j, now))
+				}
+				continue
+			}
 		}
 		vals := make([]counterValue, len(g.slots))
 		if err := k.counters[g.slots[0]][i].readGroup(vals); err != nil {
@@ -455,14 +457,15 @@ func (r *groupRead) tells(now cpuSW) bool {
 // readInPlace takes the fault members' values from the sampler's read on
 // the CPU (struct last_val's host_faults), when that read came after the
 // last fault noted there: then the group is told as if user space had read
-// its faults at that moment. inPlace is the group's (counterGroup).
+// its faults at that moment (show keeps a window's value from going
+// below the last one's). inPlace is the group's (counterGroup).
 func (r *groupRead) readInPlace(inPlace []int, now cpuSW) {
 	if r.vals == nil || inPlace == nil || now.hostSeen != now.faults+1 {
 		return
 	}
 	for j, h := range inPlace {
 		if h >= 0 && j < len(r.vals) {
-			r.vals[j].Value = max(r.vals[j].Value, now.hostFaults[h])
+			r.vals[j].Value = now.hostFaults[h]
 		}
 	}
 	r.before.faults = now.faults

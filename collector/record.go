@@ -273,6 +273,10 @@ func (r *Recorder) Run(ctx context.Context) (tr *profile.Trailer, err error) {
 		rec.windowDone = make(chan uint64, 1)
 		go watchPIDs(k, rec.sym, rec.goProcs, rec.mmaps != nil, rec.windowDone, exited, stopWatch)
 	}
+	// The recorder's timed wake-ups may come a thousandth of a window late
+	// (slack.go). Without CAP_SYS_NICE they stay as they were: only its
+	// cost depends on it, never what it records.
+	_ = setTimerSlack(windowSlack(r.opts.Interval))
 	end, err := r.loop(ctx, rec, exited)
 	if err != nil {
 		return nil, err

@@ -371,6 +371,23 @@ static __always_inline u64 ring_flags(void)
 	return bpf_ringbuf_query(&sample_ring, BPF_RB_AVAIL_DATA) >= ring_wake_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
+// wake_armed is set by user space after a window in which the target did
+// nothing (a quiet window, collector/quiet.go): the recorder then takes no
+// window until the first target event, which clears it and sends one
+// SLOT_WAKE record that wakes the ring's reader at once. Set only then, so
+// a busy target pays one load of it per switch-in and sample. Plain loads
+// and stores: two CPUs may both send a record, and the reader takes one.
+u32 wake_armed = 0;
+
+static __noinline void wake_recorder(void)
+{
+	wake_armed = 0;
+	struct sample_rec r = {.slot = SLOT_WAKE};
+	// A full ring has woken its reader already; the next event tries again.
+	if (bpf_ringbuf_output(&sample_ring, &r, sizeof(r), BPF_RB_FORCE_WAKEUP))
+		wake_armed = 1;
+}
+
 // Off-CPU stacks, as BCC's offcputime: at a target thread's voluntary
 // switch-out its user and kernel stacks are taken, and at its switch-in the
 // time it was blocked is added to that stack pair under sample slot
@@ -1541,6 +1558,8 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	l->busy = 0;
 	if (!next_target)
 		return 0;
+	if (wake_armed)
+		wake_recorder();
 	struct thread_state *s = thread_of(next);
 	if (!s)
 		return 0;
@@ -1736,6 +1755,8 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 			take_over(l, t, now, true);
 	}
 	s->samples[slot & 1]++;
+	if (wake_armed)
+		wake_recorder();
 	if (by_cgroup)
 		return 0; // counts by cgroup only: no stacks
 

@@ -67,6 +67,9 @@ enum sample_slot {
 	// Off-CPU time at a voluntary switch-out: the value is nanoseconds
 	// blocked, not a count, and the stacks are in offcpu_stacks.
 	SLOT_OFFCPU = 2,
+	// No sample: the first target event after user space armed
+	// wake_armed (a quiet window), sent to wake the sleeping recorder.
+	SLOT_WAKE = 3,
 };
 
 // Why a task left the CPU, from its state at the switch: the index of the

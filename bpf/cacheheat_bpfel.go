@@ -160,6 +160,7 @@ const (
 	CacheheatSampleSlotSLOT_MISS    CacheheatSampleSlot = 1
 	CacheheatSampleSlotSAMPLE_SLOTS CacheheatSampleSlot = 2
 	CacheheatSampleSlotSLOT_OFFCPU  CacheheatSampleSlot = 2
+	CacheheatSampleSlotSLOT_WAKE    CacheheatSampleSlot = 3
 )
 
 type CacheheatSizes uint32
@@ -371,6 +372,7 @@ const (
 	CacheheatVarUnusedStackRec     = "unused_stack_rec"
 	CacheheatVarUnusedTargetState  = "unused_target_state"
 	CacheheatVarUnusedWaitBits     = "unused_wait_bits"
+	CacheheatVarWakeArmed          = "wake_armed"
 )
 
 // LoadCacheheat returns the embedded CollectionSpec for Cacheheat.
@@ -523,6 +525,7 @@ type CacheheatVariableSpecs struct {
 	UnusedStackRec     *ebpf.VariableSpec `ebpf:"unused_stack_rec"`
 	UnusedTargetState  *ebpf.VariableSpec `ebpf:"unused_target_state"`
 	UnusedWaitBits     *ebpf.VariableSpec `ebpf:"unused_wait_bits"`
+	WakeArmed          *ebpf.VariableSpec `ebpf:"wake_armed"`
 }
 
 // CacheheatObjects contains all objects after they have been loaded into the kernel.
@@ -703,6 +706,7 @@ type CacheheatVariables struct {
 	UnusedStackRec     *ebpf.Variable `ebpf:"unused_stack_rec"`
 	UnusedTargetState  *ebpf.Variable `ebpf:"unused_target_state"`
 	UnusedWaitBits     *ebpf.Variable `ebpf:"unused_wait_bits"`
+	WakeArmed          *ebpf.Variable `ebpf:"wake_armed"`
 }
 
 // CacheheatPrograms contains all programs after they have been loaded into the kernel.

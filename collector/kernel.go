@@ -30,6 +30,7 @@ const (
 	// slotOffCPU marks off-CPU time in the samples map: its value is
 	// nanoseconds blocked, its stacks are in offcpu_stacks.
 	slotOffCPU = int(bpf.CacheheatSampleSlotSLOT_OFFCPU)
+	slotWake   = int(bpf.CacheheatSampleSlotSLOT_WAKE)
 )
 
 // Off-CPU stacks are taken for one voluntary switch-out in k, at random,

@@ -89,6 +89,9 @@ type sampleReader struct {
 	// records counts the records aggregated since the last take: with the
 	// ring empty too, nothing happened and take does not wake the reader.
 	records atomic.Uint64
+	// woke hears of each SLOT_WAKE record, without waiting: the target
+	// ran while the recorder slept through a quiet window (quiet.go).
+	woke chan struct{}
 }
 
 func newSampleReader(ring *ebpf.Map) (*sampleReader, error) {
@@ -96,7 +99,7 @@ func newSampleReader(ring *ebpf.Map) (*sampleReader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the sample ring: %w", err)
 	}
-	r := &sampleReader{rd: rd, flushed: make(chan struct{}), agg: newAggregate(0, 0)}
+	r := &sampleReader{rd: rd, flushed: make(chan struct{}), agg: newAggregate(0, 0), woke: make(chan struct{}, 1)}
 	r.wg.Add(1)
 	go r.run()
 	return r, nil
@@ -125,7 +128,7 @@ func (r *sampleReader) run() {
 	}
 }
 
-// add aggregates one record.
+// add aggregates one record, or passes a wake record on.
 func (r *sampleReader) add(raw []byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -135,6 +138,13 @@ func (r *sampleReader) add(raw []byte) {
 		return
 	}
 	h := (*bpf.CacheheatSampleRec)(unsafe.Pointer(&raw[0]))
+	if int(h.Slot) == slotWake {
+		select {
+		case r.woke <- struct{}{}:
+		default: // one is waiting already
+		}
+		return
+	}
 	k := sampleAgg{pid: h.Pid, tid: h.Tid, cpu: h.Cpu, slot: h.Slot, wait: h.Wait, gstack: h.Gstack, ustack: h.Ustack, kstack: h.Kstack, stack: -1}
 	if int(h.Slot) != slotOffCPU {
 		n := int(h.Klen) + int(h.Ulen)
@@ -176,6 +186,15 @@ func (r *sampleReader) take() (*aggregate, error) {
 	r.agg = newAggregate(len(a.counts), len(a.stacks))
 	r.records.Store(0)
 	return a, nil
+}
+
+// clearWake forgets a wake record heard before the recorder armed the
+// next one.
+func (r *sampleReader) clearWake() {
+	select {
+	case <-r.woke:
+	default:
+	}
 }
 
 // close stops the reader.

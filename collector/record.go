@@ -86,6 +86,10 @@ type Options struct {
 	// whoever reads the file (record --no-lines); by default they are
 	// resolved when the recording ends and kept in its trailer.
 	NoLines bool
+	// QuietMax is the longest a recorder of a target that does nothing
+	// sleeps before it writes a window (quiet.go; record --quiet-max).
+	// 0: a window every interval.
+	QuietMax time.Duration
 }
 
 // Status is the recorder's progress, for the status line and the live view.
@@ -94,6 +98,9 @@ type Status struct {
 	Windows int
 	Samples uint64
 	Drops   uint64
+	// Quiet: the target did nothing in the window just written, and the
+	// recorder takes no other until it runs (or QuietMax passes).
+	Quiet bool
 }
 
 // Recorder runs one recording. Abort may be called from another goroutine
@@ -162,6 +169,8 @@ func (o Options) check() error {
 		return fmt.Errorf("-r %d: want a number of runs, 1 or more", o.Runs)
 	case o.Warmup < 0:
 		return fmt.Errorf("--warmup %d: want a number of runs, 0 or more", o.Warmup)
+	case o.QuietMax < 0:
+		return fmt.Errorf("--quiet-max %v: want a duration such as 1m, or 0 for a window every interval", o.QuietMax)
 	case o.repeated() && len(o.Target.Command) == 0:
 		return fmt.Errorf("-r and --warmup repeat a command: give one after --")
 	}
@@ -382,6 +391,7 @@ func (r *Recorder) begin(p *plan, k *kernel, fk *funcKernel, cm *command, am *ap
 	o := r.opts
 	rec := newRun(p, k, o.ByCgroup)
 	rec.am = am
+	rec.quietMax = o.quietMax(p)
 	if o.Output != "" && !o.NoLines {
 		rec.meta.stackTable.lines = symbolize.NewLineRequests()
 	}
@@ -542,17 +552,21 @@ func (r *Recorder) loop(ctx context.Context, rec *run, exited <-chan struct{}) (
 	}
 	tick := time.NewTicker(o.Interval)
 	defer tick.Stop()
+	// While the recorder sleeps through a quiet window (quiet.go) the
+	// ticker is stopped, and the target's wake record (woke) or QuietMax
+	// (quietEnd) ends the window; both are nil otherwise.
+	var woke <-chan struct{}
+	var quietEnd <-chan time.Time
+	quietTimer := time.NewTimer(time.Hour)
+	quietTimer.Stop()
+	defer quietTimer.Stop()
 	for {
+		rec.woken = false
 		select {
 		case <-tick.C:
-			if err := r.closeWindow(rec, false); err != nil {
-				return "", err
-			}
-			// A duration that is a multiple of the interval ends with a
-			// full window, not a sliver.
-			if o.Duration > 0 && time.Since(rec.start) >= o.Duration-o.Interval/100 {
-				return profile.EndDuration, nil
-			}
+		case <-woke:
+			rec.woken = true
+		case <-quietEnd:
 		case <-deadline:
 			return profile.EndDuration, nil
 		case <-exited:
@@ -562,6 +576,31 @@ func (r *Recorder) loop(ctx context.Context, rec *run, exited <-chan struct{}) (
 			return profile.EndTargetExit, nil
 		case <-ctx.Done():
 			return profile.EndSignal, nil
+		}
+		if err := r.closeWindow(rec, false); err != nil {
+			return "", err
+		}
+		// A duration that is a multiple of the interval ends with a full
+		// window, not a sliver.
+		if o.Duration > 0 && time.Since(rec.start) >= o.Duration-o.Interval/100 {
+			return profile.EndDuration, nil
+		}
+		switch {
+		case rec.quiet:
+			if !rec.sleeping {
+				tick.Stop()
+				rec.kern.samples.clearWake() // one sent since the last sleep
+				woke, rec.sleeping = rec.kern.samples.woke, true
+			}
+			if err := rec.kern.armWake(); err != nil {
+				return "", err
+			}
+			quietTimer.Reset(o.QuietMax)
+			quietEnd = quietTimer.C
+		case rec.sleeping:
+			quietTimer.Stop()
+			woke, quietEnd, rec.sleeping = nil, nil, false
+			tick.Reset(o.Interval)
 		}
 	}
 }
@@ -680,10 +719,17 @@ type run struct {
 	drops      profile.Drops
 	windows    int
 	stretch    stretchCount
-	fk         *funcKernel // nil without --func
-	fprev      *funcSnap
-	flost      struct{ unmatched, inflightFull, eventsDropped uint64 }
-	cgNames    *cgroupNames // by-cgroup mode
+	// quietMax is Options.QuietMax where the recorder may sleep
+	// (Options.quietMax), else 0. The loop's state: quiet says the
+	// recorder sleeps after the last window (it showed the target doing
+	// nothing: quietTarget), sleeping that it is sleeping through the
+	// window now open, woken that the target's wake-up ends this one.
+	quietMax               time.Duration
+	quiet, sleeping, woken bool
+	fk                     *funcKernel // nil without --func
+	fprev                  *funcSnap
+	flost                  struct{ unmatched, inflightFull, eventsDropped uint64 }
+	cgNames                *cgroupNames // by-cgroup mode
 	// mmaps follows the mappings processes make as they make them; nil
 	// when the host refused its events (processes are then read from
 	// /proc alone) or when no stacks are taken.
@@ -764,10 +810,15 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 		rc.mmaps.drain() // the mappings the window's samples were taken in
 	}
 	rc.readMappings(d.samples)
-	if !last {
+	if !last && !rc.sleeping {
 		rc.stretch.add(endNS-rc.lastNS, int64(r.opts.Interval))
 	}
 	win := rc.window(d, endNS, last)
+	win.Quiet = rc.sleeping
+	// The target's wake-up ends a sleep, and a full window follows it
+	// before the recorder may sleep again: the woken thread is on a CPU,
+	// and what it does there is counted at its switch-out.
+	rc.quiet = rc.quietMax > 0 && !last && !rc.woken && quietTarget(win) && d.cur.targetChanges == rc.prev.targetChanges
 	if rc.runner != nil {
 		rc.runner.window(win, rc.meta.sampleEvs[slotClock])
 	}
@@ -862,7 +913,7 @@ func (r *Recorder) emit(rc *run, win *profile.Window, x *WindowExtras, elapsed t
 	if r.closed {
 		return nil
 	}
-	st := Status{Elapsed: elapsed, Windows: rc.windows + 1, Samples: rc.samples, Drops: rc.drops.Total()}
+	st := Status{Elapsed: elapsed, Windows: rc.windows + 1, Samples: rc.samples, Drops: rc.drops.Total(), Quiet: rc.quiet}
 	for _, s := range r.opts.Sinks {
 		if err := s.Window(win, x, st); err != nil {
 			return err

@@ -65,7 +65,8 @@ func NewReducer(h profile.Header, warmup int) *Reducer {
 // window (profile.IsStretched: the recorder was starved and drained late)
 // averages its counts over seconds while a gauge the command reports is
 // its last rate, so its per-operation values are not comparable with the
-// others'.
+// others'. A quiet window (profile.Window.Quiet) is a target that did not
+// run: no rate of its work.
 func (r *Reducer) Add(w *profile.Window) {
 	d, interval := w.EndNS-w.StartNS, r.header.Settings.IntervalNS
 	if r.windows == 0 {
@@ -73,11 +74,11 @@ func (r *Reducer) Add(w *profile.Window) {
 	}
 	r.windows++
 	r.lastNS = w.EndNS
-	r.stretch.Add(d, interval)
+	r.stretch.Add(w, interval)
 	r.runs = append(r.runs, w.Runs...)
 	work := appWork(r.prevApp, w.AppMetrics)
 	r.prevApp = w.AppMetrics
-	if d <= 0 || (interval > 0 && 2*d < interval) || profile.IsStretched(d, interval) {
+	if d <= 0 || (interval > 0 && 2*d < interval) || w.Quiet || profile.IsStretched(d, interval) {
 		return
 	}
 	r.usable++

@@ -289,6 +289,9 @@ type Quality struct {
 	SampleRates []SampleRateView `json:"sample_rates"`
 	Truncated   bool             `json:"truncated"`
 	Warnings    []string         `json:"warnings"`
+	// Notes say how to read the data where nothing was lost: quiet
+	// windows.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // EventQuality is one requested event's status and multiplexing.
@@ -346,6 +349,9 @@ func BuildQuality(m *model.Model) Quality {
 	}
 	if s := m.Stretch.String(); s != "" {
 		q.Warnings = append(q.Warnings, s)
+	}
+	if st := m.Stretch; st.Quiet > 0 {
+		q.Notes = append(q.Notes, fmt.Sprintf("%d of %d windows were quiet, %.1f s in all: the target did nothing, and the recorder slept until it ran again (record --quiet-max). A quiet window is one column of the heatmaps however long it lasted; its counts are complete.", st.Quiet, st.Windows, float64(st.QuietNS)/1e9))
 	}
 	if s := profile.DropWindowsString(m.DropWindows, m.Windows()); s != "" {
 		q.Warnings = append(q.Warnings, s+": "+m.Drops.String())

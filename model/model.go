@@ -16,7 +16,7 @@ type Model struct {
 	// Stacks holds every stack the samples and off-CPU stacks refer to.
 	Stacks map[uint64]profile.Stack
 	// Light is the recording without its bulk: its windows keep their
-	// index, time span, off-CPU stacks and waits, --func calls, and nothing
+	// index, time span, quiet mark, off-CPU stacks and waits, --func calls, and nothing
 	// else (no counters, processes, histograms or samples; those are
 	// reduced into the fields below).
 	Light *profile.Recording
@@ -257,7 +257,7 @@ func NewBuilder(h profile.Header, stacks map[uint64]profile.Stack) *Builder {
 func (b *Builder) Add(w *profile.Window) {
 	m := b.m
 	wi := len(m.Light.Windows)
-	m.Light.Windows = append(m.Light.Windows, profile.Window{Index: w.Index, StartNS: w.StartNS, EndNS: w.EndNS, OffCPU: w.OffCPU, Functions: w.Functions, Waits: w.Waits, Peers: w.Peers})
+	m.Light.Windows = append(m.Light.Windows, profile.Window{Index: w.Index, StartNS: w.StartNS, EndNS: w.EndNS, Quiet: w.Quiet, OffCPU: w.OffCPU, Functions: w.Functions, Waits: w.Waits, Peers: w.Peers})
 	b.counters(wi, w.Counters)
 	b.processes(w.Processes, float64(w.EndNS-w.StartNS)/1e9)
 	b.histograms(wi, w.Histograms)

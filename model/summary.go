@@ -54,6 +54,7 @@ func (m *Model) Summary() profile.Summary {
 		s.Events = append(s.Events, es)
 	}
 	s.StretchedWindows, s.LongestWindowS = m.Stretch.Stretched, float64(m.Stretch.LongestNS)/1e9
+	s.QuietWindows, s.QuietS = m.Stretch.Quiet, float64(m.Stretch.QuietNS)/1e9
 	if t := m.Trailer; t != nil {
 		s.EndReason, s.ExitStatus, s.ExitSignal, s.Warnings = t.EndReason, t.ExitStatus, t.ExitSignal, t.Warnings
 		for k, v := range t.AppMetrics {

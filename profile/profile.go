@@ -276,6 +276,13 @@ type Window struct {
 	// before this window closed, each once: with its samples, which the
 	// window's drain completes.
 	Runs []RunTotal `json:"runs,omitempty"`
+	// Quiet marks a window the recorder slept through: the target had
+	// done nothing in the window before (no count, sample, wait, call or
+	// new process), so the recorder closed no window until the target
+	// ran again or --quiet-max passed. Its length is the target's
+	// quiet, not a starved recorder's (IsStretched); nil in recordings
+	// made before quiet windows.
+	Quiet bool `json:"quiet,omitempty"`
 }
 
 // RunTotal is one run of a command recorded with record -r: what it cost

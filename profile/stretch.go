@@ -14,26 +14,36 @@ func IsStretched(lengthNS, intervalNS int64) bool {
 	return intervalNS > 0 && float64(lengthNS) > StretchFactor*float64(intervalNS)
 }
 
-// Stretch counts a recording's stretched windows.
+// Stretch counts a recording's stretched windows, and its quiet ones
+// (Window.Quiet), which are long by design and so neither stretched nor
+// counted in LongestNS.
 type Stretch struct {
 	Windows   int   // windows looked at
 	Stretched int   // of which stretched
-	LongestNS int64 // the longest window
+	LongestNS int64 // the longest window that was not quiet
+	Quiet     int   // windows the recorder slept through
+	QuietNS   int64 // their length, summed
 }
 
-// Stretched counts the stretched windows of rec.
+// Stretched counts the stretched and quiet windows of rec.
 func Stretched(rec *Recording) Stretch {
 	var s Stretch
-	for _, w := range rec.Windows {
-		s.Add(w.EndNS-w.StartNS, rec.Header.Settings.IntervalNS)
+	for i := range rec.Windows {
+		s.Add(&rec.Windows[i], rec.Header.Settings.IntervalNS)
 	}
 	return s
 }
 
-// Add counts one more window, of lengthNS, in a recording with windows of
+// Add counts one more window w in a recording with windows of
 // intervalNS: what a reader that streams windows counts them with.
-func (s *Stretch) Add(lengthNS, intervalNS int64) {
+func (s *Stretch) Add(w *Window, intervalNS int64) {
 	s.Windows++
+	lengthNS := w.EndNS - w.StartNS
+	if w.Quiet {
+		s.Quiet++
+		s.QuietNS += lengthNS
+		return
+	}
 	s.LongestNS = max(s.LongestNS, lengthNS)
 	if IsStretched(lengthNS, intervalNS) {
 		s.Stretched++

@@ -51,6 +51,10 @@ type Summary struct {
 	// LongestWindowS is the longest window.
 	StretchedWindows int     `json:"stretched_windows"`
 	LongestWindowS   float64 `json:"longest_window_s"`
+	// QuietWindows counts the windows the recorder slept through while
+	// the target did nothing (Window.Quiet), QuietS their length summed.
+	QuietWindows int     `json:"quiet_windows"`
+	QuietS       float64 `json:"quiet_s"`
 	// Warnings are the recorder's own (the trailer's): data lost,
 	// malformed app metrics, stretched windows.
 	Warnings []string `json:"warnings,omitempty"`

@@ -138,6 +138,9 @@ func printRecording(w io.Writer, s profile.Summary) {
 			fmt.Fprintf(w, "exit      %d\n", *s.ExitStatus)
 		}
 	}
+	if s.QuietWindows > 0 {
+		fmt.Fprintf(w, "quiet     %d of %d windows, %.1f s: the target did nothing and the recorder slept until it ran\n", s.QuietWindows, s.Windows, s.QuietS)
+	}
 	if s.StretchedWindows > 0 {
 		fmt.Fprintf(w, "stretched %d of %d windows lasted more than %gx the interval (the recorder was starved of CPU), longest %.1f s\n", s.StretchedWindows, s.Windows, profile.StretchFactor, s.LongestWindowS)
 	}

@@ -96,6 +96,7 @@ func NewMetrics(md *model.Model) *Metrics {
 		wm := WindowMetrics{
 			StartNS: w.StartNS, EndNS: w.EndNS,
 			DurationS: float64(w.EndNS-w.StartNS) / 1e9,
+			Quiet:     w.Quiet,
 			Counts:    map[string]uint64{},
 			Hist:      map[string][]uint64{},
 		}

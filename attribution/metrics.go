@@ -94,6 +94,9 @@ type Metrics struct {
 type WindowMetrics struct {
 	StartNS, EndNS int64
 	DurationS      float64
+	// Quiet: the recorder slept through the window while the target did
+	// nothing (profile.Window.Quiet).
+	Quiet bool
 	// Counts sums each event over CPUs (target's tasks).
 	Counts map[string]uint64
 	// Hist sums each histogram over CPUs.

@@ -198,7 +198,7 @@ var table = []Rule{
 		ID:      RuleStartupIO,
 		Title:   "disk I/O at start-up only",
 		Needs:   []Need{waitsNeed, event(metric.CPUClock)},
-		Formula: "as io-wait, over the windows that hold 90% of the disk I/O wait from the first one, when they end within the first half of a recording of at least 4 windows; rate over those windows' length",
+		Formula: "as io-wait, over the windows that hold 90% of the disk I/O wait from the first one, when they end within the first half of the recording's time (time, not windows: a quiet window may be long), of a recording longer than 3 intervals; rate over those windows' length",
 		Thresholds: []Threshold{
 			{Metric: mStartupIOShare, Op: ">", Value: 0.1, Unit: metric.UnitRatio, Why: "as io-wait: more than a tenth of the threads' time"},
 			{Metric: mStartupIORate, Op: ">=", Value: 50e6, Unit: metric.UnitNS, Why: "as io-wait, per second of the windows it happened in"},

@@ -275,15 +275,23 @@ func (m *Metrics) steadyWindows() int {
 // warm-up of a command the recorder started, and at least half the
 // median window's length. A partial window (the last one, cut short by
 // the target's exit) holds the exit of every thread and a rate over a
-// fraction of a window.
+// fraction of a window. A quiet window (the recorder slept while the
+// target did nothing) is steady whatever its length, and left out of the
+// median: it holds the waits that ended at the target's wake-up, and a
+// few long ones would otherwise make every other window look partial.
 func (m *Metrics) steadyWindow(i int) bool {
 	if m.warmup(i) {
 		return false
 	}
+	if m.Windows[i].Quiet {
+		return true
+	}
 	if m.medianSpan == 0 {
 		var lens []float64
 		for _, w := range m.Windows {
-			lens = append(lens, w.DurationS)
+			if !w.Quiet {
+				lens = append(lens, w.DurationS)
+			}
 		}
 		m.medianSpan = metric.Median(lens)
 	}

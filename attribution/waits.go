@@ -65,17 +65,26 @@ func (m *Metrics) waitNS(reason string) (total float64, per []float64) {
 // startupShare: disk I/O whose first windows hold this share of it...
 const startupShare = 0.9
 
-// startupWindows: ...within this share of the recording's windows, the
-// rest nearly without it, is the program starting (loading its binary,
+// startupTime: ...within this share of the recording's time, the rest
+// nearly without it, is the program starting (loading its binary,
 // libraries and data), not its steady state. Half, not less: on a busy
 // host the same start-up reads take three windows of ten where they took
-// one (seen beside a 2-thread load).
-const startupWindows = 0.5
+// one (seen beside a 2-thread load). Time, not windows: a recorder sleeps
+// through a target that does nothing in one quiet window however long
+// (profile.Window.Quiet), so a program that loads and then waits has few
+// windows after its start-up, and long ones.
+const startupTime = 0.5
+
+// startupMinIntervals: a recording of no more than this many intervals
+// (three full windows, or four with the last cut short) has no steady
+// state to set a start-up apart from.
+const startupMinIntervals = 3
 
 // ioSpan finds where disk I/O happened: the windows holding startupShare
 // of it, from the first; startup is set when they end within the first
-// startupWindows of the recording (of at least four windows).
-func ioSpan(per []float64, total float64) (first, last int, startup bool) {
+// startupTime of the recording (of more than startupMinIntervals
+// intervals).
+func ioSpan(ws []WindowMetrics, intervalNS int64, per []float64, total float64) (first, last int, startup bool) {
 	first, last = -1, -1
 	var sum float64
 	for i, v := range per {
@@ -90,8 +99,11 @@ func ioSpan(per []float64, total float64) (first, last int, startup bool) {
 		}
 		sum += v
 	}
-	n := len(per)
-	return first, last, n >= 4 && float64(last+1) <= startupWindows*float64(n)
+	if first < 0 {
+		return first, last, false
+	}
+	start, span := ws[0].StartNS, ws[len(ws)-1].EndNS-ws[0].StartNS
+	return first, last, span > startupMinIntervals*intervalNS && float64(ws[last].EndNS-start) <= startupTime*float64(span)
 }
 
 // evalDiskIO is io-wait and startup-io: the target's disk I/O time (the
@@ -106,7 +118,7 @@ func evalDiskIO(startup bool) func(m *Metrics, r *Rule) []Finding {
 		if ns == 0 {
 			return nil
 		}
-		first, last, atStart := ioSpan(per, ns)
+		first, last, atStart := ioSpan(m.Windows, m.header.Settings.IntervalNS, per, ns)
 		if atStart != startup {
 			return nil
 		}

@@ -156,11 +156,7 @@ func TestQuietWindowsNotWhileBusy(t *testing.T) {
 // shorter --quiet-max the quiet windows end at it.
 func TestQuietWindowsEmptyCgroup(t *testing.T) {
 	needBPF(t)
-	dir, err := os.MkdirTemp(cgroup2Mount(), "cacheheat-test-")
-	if err != nil {
-		t.Skipf("needs a writable cgroup v2 hierarchy: %v", err)
-	}
-	t.Cleanup(func() { os.Remove(dir) })
+	dir := testCgroup(t)
 	opts := Options{Target: Target{Kind: profile.TargetCgroup, Cgroup: dir}, Duration: 2 * time.Second, QuietMax: time.Minute}
 	rec := record(t, context.Background(), opts)
 	if len(rec.Windows) != 2 || rec.Windows[0].Quiet || !rec.Windows[1].Quiet {

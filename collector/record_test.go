@@ -631,20 +631,28 @@ func (s statIdle) between(a0, a1, b0, b1 time.Time) (lo, hi uint64, ok bool) {
 	return s.idle[ja] - s.idle[ia], s.idle[jb] - s.idle[ib], true
 }
 
-func TestRecordCgroup(t *testing.T) {
-	needBPF(t)
+// testCgroup makes an empty cgroup for the test, removed after it (and
+// after whatever the test's own cleanups remove first).
+func testCgroup(t *testing.T) string {
+	t.Helper()
 	dir, err := os.MkdirTemp(cgroup2Mount(), "cacheheat-test-")
 	if err != nil {
 		t.Skipf("needs a writable cgroup v2 hierarchy: %v", err)
 	}
+	t.Cleanup(func() { os.Remove(dir) })
+	return dir
+}
+
+func TestRecordCgroup(t *testing.T) {
+	needBPF(t)
+	dir := testCgroup(t)
 	// A child cgroup: -G covers its descendants, as a container's
 	// processes often live below the cgroup that names it.
 	child := filepath.Join(dir, "child")
 	if err := os.Mkdir(child, 0o755); err != nil {
-		os.Remove(dir)
 		t.Skipf("needs nested cgroups: %v", err)
 	}
-	t.Cleanup(func() { os.Remove(child); os.Remove(dir) })
+	t.Cleanup(func() { os.Remove(child) })
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -50,11 +50,7 @@ func (s *testSink) Close(*profile.Trailer) error { return nil }
 // removed, it is reported removed.
 func TestRecordByCgroupToSink(t *testing.T) {
 	needBPF(t)
-	dir, err := os.MkdirTemp(cgroup2Mount(), "cacheheat-sink-")
-	if err != nil {
-		t.Skipf("needs a writable cgroup v2 hierarchy: %v", err)
-	}
-	t.Cleanup(func() { os.Remove(dir) })
+	dir := testCgroup(t)
 	path := "/" + filepath.Base(dir)
 	self, err := os.Executable()
 	if err != nil {

@@ -169,8 +169,10 @@ func (o Options) check() error {
 		return fmt.Errorf("-r %d: want a number of runs, 1 or more", o.Runs)
 	case o.Warmup < 0:
 		return fmt.Errorf("--warmup %d: want a number of runs, 0 or more", o.Warmup)
-	case o.QuietMax < 0:
-		return fmt.Errorf("--quiet-max %v: want a duration such as 1m, or 0 for a window every interval", o.QuietMax)
+	case o.QuietMax < 0 || (o.QuietMax > 0 && o.QuietMax < o.Interval):
+		// Shorter than a window, a quiet window would end before the
+		// window it replaces: a recorder woken more often, not less.
+		return fmt.Errorf("--quiet-max %v: want a duration of at least the interval (%v), such as 1m, or 0 for a window every interval", o.QuietMax, o.Interval)
 	case o.repeated() && len(o.Target.Command) == 0:
 		return fmt.Errorf("-r and --warmup repeat a command: give one after --")
 	}

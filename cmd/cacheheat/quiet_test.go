@@ -15,7 +15,8 @@ import (
 // one window and one quiet window (record --quiet-max's default), which
 // inspect counts apart from stretched ones and the report notes; with
 // --quiet-max 0 the same recording has a window every interval. A
-// negative --quiet-max is a usage error.
+// --quiet-max that is negative or shorter than the interval is a usage
+// error.
 func TestRecordQuiet(t *testing.T) {
 	needRoot(t)
 	dir := t.TempDir()
@@ -25,8 +26,12 @@ func TestRecordQuiet(t *testing.T) {
 	}
 	t.Cleanup(func() { os.Remove(cg) })
 	var out, errb bytes.Buffer
-	if code := run([]string{"record", "--quiet-max", "-1s", "-G", cg, "-o", filepath.Join(dir, "x.rec")}, &out, &errb); code != exitUsage {
-		t.Errorf("record --quiet-max -1s: exit %d, want %d (%s)", code, exitUsage, errb.String())
+	for _, bad := range [][]string{{"--quiet-max", "-1s"}, {"--quiet-max", "10ms"}, {"-i", "2s", "--quiet-max", "1s"}} {
+		errb.Reset()
+		args := append([]string{"record", "-G", cg, "-o", filepath.Join(dir, "x.rec")}, bad...)
+		if code := run(args, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), "--quiet-max") {
+			t.Errorf("record %v: exit %d, want %d and a message about --quiet-max (%s)", bad, code, exitUsage, errb.String())
+		}
 	}
 	for _, tc := range []struct {
 		quietMax                string

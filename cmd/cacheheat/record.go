@@ -222,7 +222,7 @@ func recordFlagSet(name string, stdout io.Writer) (*pflag.FlagSet, *recordFlags)
 	f.funcs = fs.StringArray("func", nil, "time each call of this function, with the calling thread's counters per call; [PATH:]SYMBOL, PATH defaulting to the target's executable (repeatable)")
 	f.funcEvents = fs.Bool("func-events", false, fmt.Sprintf("also keep every --func call (at most %d a window, the rest counted as dropped)", collector.FuncEventsPerWindow))
 	f.noLines = fs.Bool("no-lines", false, "do not resolve the sampled addresses' source lines when the recording ends (report and export then read them from the binaries)")
-	f.quietMax = fs.Duration("quiet-max", collector.DefaultQuietMax, "after a window in which the target did nothing, take no other until it runs again, for at most this long (one window, marked quiet); 0: a window every interval. Not with -a or -r")
+	f.quietMax = fs.Duration("quiet-max", collector.DefaultQuietMax, "after a window in which the target did nothing, take no other until it runs again, for at most this long (one window, marked quiet; at least -i); 0: a window every interval. Not with -a or -r")
 	f.live = fs.String("live", "", "serve a live view of the recording at this address (e.g. 127.0.0.1:8080; port 0 picks one, printed on stderr)")
 	f.linger = fs.String("linger", "", "with --live: after the recording, keep the live view and its report up this long (default: until Ctrl-C)")
 	return fs, &f
@@ -286,9 +286,7 @@ func (f *recordFlags) options(fs *pflag.FlagSet) (collector.Options, error) {
 	}
 	opts.Runs, opts.Warmup = *f.runs, *f.warmup
 	opts.NoLines = *f.noLines
-	if *f.quietMax < 0 {
-		return opts, usageErrorf("record: --quiet-max %v: want a duration such as 1m, or 0 for a window every interval", *f.quietMax)
-	}
+	// A negative or too short --quiet-max is NewRecorder's to refuse.
 	opts.QuietMax = *f.quietMax
 	return opts, nil
 }

@@ -13,11 +13,14 @@ root=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/self/mounts)/cacheheat-quiet
 tmp=$(mktemp -d)
 pids=() sh_pid=
 cleanup() {
-  for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done
-  wait "${pids[@]}" 2>/dev/null || true
-  [ -n "$sh_pid" ] && kill "$sh_pid" 2>/dev/null
-  wait 2>/dev/null || true
-  rmdir "$root"/* "$root" 2>/dev/null || true
+  set +e
+  for p in "${pids[@]:-}"; do
+    [ -n "$p" ] && kill -INT "$p" 2>/dev/null && wait "$p" 2>/dev/null
+  done
+  # The shell and the sleep it runs: every process of the cgroup.
+  [ -e "$root/timer/cgroup.kill" ] && echo 1 > "$root/timer/cgroup.kill"
+  [ -n "$sh_pid" ] && wait "$sh_pid" 2>/dev/null
+  for _ in 1 2 3 4 5; do rmdir "$root/empty" "$root/timer" "$root" 2>/dev/null && break; sleep 0.2; done
   rm -rf "$tmp"
 }
 trap cleanup EXIT

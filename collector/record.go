@@ -635,7 +635,10 @@ func (r *Recorder) finish(rec *run, end string, cm *command, am *appMetrics) (*p
 			}
 		}
 	}
-	if msg := rec.stretch.warning(rec.windows); msg != "" {
+	// The last window, which may be cut short, is not judged, but counted.
+	st := rec.stretch
+	st.Windows = rec.windows
+	if msg := st.String(); msg != "" {
 		tr.Warnings = append(tr.Warnings, msg)
 		r.opts.Warn(msg)
 	}
@@ -720,7 +723,7 @@ type run struct {
 	samples    uint64
 	drops      profile.Drops
 	windows    int
-	stretch    stretchCount
+	stretch    profile.Stretch // the windows but the last
 	// quietMax is Options.QuietMax where the recorder may sleep
 	// (Options.quietMax), else 0. The loop's state: quiet says the
 	// recorder sleeps after the last window (it showed the target doing
@@ -812,11 +815,11 @@ func (r *Recorder) closeWindow(rc *run, last bool) error {
 		rc.mmaps.drain() // the mappings the window's samples were taken in
 	}
 	rc.readMappings(d.samples)
-	if !last && !rc.sleeping {
-		rc.stretch.add(endNS-rc.lastNS, int64(r.opts.Interval))
-	}
 	win := rc.window(d, endNS, last)
 	win.Quiet = rc.sleeping
+	if !last {
+		rc.stretch.Add(win, int64(r.opts.Interval))
+	}
 	// The target's wake-up ends a sleep, and a full window follows it
 	// before the recorder may sleep again: the woken thread is on a CPU,
 	// and what it does there is counted at its switch-out.

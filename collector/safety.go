@@ -51,22 +51,3 @@ func unsupportedReasons(statuses []profile.EventStatus) []string {
 	}
 	return rs
 }
-
-// stretchCount counts the windows that lasted much longer than the
-// interval (profile.IsStretched), for the trailer's warning.
-type stretchCount struct {
-	stretched int
-	longestNS int64
-}
-
-func (s *stretchCount) add(lengthNS, intervalNS int64) {
-	s.longestNS = max(s.longestNS, lengthNS)
-	if profile.IsStretched(lengthNS, intervalNS) {
-		s.stretched++
-	}
-}
-
-// warning is the trailer's warning, or "" when no window was stretched.
-func (s stretchCount) warning(windows int) string {
-	return profile.Stretch{Windows: windows, Stretched: s.stretched, LongestNS: s.longestNS}.String()
-}

@@ -10,9 +10,10 @@
 #             run-queue and off-CPU histograms)
 #   empty     returns at once: the attach and dispatch floor
 #   floor     on_switch, on_waking and on_wakeup all return at once: what
-#             attaching to the three scheduler tracepoints costs a
-#             switch-heavy load before any work (for bench/switch.sh's
-#             BASE_BIN, through KEEP)
+#             attaching to the scheduler tracepoints costs a switch-heavy
+#             load before any work (for bench/switch.sh's BASE_BIN,
+#             through KEEP); on_wakeup is not attached where run-queue
+#             latency comes from the kernel's account (docs/INTERNALS.md)
 # The workloads always run from a copy of the real binary (WORKLOAD_BIN), so the
 # variants differ only in their BPF program.
 # Needs root, clang and go (make generate), python3.

@@ -549,6 +549,11 @@ static __always_inline u32 go_locked_stack(struct task_struct *t)
 // timestamps are 0 when unset.
 struct thread_state {
 	u64 wakeup_ts; // wakeup (or preemption): run queue latency starts
+	// With runq_from_sched_info, in place of wakeup_ts: the kernel's
+	// sched_info.run_delay and last_arrival as they stood right after
+	// the thread's last switch-in (sched_info_wait).
+	u64 run_delay;
+	u64 arrival;
 	u64 offcpu_ts; // switch-out; by cgroup, the reason in the low bits
 	struct offcpu_start off;
 	u32 wait;       // the last switch-out's wait code (enum wait_bits)
@@ -1281,6 +1286,58 @@ static __always_inline u64 take(u64 *ts)
 	return v;
 }
 
+// Run-queue latency, from the kernel's own account when it keeps one
+// (CONFIG_SCHED_INFO: task->sched_info, what /proc/PID/schedstat reports)
+// and a task leads to its CPU's run queue (CONFIG_FAIR_GROUP_SCHED:
+// se.cfs_rq->rq); user space checks the kernel's BTF and sets
+// runq_from_sched_info. Then sched_wakeup and sched_wakeup_new have no
+// program, and a wake-up costs one program (on_waking) instead of two;
+// otherwise on_wakeup takes the wake-up's time, as runqlat.bt does.
+const volatile bool runq_from_sched_info = false;
+
+// sched_info_wait sets *d to how long target thread t, switching in now,
+// waited on the run queue, from the kernel's account, and says whether it
+// waited (the kernel queued it: woken, new or preempted). sched_switch
+// fires before the kernel adds this wait to its account
+// (sched_info_switch, in context_switch): last_queued is still the run
+// queue's clock when t was queued, and rq->clock is the clock the kernel
+// then closes the wait with, so the two agree to the nanosecond. A
+// thread moved to another CPU while queued had the wait's part on the old
+// CPU added to run_delay at the move (sched_info_dequeue); it is added
+// back when run_delay and last_arrival still stand as this thread's last
+// switch-in left them, else (a switch-in not seen) only the last part is
+// counted.
+static __always_inline bool sched_info_wait(struct task_struct *t, struct thread_state *s, u64 *d)
+{
+	u64 queued = t->sched_info.last_queued;
+	if (!queued)
+		return false;
+	u64 clock = t->se.cfs_rq->rq->clock;
+	if (clock < queued)
+		return false;
+	u64 q = clock - queued;
+	u64 rd = t->sched_info.run_delay;
+	*d = q;
+	if (s->arrival && t->sched_info.last_arrival == s->arrival && rd >= s->run_delay)
+		*d += rd - s->run_delay;
+	s->run_delay = rd + q;
+	s->arrival = clock;
+	return true;
+}
+
+// run_queued sets *d to how long target thread t, switching in now,
+// waited on the run queue, and says whether it did.
+static __always_inline bool run_queued(struct task_struct *t, struct thread_state *s, u64 now, u64 *d)
+{
+	if (runq_from_sched_info)
+		return sched_info_wait(t, s, d);
+	u64 ts = take(&s->wakeup_ts);
+	if (!ts || now < ts)
+		return false;
+	*d = now - ts;
+	return true;
+}
+
 static __always_inline void record_wakeup(struct task_struct *p)
 {
 	if (!is_target(p))
@@ -1530,8 +1587,9 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		struct thread_state *s = state & TASK_DEAD ? NULL : thread_of(prev);
 		if (s) {
 			// A preempted task goes straight back onto the run queue:
-			// its run queue latency starts now, as in runqlat.bt.
-			if (state == TASK_RUNNING)
+			// its run queue latency starts now, as in runqlat.bt (and
+			// in the kernel's account, sched_info_depart).
+			if (state == TASK_RUNNING && !runq_from_sched_info)
 				s->wakeup_ts = now;
 			// By cgroup, the off-CPU reason rides in the timestamp's
 			// low bits (OFFCPU_MASK ns of resolution).
@@ -1568,18 +1626,18 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	u32 zero = 0;
 	struct hist_val *h = bpf_map_lookup_elem(&hists, &zero);
 	struct cgroup_val *cv = NULL;
-	u64 ts = take(&s->wakeup_ts);
-	if (ts && now >= ts) {
-		u32 b = log2_bucket(now - ts, HIST_BUCKETS - 1);
+	u64 q;
+	if (run_queued(next, s, now, &q)) {
+		u32 b = log2_bucket(q, HIST_BUCKETS - 1);
 		if (h)
 			h->runq[b]++;
 		cv = cgroup_of(next);
 		if (cv && b < HIST_BUCKETS) {
 			__sync_fetch_and_add(&cv->runq[b], 1);
-			__sync_fetch_and_add(&cv->runq_ns, now - ts);
+			__sync_fetch_and_add(&cv->runq_ns, q);
 		}
 	}
-	ts = take(&s->offcpu_ts);
+	u64 ts = take(&s->offcpu_ts);
 	if (ts) {
 		u32 r = OFFCPU_OTHER;
 		if (by_cgroup) {

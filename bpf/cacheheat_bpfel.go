@@ -227,6 +227,8 @@ type CacheheatTaskVal struct {
 type CacheheatThreadState struct {
 	_        structs.HostLayout
 	WakeupTs uint64
+	RunDelay uint64
+	Arrival  uint64
 	OffcpuTs uint64
 	Off      struct {
 		_      structs.HostLayout
@@ -358,6 +360,7 @@ const (
 	CacheheatVarOffcpuStacksPerSec = "offcpu_stacks_per_sec"
 	CacheheatVarOwnPathCalls       = "own_path_calls"
 	CacheheatVarRingWakeBytes      = "ring_wake_bytes"
+	CacheheatVarRunqFromSchedInfo  = "runq_from_sched_info"
 	CacheheatVarSlotSrc            = "slot_src"
 	CacheheatVarStartNs            = "start_ns"
 	CacheheatVarTargetCgroup       = "target_cgroup"
@@ -511,6 +514,7 @@ type CacheheatVariableSpecs struct {
 	OffcpuStacksPerSec *ebpf.VariableSpec `ebpf:"offcpu_stacks_per_sec"`
 	OwnPathCalls       *ebpf.VariableSpec `ebpf:"own_path_calls"`
 	RingWakeBytes      *ebpf.VariableSpec `ebpf:"ring_wake_bytes"`
+	RunqFromSchedInfo  *ebpf.VariableSpec `ebpf:"runq_from_sched_info"`
 	SlotSrc            *ebpf.VariableSpec `ebpf:"slot_src"`
 	StartNs            *ebpf.VariableSpec `ebpf:"start_ns"`
 	TargetCgroup       *ebpf.VariableSpec `ebpf:"target_cgroup"`
@@ -692,6 +696,7 @@ type CacheheatVariables struct {
 	OffcpuStacksPerSec *ebpf.Variable `ebpf:"offcpu_stacks_per_sec"`
 	OwnPathCalls       *ebpf.Variable `ebpf:"own_path_calls"`
 	RingWakeBytes      *ebpf.Variable `ebpf:"ring_wake_bytes"`
+	RunqFromSchedInfo  *ebpf.Variable `ebpf:"runq_from_sched_info"`
 	SlotSrc            *ebpf.Variable `ebpf:"slot_src"`
 	StartNs            *ebpf.Variable `ebpf:"start_ns"`
 	TargetCgroup       *ebpf.Variable `ebpf:"target_cgroup"`

@@ -107,13 +107,13 @@ func (k *kernel) programStats() []ProgramStats {
 		name string
 		prog *ebpf.Program
 	}{
-		{"on_switch", k.objs.OnSwitch}, {"on_wakeup", k.objs.OnWakeup},
-		{"on_wakeup_new", k.objs.OnWakeupNew}, {"on_fork", k.objs.OnFork},
+		{"on_switch", k.objs.OnSwitch}, {"on_waking", k.objs.OnWaking},
+		{"on_wakeup", k.objs.OnWakeup}, {"on_wakeup_new", k.objs.OnWakeupNew}, {"on_fork", k.objs.OnFork},
 		{"on_exec", k.objs.OnExec}, {"on_exit", k.objs.OnExit},
 		{"sample_clock", k.objs.SampleClock}, {"sample_miss", k.objs.SampleMiss},
 	} {
-		if p.prog == nil {
-			continue
+		if p.prog == nil || k.runqSchedInfo && (p.prog == k.objs.OnWakeup || p.prog == k.objs.OnWakeupNew) {
+			continue // not attached
 		}
 		st, err := p.prog.Stats()
 		if err != nil {

@@ -145,6 +145,10 @@ type kernel struct {
 	// targetBytes is the memory of the target_bytes map (MODE_PIDS):
 	// byte tgid is tgid's target state.
 	targetBytes *ebpf.Memory
+	// runqSchedInfo says that run-queue latency comes from the kernel's
+	// own account (runq_from_sched_info): sched_wakeup and
+	// sched_wakeup_new then have no program.
+	runqSchedInfo bool
 }
 
 // checkPrivileges says what is missing for BPF recording, naming it.
@@ -247,6 +251,7 @@ func (k *kernel) load() error {
 		ring = uint32(os.Getpagesize()) // counts by cgroup take no samples
 	}
 	spec.Maps["sample_ring"].MaxEntries = ring
+	k.runqSchedInfo = !runqAtWakeup && runqFromSchedInfo()
 	var now unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err != nil {
 		return fmt.Errorf("reading the monotonic clock: %w", err)
@@ -268,6 +273,7 @@ func (k *kernel) load() error {
 		"have_rdonly_cast":      haveKfunc("bpf_rdonly_cast"),
 		"have_task_from_pid":    haveKfunc("bpf_task_from_pid") && haveKfunc("bpf_task_release"),
 		"ring_wake_bytes":       uint64(ring / 2),
+		"runq_from_sched_info":  k.runqSchedInfo,
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return fmt.Errorf("setting bpf variable %s: %w", name, err)
@@ -291,6 +297,29 @@ func (k *kernel) load() error {
 		return fmt.Errorf("%w: loading bpf programs: %w", ErrHost, err)
 	}
 	return nil
+}
+
+// runqAtWakeup makes the programs time run-queue latency from the
+// wake-up even where the kernel keeps its own account: tests set it to
+// hold the two ways against each other.
+var runqAtWakeup = false
+
+// runqFromSchedInfo says whether the running kernel keeps its own
+// account of each task's run-queue wait (CONFIG_SCHED_INFO: struct
+// sched_info's fields) and leads from a task to its CPU's run queue
+// (CONFIG_FAIR_GROUP_SCHED: sched_entity.cfs_rq, cfs_rq.rq), which
+// on_switch needs to take the latency at the switch-in alone
+// (sched_info_wait in bpf/cacheheat.c).
+func runqFromSchedInfo() bool {
+	for _, m := range [][2]string{
+		{"sched_info", "last_queued"}, {"sched_info", "run_delay"}, {"sched_info", "last_arrival"},
+		{"sched_entity", "cfs_rq"}, {"cfs_rq", "rq"}, {"rq", "clock"},
+	} {
+		if !haveMember(m[0], m[1]) {
+			return false
+		}
+	}
+	return true
 }
 
 // haveKfunc says whether the running kernel's BTF has the kfunc name.
@@ -390,6 +419,9 @@ func (k *kernel) attachTracepoints() error {
 		{k.objs.OnExit, "sched_process_exit"},
 		{k.objs.OnRename, "task_rename"},
 	} {
+		if k.runqSchedInfo && (a.prog == k.objs.OnWakeup || a.prog == k.objs.OnWakeupNew) {
+			continue // on_switch takes run-queue latency alone
+		}
 		l, err := link.AttachTracing(link.TracingOptions{Program: a.prog})
 		if err != nil {
 			return fmt.Errorf("%w: attaching to %s: %w", ErrHost, a.name, err)

@@ -171,7 +171,9 @@ func TestWaitsWalkedOnlyWhenOneEnded(t *testing.T) {
 		t.Fatal(err)
 	}
 	p2 := k.drainPeers()
-	echo()
+	for range 8 {
+		echo()
+	}
 	s3, err := k.snapshot(false)
 	if err != nil {
 		t.Fatal(err)
@@ -201,10 +203,22 @@ func TestWaitsWalkedOnlyWhenOneEnded(t *testing.T) {
 	if !slices.ContainsFunc(p3, func(p profile.Peer) bool { return p.WakerPID == os.Getpid() }) {
 		t.Errorf("the second read's waker (this process) is not among the peers: %+v", p3)
 	}
+	// Each pipe read seen whole was ended by this process's write (the
+	// last 8 in one window): as many peer waits, all with this process as
+	// the waker.
+	var mine, others uint64
+	for _, p := range slices.Concat(p1, p2, p3) {
+		if p.WakerPID == os.Getpid() {
+			mine += p.Count
+		} else {
+			others += p.Count
+		}
+	}
+	if mine != pipeReads(s3) || others != 0 {
+		t.Errorf("peer waits: %d woken by this process, %d by others; want the %d pipe reads, all by this process", mine, others, pipeReads(s3))
+	}
 }
 
-// voluntarySwitches is how often process pid blocked so far
-// (/proc/PID/status voluntary_ctxt_switches, its main thread).
 // stopped stops process pid (SIGSTOP) and waits until it is off the CPU.
 func stopped(t *testing.T, pid int) {
 	t.Helper()
@@ -225,6 +239,8 @@ func stopped(t *testing.T, pid int) {
 	t.Fatalf("process %d not stopped after a second", pid)
 }
 
+// voluntarySwitches is how often process pid blocked so far
+// (/proc/PID/status voluntary_ctxt_switches, its main thread).
 func voluntarySwitches(t *testing.T, pid int) uint64 {
 	t.Helper()
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")

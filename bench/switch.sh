@@ -11,6 +11,10 @@
 #   bash bench/switch.sh [ROUNDS] [SECONDS]     (default 5 rounds of 5 s)
 #   BASE_BIN=OLD bash bench/switch.sh ...       adds mode "base": OLD's
 #   record -a in the same rounds (a change measured against its parent)
+#   PIN=1 bash bench/switch.sh ...              runs the ping-pong on CPUs
+#   2-3 and stress-ng on CPUs 4-5 (taskset): on 16 CPUs where the
+#   scheduler puts the ping-pong's two processes changes its rate by 10%
+#   and more from run to run (BENCHMARKS.md, "Fifteenth session")
 # Needs root, cc; perf, bpftrace and stress-ng for their rows (a mode
 # whose tool is missing is left out and said so).
 set -uo pipefail
@@ -21,14 +25,25 @@ BIN=${BIN:-$PWD/bin/cacheheat}
 [ -x "$BIN" ] || make -s build
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"; [ -n "${rp:-}" ] && kill "$rp" 2>/dev/null; true' EXIT
+if [ -n "${PIN:-}" ] && { [ "$(nproc)" -lt 6 ] || ! command -v taskset >/dev/null; }; then
+  echo "PIN=1 needs taskset and 6 CPUs (it uses CPUs 2-5); this host has $(nproc)" >&2
+  exit 2
+fi
 PP=${PINGPONG:-$tmp/pingpong}
 [ -x "$PP" ] || cc -O2 -o "$PP" cmd/cacheheat/testdata/programs/pingpong.c
+
+# pin CPUS CMD...: runs CMD on CPUS when PIN is set.
+pin() {
+  local cpus=$1
+  shift
+  if [ -n "${PIN:-}" ]; then taskset -c "$cpus" "$@"; else "$@"; fi
+}
 
 # load NAME: one run of a load, its throughput per second.
 load() {
   case $1 in
-  pingpong) "$PP" "$SECS" | awk '{ gsub(/[(\/s)]/, "", $4); print $4 }' ;;
-  switch) stress-ng --switch 2 -t "${SECS}s" --metrics-brief 2>&1 | awk '/switch / && $5 ~ /^[0-9.]+$/ { print $9 }' ;;
+  pingpong) pin 2,3 "$PP" "$SECS" | awk '{ gsub(/[(\/s)]/, "", $4); print $4 }' ;;
+  switch) pin 4,5 stress-ng --switch 2 -t "${SECS}s" --metrics-brief 2>&1 | awk '/switch / && $5 ~ /^[0-9.]+$/ { print $9 }' ;;
   esac
 }
 

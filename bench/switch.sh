@@ -11,10 +11,11 @@
 #   bash bench/switch.sh [ROUNDS] [SECONDS]     (default 5 rounds of 5 s)
 #   BASE_BIN=OLD bash bench/switch.sh ...       adds mode "base": OLD's
 #   record -a in the same rounds (a change measured against its parent)
-#   PIN=1 bash bench/switch.sh ...              runs the ping-pong on CPUs
-#   2-3 and stress-ng on CPUs 4-5 (taskset): on 16 CPUs where the
-#   scheduler puts the ping-pong's two processes changes its rate by 10%
-#   and more from run to run (BENCHMARKS.md, "Fifteenth session")
+#   PIN=1 bash bench/switch.sh ...              runs the ping-pong's two
+#   processes on CPUs 2 and 3, one each, and stress-ng on CPUs 4-5
+#   (taskset): on 16 CPUs where the scheduler puts the ping-pong's two
+#   processes changes its rate by 10% and more from run to run
+#   (BENCHMARKS.md, "Fifteenth session")
 # Needs root, cc; perf, bpftrace and stress-ng for their rows (a mode
 # whose tool is missing is left out and said so).
 set -uo pipefail
@@ -42,7 +43,7 @@ pin() {
 # load NAME: one run of a load, its throughput per second.
 load() {
   case $1 in
-  pingpong) pin 2,3 "$PP" "$SECS" | awk '{ gsub(/[(\/s)]/, "", $4); print $4 }' ;;
+  pingpong) "$PP" "$SECS" ${PIN:+2 3} | awk '{ gsub(/[(\/s)]/, "", $4); print $4 }' ;;
   switch) pin 4,5 stress-ng --switch 2 -t "${SECS}s" --metrics-brief 2>&1 | awk '/switch / && $5 ~ /^[0-9.]+$/ { print $9 }' ;;
   esac
 }

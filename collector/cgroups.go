@@ -112,8 +112,8 @@ func (k *kernel) programStats() []ProgramStats {
 		{"on_exec", k.objs.OnExec}, {"on_exit", k.objs.OnExit},
 		{"sample_clock", k.objs.SampleClock}, {"sample_miss", k.objs.SampleMiss},
 	} {
-		if p.prog == nil || k.runqSchedInfo && (p.prog == k.objs.OnWakeup || p.prog == k.objs.OnWakeupNew) {
-			continue // not attached
+		if p.prog == nil || k.unattached(p.prog) {
+			continue
 		}
 		st, err := p.prog.Stats()
 		if err != nil {

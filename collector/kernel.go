@@ -299,6 +299,12 @@ func (k *kernel) load() error {
 	return nil
 }
 
+// unattached says whether program p stays detached: on_wakeup and
+// on_wakeup_new where on_switch takes run-queue latency alone.
+func (k *kernel) unattached(p *ebpf.Program) bool {
+	return k.runqSchedInfo && (p == k.objs.OnWakeup || p == k.objs.OnWakeupNew)
+}
+
 // runqAtWakeup makes the programs time run-queue latency from the
 // wake-up even where the kernel keeps its own account: tests set it to
 // hold the two ways against each other.
@@ -419,8 +425,8 @@ func (k *kernel) attachTracepoints() error {
 		{k.objs.OnExit, "sched_process_exit"},
 		{k.objs.OnRename, "task_rename"},
 	} {
-		if k.runqSchedInfo && (a.prog == k.objs.OnWakeup || a.prog == k.objs.OnWakeupNew) {
-			continue // on_switch takes run-queue latency alone
+		if k.unattached(a.prog) {
+			continue
 		}
 		l, err := link.AttachTracing(link.TracingOptions{Program: a.prog})
 		if err != nil {

@@ -226,17 +226,26 @@ func stopped(t *testing.T, pid int) {
 		t.Fatal(err)
 	}
 	for range 1000 {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The state follows the command's closing parenthesis.
-		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'T' {
+		if procState("/proc/"+strconv.Itoa(pid)+"/stat") == 'T' {
 			return
 		}
 		time.Sleep(time.Millisecond)
 	}
 	t.Fatalf("process %d not stopped after a second", pid)
+}
+
+// procState is the state letter of a /proc/PID[/task/TID]/stat file (R,
+// S, D, T...), 0 when it cannot be read.
+func procState(path string) byte {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	// The state follows the command's closing parenthesis.
+	if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) {
+		return b[i+2]
+	}
+	return 0
 }
 
 // voluntarySwitches is how often process pid blocked so far

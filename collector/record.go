@@ -597,7 +597,7 @@ func (r *Recorder) loop(ctx context.Context, rec *run, exited <-chan struct{}) (
 			if err := rec.kern.armWake(); err != nil {
 				return "", err
 			}
-			quietTimer.Reset(o.QuietMax)
+			quietTimer.Reset(rec.quietMax)
 			quietEnd = quietTimer.C
 		case rec.sleeping:
 			quietTimer.Stop()

@@ -130,12 +130,7 @@ func allSleeping(pid int) bool {
 		return false
 	}
 	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name(), "stat"))
-		if err != nil {
-			return false
-		}
-		s := string(b)
-		if i := strings.LastIndexByte(s, ')'); i < 0 || !strings.HasPrefix(s[i+1:], " S") {
+		if procState(filepath.Join(dir, e.Name(), "stat")) != 'S' {
 			return false
 		}
 	}
@@ -259,7 +254,6 @@ func runqAgainstSchedstat(t *testing.T, args []string, byCgroup bool) {
 			cancel()
 		}
 	}}
-	opts := Options{Target: Target{Kind: profile.TargetPID, PIDs: []int{pid}}, Sinks: []Sink{sink}}
 	if byCgroup {
 		r, err := NewRecorder(Options{
 			Target: Target{Kind: profile.TargetAll}, Events: events(t, "cpu-clock", "context-switches"),
@@ -272,7 +266,7 @@ func runqAgainstSchedstat(t *testing.T, args []string, byCgroup bool) {
 			t.Fatal(err)
 		}
 	} else {
-		record(t, ctx, opts)
+		record(t, ctx, Options{Target: Target{Kind: profile.TargetPID, PIDs: []int{pid}}, Sinks: []Sink{sink}})
 	}
 	// Let the program end, so that its cgroup can go.
 	stdin.Write([]byte("quit\n"))

@@ -161,7 +161,8 @@ SCENARIOS = {
     "sleeper-99": ("sleeper", 99),
     # Switch-heavy: a pipe ping-pong (two switches per round trip;
     # $PINGPONG, built from cmd/cacheheat/testdata/programs/pingpong.c
-    # by bench/switch.sh), whose argument is its seconds.
+    # by bench/switch.sh), whose arguments are its seconds and, from
+    # $PINGPONG_CPUS (e.g. "2 3"), the CPUs of its two processes.
     "pingpong-99": ("pingpong", 99),
     # The same ping-pong beside a recorder of a sleeping process: what
     # every switch of tasks that are not targets costs.
@@ -215,7 +216,8 @@ def run_one(binary, name, seconds, tmp):
         if work is None:
             time.sleep(seconds)
         elif work == "pingpong":
-            subprocess.run([os.environ["PINGPONG"], str(seconds)], stdout=subprocess.DEVNULL, check=True)
+            subprocess.run([os.environ["PINGPONG"], str(seconds)] + os.environ.get("PINGPONG_CPUS", "").split(),
+                           stdout=subprocess.DEVNULL, check=True)
         else:
             subprocess.run([os.environ["WORKLOAD_BIN"]] + work + ["-d", f"{seconds}s"], stdout=subprocess.DEVNULL, check=True)
         s1 = snapshot(rec.pid)

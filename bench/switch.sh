@@ -10,7 +10,10 @@
 # ns per run of each cacheheat program under the ping-pong.
 #   bash bench/switch.sh [ROUNDS] [SECONDS]     (default 5 rounds of 5 s)
 #   BASE_BIN=OLD bash bench/switch.sh ...       adds mode "base": OLD's
-#   record -a in the same rounds (a change measured against its parent)
+#   record -a in the same rounds (a change measured against its parent);
+#   BASE_BIN=name=PATH,name2=PATH2 adds one mode per build, by its name
+#   MODES="none cacheheat base" bash bench/switch.sh ...  only those
+#   modes (default: all that are installed; none is always run)
 #   PIN=1 bash bench/switch.sh ...              runs the ping-pong's two
 #   processes on CPUs 2 and 3, one each, and stress-ng on CPUs 4-5
 #   (taskset): on 16 CPUs where the scheduler puts the ping-pong's two
@@ -57,15 +60,15 @@ start() {
   cacheheat)
     "$BIN" record -q -a -o "$tmp/r.rec" >/dev/null 2>&1 &
     rp=$! ;;
-  base)
-    "$BASE_BIN" record -q -a -o "$tmp/r.rec" >/dev/null 2>&1 &
-    rp=$! ;;
   perf)
     perf record -q -a -g -F 99 -o "$tmp/perf.data" >/dev/null 2>&1 &
     rp=$! ;;
   bpftrace)
     # offcputime: each switch-out's stack, the time until its switch-in.
     bpftrace -e 'tracepoint:sched:sched_switch { @s[args->prev_pid] = nsecs; if (@s[args->next_pid]) { @off[kstack, ustack] = sum(nsecs - @s[args->next_pid]); delete(@s[args->next_pid]); } }' >/dev/null 2>"$tmp/bpftrace.err" &
+    rp=$! ;;
+  *)
+    "${builds[$1]}" record -q -a -o "$tmp/r.rec" >/dev/null 2>&1 &
     rp=$! ;;
   esac
   sleep 4 # loaded and attached (verifier and symbol tables done)
@@ -84,14 +87,33 @@ stop() {
   rp=
 }
 
-modes=(none cacheheat)
-[ -n "${BASE_BIN:-}" ] && modes+=(base)
-command -v perf >/dev/null && modes+=(perf) || echo "perf not installed: its row is left out" >&2
-if command -v bpftrace >/dev/null; then
-  mount | grep -q ' /sys/kernel/tracing ' || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
-  modes+=(bpftrace)
-else
-  echo "bpftrace not installed: its row is left out" >&2
+# wanted MODE: whether MODES (if set) names MODE.
+wanted() { [ -z "${MODES:-}" ] || [[ " $MODES " == *" $1 "* ]]; }
+modes=(none)
+wanted cacheheat && modes+=(cacheheat)
+# builds: BASE_BIN's builds by mode name.
+declare -A builds=()
+IFS=, read -ra parts <<<"${BASE_BIN:-}"
+for b in "${parts[@]}"; do
+  name=base
+  [[ $b == *=* ]] && name=${b%%=*} b=${b#*=}
+  case $name in none | cacheheat | perf | bpftrace)
+    echo "BASE_BIN: $name is a mode of its own; name the build otherwise" >&2
+    exit 2 ;;
+  esac
+  builds[$name]=$b
+  wanted "$name" && modes+=("$name")
+done
+if wanted perf; then
+  command -v perf >/dev/null && modes+=(perf) || echo "perf not installed: its row is left out" >&2
+fi
+if wanted bpftrace; then
+  if command -v bpftrace >/dev/null; then
+    mount | grep -q ' /sys/kernel/tracing ' || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
+    modes+=(bpftrace)
+  else
+    echo "bpftrace not installed: its row is left out" >&2
+  fi
 fi
 loads=(pingpong)
 command -v stress-ng >/dev/null && loads+=(switch) || echo "stress-ng not installed: its rows are left out" >&2
@@ -118,6 +140,11 @@ done
 
 echo
 echo "Each cacheheat program's cost under the ping-pong (bench/cost.py, the kernel's run-time stats):"
-bins=$BIN
-[ -n "${BASE_BIN:-}" ] && bins="base=$BASE_BIN,cacheheat=$BIN"
-PINGPONG=$PP python3 bench/cost.py --bin "$bins" --rounds 3 --seconds "$SECS" --scenarios pingpong-99
+bins=
+for m in "${modes[@]}"; do
+  [ "$m" = cacheheat ] && bins+=,cacheheat=$BIN
+  [ -n "${builds[$m]:-}" ] && bins+=,$m=${builds[$m]}
+done
+[ -n "$bins" ] || exit 0
+bins=${bins#,}
+PINGPONG_CPUS=${PIN:+"2 3"} PINGPONG=$PP python3 bench/cost.py --bin "$bins" --rounds 3 --seconds "$SECS" --scenarios pingpong-99

@@ -118,7 +118,9 @@ func TestSampleRingFull(t *testing.T) {
 // TestWaitsWalkedOnlyWhenOneEnded: the waits and peers maps are walked
 // only when one of the target's waits ended since the last walk, and the
 // task map only when a task record was written; the windows in between
-// keep the last values and lose nothing.
+// keep the last values and lose nothing. Each peer wait names the process
+// whose write ended it, whether the waker is the same as last time (the
+// BPF side then writes nothing) or another (struct waker).
 func TestWaitsWalkedOnlyWhenOneEnded(t *testing.T) {
 	needBPF(t)
 	// cat blocks reading a pipe this test writes to: each byte ends one
@@ -174,6 +176,27 @@ func TestWaitsWalkedOnlyWhenOneEnded(t *testing.T) {
 	for range 8 {
 		echo()
 	}
+	// Then wakers that change at every write: a shell of its own writes
+	// every other byte.
+	stdin, ok := in.(*os.File)
+	if !ok {
+		t.Fatalf("cat's stdin is a %T, not a pipe's *os.File", in)
+	}
+	shells := map[int]bool{}
+	for range 3 {
+		sh := exec.Command("sh", "-c", "printf x")
+		sh.Stdout = stdin
+		if err := sh.Run(); err != nil {
+			t.Fatal(err)
+		}
+		shells[sh.Process.Pid] = true
+		var b [1]byte
+		if _, err := out.Read(b[:]); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		echo()
+	}
 	s3, err := k.snapshot(false)
 	if err != nil {
 		t.Fatal(err)
@@ -203,19 +226,28 @@ func TestWaitsWalkedOnlyWhenOneEnded(t *testing.T) {
 	if !slices.ContainsFunc(p3, func(p profile.Peer) bool { return p.WakerPID == os.Getpid() }) {
 		t.Errorf("the second read's waker (this process) is not among the peers: %+v", p3)
 	}
-	// Each pipe read seen whole was ended by this process's write (the
-	// last 8 in one window): as many peer waits, all with this process as
-	// the waker.
+	// Each pipe read seen whole was ended by a write of this process or
+	// of one of the shells, one each: as many peer waits, each with its
+	// writer as the waker.
 	var mine, others uint64
+	byShell := map[int]uint64{}
 	for _, p := range slices.Concat(p1, p2, p3) {
-		if p.WakerPID == os.Getpid() {
+		switch {
+		case p.WakerPID == os.Getpid():
 			mine += p.Count
-		} else {
+		case shells[p.WakerPID]:
+			byShell[p.WakerPID] += p.Count
+		default:
 			others += p.Count
 		}
 	}
-	if mine != pipeReads(s3) || others != 0 {
-		t.Errorf("peer waits: %d woken by this process, %d by others; want the %d pipe reads, all by this process", mine, others, pipeReads(s3))
+	if want := pipeReads(s3) - uint64(len(shells)); mine != want || others != 0 {
+		t.Errorf("peer waits: %d woken by this process, %d by others; want %d (the pipe reads less the shells' %d)", mine, others, want, len(shells))
+	}
+	for pid := range shells {
+		if byShell[pid] != 1 {
+			t.Errorf("the shell %d wrote one byte; its peer waits: %d (all shells: %v)", pid, byShell[pid], byShell)
+		}
 	}
 }
 

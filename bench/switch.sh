@@ -47,7 +47,7 @@ pin() {
 load() {
   case $1 in
   pingpong) "$PP" "$SECS" ${PIN:+2 3} | awk '{ gsub(/[(\/s)]/, "", $4); print $4 }' ;;
-  switch) pin 4,5 stress-ng --switch 2 -t "${SECS}s" --metrics-brief 2>&1 | awk '/switch / && $5 ~ /^[0-9.]+$/ { print $9 }' ;;
+  switch) pin 4,5 stress-ng --switch 2 -t "${SECS}s" --metrics-brief 2>&1 | awk '/switch / && $5 ~ /^[0-9.]+$/ && $6 ~ /^[0-9.]+$/ && !n++ { print $9 }' ;;
   esac
 }
 
@@ -138,6 +138,9 @@ for l in "${loads[@]}"; do
   done
 done
 
+echo
+echo "Each round, in order (load, mode, per second):"
+sed 's/^/    /' "$tmp/res"
 echo
 echo "Each cacheheat program's cost under the ping-pong (bench/cost.py, the kernel's run-time stats):"
 bins=

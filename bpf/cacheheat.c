@@ -547,6 +547,20 @@ static __always_inline u32 go_locked_stack(struct task_struct *t)
 // switch-out, in task-local storage: reaching it is a pointer chase, not a
 // hash of the thread id, and the kernel frees it with the task. The
 // timestamps are 0 when unset.
+// The process that last woke a thread and its name, for peer waits
+// (wait_in). on_waking writes it only when it changes: a thread woken by
+// the same process as last time (a ping-pong's peer, a lock's other
+// waiters) then costs its waker's CPU no write to a line the thread's CPU
+// reads at the switch-in. It is never cleared by the thread: every
+// wake-up passes sched_waking, so what it holds at a switch-in is the
+// wake-up that ended the wait, or 0 when that came from an interrupt of
+// an idle CPU.
+struct waker {
+	u32 tgid; // 0: none
+	u32 unused;
+	u64 comm[TASK_COMM_LEN / 8];
+};
+
 struct thread_state {
 	u64 wakeup_ts; // wakeup (or preemption): run queue latency starts
 	// With runq_from_sched_info, in place of wakeup_ts: the kernel's
@@ -556,9 +570,13 @@ struct thread_state {
 	u64 arrival;
 	u64 offcpu_ts; // switch-out; by cgroup, the reason in the low bits
 	struct offcpu_start off;
-	u32 wait;       // the last switch-out's wait code (enum wait_bits)
-	u32 waker_tgid; // the process that last woke the thread, 0: unknown
-	char waker_comm[TASK_COMM_LEN];
+	u32 wait; // the last switch-out's wait code (enum wait_bits)
+	// The waker below is written on the waker's CPU (on_waking) and the
+	// fields above on the thread's own: 64 bytes apart (task storage is
+	// only 8-byte aligned), no cache line holds both, so a wake-up that
+	// writes nothing moves no line the thread's CPU wrote.
+	u8 apart[64];
+	struct waker waker;
 };
 
 struct {
@@ -1514,11 +1532,10 @@ static __noinline void wait_in(struct task_struct *t, struct thread_state *s, u6
 	v->count++;
 	if (b < HIST_BUCKETS)
 		v->hist[b]++;
-	if (!s->waker_tgid || !peer_wait(w))
+	if (!s->waker.tgid || !peer_wait(w))
 		return;
-	struct peer_key pk = {.tgid = t->tgid, .waker_tgid = s->waker_tgid, .wait = w};
-	__builtin_memcpy(pk.waker_comm, s->waker_comm, sizeof(pk.waker_comm));
-	s->waker_tgid = 0;
+	struct peer_key pk = {.tgid = t->tgid, .waker_tgid = s->waker.tgid, .wait = w};
+	__builtin_memcpy(pk.waker_comm, s->waker.comm, sizeof(pk.waker_comm));
 	static const struct peer_val zero_peer;
 	struct peer_val *pv = lookup_or_try_init(&peers, &pk, &zero_peer, &err);
 	if (!pv) {
@@ -1531,10 +1548,43 @@ static __noinline void wait_in(struct task_struct *t, struct thread_state *s, u6
 	__sync_fetch_and_add(&pv->count, 1);
 }
 
+// preempt_count_at is where this CPU's preempt count lies from its run
+// queue, both per-CPU variables (__preempt_count, x86-64; runqueues):
+// their offsets in the kernel's per-CPU section differ by this, and so do
+// their addresses on every CPU. User space takes it from the kernel's BTF
+// before load; 0: unknown (another architecture, or no such variables).
+// BTF-typed kernel variables (bpf_this_cpu_ptr(&__preempt_count), the
+// kernel's own way) are not resolved by cilium/ebpf v0.22.
+const volatile s64 preempt_count_at = 0;
+
+// include/linux/preempt.h
+#define SOFTIRQ_OFFSET 0x00000100
+#define HARDIRQ_MASK 0x000f0000
+#define NMI_MASK 0x00f00000
+
+// in_interrupt says whether this program runs in an interrupt (a timer, a
+// device, a softirq being served) rather than in task cur's own context,
+// the kernel's !in_task(). cur runs on this CPU, so its run queue is this
+// CPU's (checked), and this CPU's preempt count lies preempt_count_at from
+// it. false when that cannot be told.
+static __always_inline bool in_interrupt(struct task_struct *cur)
+{
+	if (!preempt_count_at)
+		return false;
+	struct rq *rq = cur->se.cfs_rq->rq;
+	if (!rq || rq->cpu != bpf_get_smp_processor_id())
+		return false;
+	u32 pc = 0;
+	if (bpf_probe_read_kernel(&pc, sizeof(pc), (void *)rq + preempt_count_at))
+		return false;
+	return pc & (NMI_MASK | HARDIRQ_MASK | SOFTIRQ_OFFSET);
+}
+
 // sched_waking fires in the waker's context (sched_wakeup may fire on the
-// woken task's CPU, from an interrupt): the current task is who woke p.
-// Only target threads with a state record are noted, and nothing is
-// created here.
+// woken task's CPU, from an interrupt): the current task is who woke p,
+// unless an interrupt woke it (a timeout, a device), which interrupted
+// whatever ran there. Only target threads with a state record are noted,
+// and nothing is created here.
 SEC("tp_btf/sched_waking")
 int BPF_PROG(on_waking, struct task_struct *p)
 {
@@ -1544,10 +1594,20 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	if (!s)
 		return 0;
 	struct task_struct *cur = bpf_get_current_task_btf();
-	if (cur->pid == 0)
-		return 0; // an interrupt on an idle CPU: no waker task
-	s->waker_tgid = cur->tgid;
-	bpf_get_current_comm(s->waker_comm, sizeof(s->waker_comm));
+	if (cur->pid == 0 || in_interrupt(cur)) {
+		// No waker task.
+		if (s->waker.tgid)
+			s->waker.tgid = 0;
+		return 0;
+	}
+	u64 comm[TASK_COMM_LEN / 8];
+	bpf_get_current_comm(comm, sizeof(comm));
+	u32 tgid = cur->tgid;
+	if (s->waker.tgid == tgid && s->waker.comm[0] == comm[0] && s->waker.comm[1] == comm[1])
+		return 0; // as last time: nothing written (struct waker)
+	s->waker.tgid = tgid;
+	s->waker.comm[0] = comm[0];
+	s->waker.comm[1] = comm[1];
 	return 0;
 }
 
@@ -1596,11 +1656,10 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 			s->offcpu_ts = by_cgroup ? (now & ~OFFCPU_MASK) | offcpu_reason_of(state) : now;
 			// Voluntary: the thread blocked (not preempted). Its wait
 			// code is taken now, while its registers still say which
-			// call it blocked in; a wake-up before this switch-in
-			// names its waker afresh.
+			// call it blocked in; the wake-up that ends the wait
+			// leaves its waker in s->waker.
 			if (!preempt && state != TASK_RUNNING) {
 				s->wait = by_cgroup ? 0 : wait_code(prev, state);
-				s->waker_tgid = 0;
 				offcpu_out(ctx, &s->off, now, s->wait, state);
 			} else {
 				s->wait = WAIT_PREEMPTED;

@@ -239,9 +239,15 @@ type CacheheatThreadState struct {
 		Gstack uint32
 		LastNs uint64
 	}
-	Wait      uint32
-	WakerTgid uint32
-	WakerComm [16]int8
+	Wait  uint32
+	Apart [64]uint8
+	_     [4]byte
+	Waker struct {
+		_      structs.HostLayout
+		Tgid   uint32
+		Unused uint32
+		Comm   [2]uint64
+	}
 }
 
 type CacheheatTotalsVal struct {
@@ -359,6 +365,7 @@ const (
 	CacheheatVarOffcpuMinK         = "offcpu_min_k"
 	CacheheatVarOffcpuStacksPerSec = "offcpu_stacks_per_sec"
 	CacheheatVarOwnPathCalls       = "own_path_calls"
+	CacheheatVarPreemptCountAt     = "preempt_count_at"
 	CacheheatVarRingWakeBytes      = "ring_wake_bytes"
 	CacheheatVarRunqFromSchedInfo  = "runq_from_sched_info"
 	CacheheatVarSlotSrc            = "slot_src"
@@ -513,6 +520,7 @@ type CacheheatVariableSpecs struct {
 	OffcpuMinK         *ebpf.VariableSpec `ebpf:"offcpu_min_k"`
 	OffcpuStacksPerSec *ebpf.VariableSpec `ebpf:"offcpu_stacks_per_sec"`
 	OwnPathCalls       *ebpf.VariableSpec `ebpf:"own_path_calls"`
+	PreemptCountAt     *ebpf.VariableSpec `ebpf:"preempt_count_at"`
 	RingWakeBytes      *ebpf.VariableSpec `ebpf:"ring_wake_bytes"`
 	RunqFromSchedInfo  *ebpf.VariableSpec `ebpf:"runq_from_sched_info"`
 	SlotSrc            *ebpf.VariableSpec `ebpf:"slot_src"`
@@ -695,6 +703,7 @@ type CacheheatVariables struct {
 	OffcpuMinK         *ebpf.Variable `ebpf:"offcpu_min_k"`
 	OffcpuStacksPerSec *ebpf.Variable `ebpf:"offcpu_stacks_per_sec"`
 	OwnPathCalls       *ebpf.Variable `ebpf:"own_path_calls"`
+	PreemptCountAt     *ebpf.Variable `ebpf:"preempt_count_at"`
 	RingWakeBytes      *ebpf.Variable `ebpf:"ring_wake_bytes"`
 	RunqFromSchedInfo  *ebpf.Variable `ebpf:"runq_from_sched_info"`
 	SlotSrc            *ebpf.Variable `ebpf:"slot_src"`

@@ -274,6 +274,7 @@ func (k *kernel) load() error {
 		"have_task_from_pid":    haveKfunc("bpf_task_from_pid") && haveKfunc("bpf_task_release"),
 		"ring_wake_bytes":       uint64(ring / 2),
 		"runq_from_sched_info":  k.runqSchedInfo,
+		"preempt_count_at":      preemptCountAt(),
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return fmt.Errorf("setting bpf variable %s: %w", name, err)
@@ -326,6 +327,34 @@ func runqFromSchedInfo() bool {
 		}
 	}
 	return true
+}
+
+// preemptCountAt is how far this CPU's preempt count lies from its run
+// queue in the kernel's per-CPU area (the BPF side's preempt_count_at),
+// from the offsets of __preempt_count and runqueues in the per-CPU
+// section of the kernel's BTF; 0 where either is missing (__preempt_count
+// is x86's) or the run queue cannot be reached from a task.
+func preemptCountAt() int64 {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return 0
+	}
+	var sec *btf.Datasec
+	if spec.TypeByName(".data..percpu", &sec) != nil {
+		return 0
+	}
+	off := map[string]int64{}
+	for _, v := range sec.Vars {
+		if name := v.Type.TypeName(); name == "__preempt_count" || name == "runqueues" {
+			off[name] = int64(v.Offset)
+		}
+	}
+	pc, ok1 := off["__preempt_count"]
+	rq, ok2 := off["runqueues"]
+	if !ok1 || !ok2 || pc == rq || !haveMember("sched_entity", "cfs_rq") || !haveMember("cfs_rq", "rq") || !haveMember("rq", "cpu") {
+		return 0
+	}
+	return pc - rq
 }
 
 // haveKfunc says whether the running kernel's BTF has the kfunc name.

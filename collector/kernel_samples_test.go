@@ -251,6 +251,124 @@ func TestWaitsWalkedOnlyWhenOneEnded(t *testing.T) {
 	}
 }
 
+// timeoutsSrc pins itself to CPU 0 and, at each line on stdin, waits on
+// a futex word nobody wakes with a 5 ms timeout, 40 times; at "p" it
+// reads 10 bytes from stdin one at a time instead; it answers each line
+// with one on stdout when done.
+const timeoutsSrc = `#define _GNU_SOURCE
+#include <linux/futex.h>
+#include <sched.h>
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+int main(void) {
+	static int word;
+	char c;
+	cpu_set_t one;
+	CPU_ZERO(&one);
+	CPU_SET(0, &one);
+	if (sched_setaffinity(0, sizeof(one), &one))
+		return 1;
+	while (read(0, &c, 1) == 1) {
+		if (c == '\n')
+			continue;
+		for (int i = 0; i < 10 && c == 'p'; i++)
+			if (read(0, &c, 1) != 1)
+				return 1;
+		struct timespec ts = {0, 5000000};
+		for (int i = 0; i < 40 && c != 'p' && c != 'x'; i++)
+			syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 0, &ts, 0, 0);
+		if (write(1, "\n", 1) != 1)
+			return 1;
+	}
+	return 0;
+}
+`
+
+// TestTimeoutNamesNoWaker: a futex wait that times out is woken from the
+// timer's interrupt, and the task it interrupted (stress-ng, spinning on
+// the same CPU) did not wake it: no peer wait names anyone for it
+// (in_interrupt). The same program's pipe reads, under the same load,
+// still name this process, which wrote each byte.
+func TestTimeoutNamesNoWaker(t *testing.T) {
+	needBPF(t)
+	sng, err := exec.LookPath("stress-ng")
+	if err != nil {
+		t.Skipf("needs stress-ng (apt-get install stress-ng): %v", err)
+	}
+	bin := buildC(t, "timeouts", timeoutsSrc)
+	spin := exec.Command(sng, "--cpu", "1", "--taskset", "0", "--timeout", "60s", "--quiet")
+	if err := spin.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { spin.Process.Kill(); spin.Wait() })
+	prog := exec.Command(bin)
+	in, err := prog.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := prog.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := prog.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); prog.Process.Kill(); prog.Wait() })
+	k := pidKernel(t, prog.Process.Pid, 19, 0)
+	ask := func(line string) {
+		t.Helper()
+		for _, c := range line {
+			if _, err := in.Write([]byte{byte(c)}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond) // it is blocked again
+		}
+		var b [1]byte
+		if _, err := out.Read(b[:]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ask("x\n") // it now waits in a read that this test's next write ends
+	ask("t\n")
+	ask("pxxxxxxxxxx\n")
+	s, err := k.snapshot(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var futexWaits, pipeReads uint64
+	for code, w := range s.waits {
+		switch _, call, fd := waitOf(code); {
+		case call == "futex":
+			futexWaits += w.count
+		case call == "read" && fd == "pipe":
+			pipeReads += w.count
+		}
+	}
+	var mine uint64
+	for _, p := range k.drainPeers() {
+		switch {
+		case p.Call == "futex":
+			t.Errorf("a futex wait that timed out names a waker: %+v", p)
+		case p.WakerPID == os.Getpid() && p.Call == "read":
+			mine += p.Count
+		default:
+			t.Errorf("a peer wait this test did not cause: %+v", p)
+		}
+	}
+	t.Logf("futex waits %d, pipe reads %d, pipe reads woken by this process %d", futexWaits, pipeReads, mine)
+	if futexWaits < 40 {
+		t.Errorf("%d futex waits seen; the program timed out 40 times", futexWaits)
+	}
+	// 16 bytes written: the bytes that came before the program's read
+	// and the first, which it waited for before the programs attached,
+	// end no wait that is seen whole.
+	if pipeReads < 10 || mine != pipeReads {
+		t.Errorf("%d pipe reads seen, %d of them named this process as the waker: want 10 or more, all", pipeReads, mine)
+	}
+}
+
 // stopped stops process pid (SIGSTOP) and waits until it is off the CPU.
 func stopped(t *testing.T, pid int) {
 	t.Helper()

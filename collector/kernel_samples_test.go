@@ -125,19 +125,7 @@ func TestWaitsWalkedOnlyWhenOneEnded(t *testing.T) {
 	needBPF(t)
 	// cat blocks reading a pipe this test writes to: each byte ends one
 	// of its waits, and this process is the waker.
-	cat := exec.Command("cat")
-	in, err := cat.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cat.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cat.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { in.Close(); cat.Process.Kill(); cat.Wait() })
+	cat, in, out := piped(t, "cat")
 	k := pidKernel(t, cat.Process.Pid, 19, 0)
 	echo := func() {
 		t.Helper()
@@ -303,19 +291,7 @@ func TestTimeoutNamesNoWaker(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { spin.Process.Kill(); spin.Wait() })
-	prog := exec.Command(bin)
-	in, err := prog.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := prog.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := prog.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { in.Close(); prog.Process.Kill(); prog.Wait() })
+	prog, in, out := piped(t, bin)
 	k := pidKernel(t, prog.Process.Pid, 19, 0)
 	ask := func(line string) {
 		t.Helper()
@@ -367,6 +343,26 @@ func TestTimeoutNamesNoWaker(t *testing.T) {
 	if pipeReads < 10 || mine != pipeReads {
 		t.Errorf("%d pipe reads seen, %d of them named this process as the waker: want 10 or more, all", pipeReads, mine)
 	}
+}
+
+// piped starts program name with pipes to its stdin and from its stdout,
+// and kills it when the test ends.
+func piped(t *testing.T, name string) (*exec.Cmd, io.WriteCloser, io.ReadCloser) {
+	t.Helper()
+	cmd := exec.Command(name)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); cmd.Process.Kill(); cmd.Wait() })
+	return cmd, in, out
 }
 
 // stopped stops process pid (SIGSTOP) and waits until it is off the CPU.

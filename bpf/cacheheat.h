@@ -101,6 +101,7 @@ enum wait_bits {
 	WAIT_KTHREAD = 262144,     // 1 << 18: a kernel thread, no system call to read
 	WAIT_PREEMPTED = 524288,   // 1 << 19: still runnable, preempted or yielded
 	WAIT_JOIN = 1048576,       // 1 << 20: a futex wait for another thread of the process to exit (pthread_join)
+	WAIT_NO_WAKER = 2097152,   // 1 << 21: set at the switch-in: woken from an interrupt or on an idle CPU (a timeout, a signal), by no task
 	// Bits 24-29, in an off-CPU stack sample's key only: the log2 bucket
 	// of the sampled wait's length, so user space can scale samples to
 	// the exact time of waits of their code and length.

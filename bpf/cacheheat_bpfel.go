@@ -269,6 +269,7 @@ const (
 	CacheheatWaitBitsWAIT_KTHREAD         CacheheatWaitBits = 262144
 	CacheheatWaitBitsWAIT_PREEMPTED       CacheheatWaitBits = 524288
 	CacheheatWaitBitsWAIT_JOIN            CacheheatWaitBits = 1048576
+	CacheheatWaitBitsWAIT_NO_WAKER        CacheheatWaitBits = 2097152
 	CacheheatWaitBitsWAIT_BUCKET_SHIFT    CacheheatWaitBits = 24
 	CacheheatWaitBitsWAIT_BUCKET_MASK     CacheheatWaitBits = 1056964608
 )

@@ -277,8 +277,9 @@ int main(void) {
 // TestTimeoutNamesNoWaker: a futex wait that times out is woken from the
 // timer's interrupt, and the task it interrupted (stress-ng, spinning on
 // the same CPU) did not wake it: no peer wait names anyone for it
-// (in_interrupt). The same program's pipe reads, under the same load,
-// still name this process, which wrote each byte.
+// (in_interrupt), and it is a sleep, not a lock's wait (WAIT_NO_WAKER).
+// The same program's pipe reads, under the same load, still name this
+// process, which wrote each byte.
 func TestTimeoutNamesNoWaker(t *testing.T) {
 	needBPF(t)
 	sng, err := exec.LookPath("stress-ng")
@@ -315,9 +316,12 @@ func TestTimeoutNamesNoWaker(t *testing.T) {
 	}
 	var futexWaits, pipeReads uint64
 	for code, w := range s.waits {
-		switch _, call, fd := waitOf(code); {
+		switch reason, call, fd := waitOf(code); {
 		case call == "futex":
 			futexWaits += w.count
+			if reason != profile.OffCPUSleep {
+				t.Errorf("%d futex waits that timed out are called %q, not %q", w.count, reason, profile.OffCPUSleep)
+			}
 		case call == "read" && fd == "pipe":
 			pipeReads += w.count
 		}

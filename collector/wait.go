@@ -25,6 +25,7 @@ const (
 	waitKthread   = uint32(bpf.CacheheatWaitBitsWAIT_KTHREAD)
 	waitPreempted = uint32(bpf.CacheheatWaitBitsWAIT_PREEMPTED)
 	waitJoin      = uint32(bpf.CacheheatWaitBitsWAIT_JOIN)
+	waitNoWaker   = uint32(bpf.CacheheatWaitBitsWAIT_NO_WAKER)
 	// An off-CPU sample's key carries its wait's log2 length bucket too.
 	waitBucketShift = uint32(bpf.CacheheatWaitBitsWAIT_BUCKET_SHIFT)
 	waitBucketMask  = uint32(bpf.CacheheatWaitBitsWAIT_BUCKET_MASK)
@@ -170,6 +171,12 @@ func waitOf(code uint32) (reason, call, fd string) {
 		// pthread_join: a futex, but the thread idles until the one it
 		// joins exits (profile.OffCPUIdle's joins).
 		reason = profile.OffCPUIdle
+	case sc.reason == profile.OffCPULock && code&waitNoWaker != 0:
+		// No task ended the wait: the timer's interrupt did (a futex
+		// with a timeout that expired, pthread_cond_timedwait with
+		// nothing signalled), or a signal. A sleep until a deadline, not
+		// a lock's wait: the lock's holder wakes its waiters.
+		reason = profile.OffCPUSleep
 	case sc.reason == profile.OffCPULock || sc.reason == profile.OffCPUIdle || sc.reason == profile.OffCPUIPC && fd == "":
 		reason = sc.reason
 	case fdReasons[fd] != "":

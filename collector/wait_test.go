@@ -31,6 +31,8 @@ func TestWaitOf(t *testing.T) {
 		{"file write waiting on the journal", 1 | fdCode(bpf.CacheheatFdKindFD_REG) | waitUninter, profile.OffCPUDiskIO, "write", "file"},
 		{"fsync", 74 | fdCode(bpf.CacheheatFdKindFD_REG) | waitIOWait, profile.OffCPUDiskIO, "fsync", "file"},
 		{"futex", 202, profile.OffCPULock, "futex", ""},
+		{"futex that timed out (no task woke it)", 202 | waitNoWaker, profile.OffCPUSleep, "futex", ""},
+		{"pipe read ended by no task (a signal)", 0 | fdCode(bpf.CacheheatFdKindFD_FIFO) | waitNoWaker, profile.OffCPUIPC, "read", "pipe"},
 		{"flock", 73 | fdCode(bpf.CacheheatFdKindFD_REG), profile.OffCPULock, "flock", "file"},
 		{"futex of an idle Go M", 202 | waitGoIdle, profile.OffCPUIdle, "futex", ""},
 		{"futex of a pthread_join", 202 | waitJoin, profile.OffCPUIdle, "futex", ""},

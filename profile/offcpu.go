@@ -16,7 +16,7 @@ const (
 	OffCPUNetwork   = "network"    // an IPv4/IPv6 socket: waiting for the network or a peer over it
 	OffCPUIPC       = "ipc"        // another process: a pipe, a Unix socket, System V IPC
 	OffCPULock      = "lock"       // futex, flock/fcntl locks; mutexes, semaphores, Go's sync
-	OffCPUSleep     = "sleep"      // sleeping on purpose: nanosleep, time.Sleep
+	OffCPUSleep     = "sleep"      // sleeping on purpose: nanosleep, time.Sleep, a futex wait that timed out
 	OffCPUPoll      = "poll"       // waiting for events by choice: poll, select, epoll, a terminal
 	OffCPUPageFault = "page-fault" // blocked inside a page fault
 	OffCPURunq      = "runq"       // preempted: runnable, waiting for a CPU

@@ -542,25 +542,24 @@ static __always_inline u32 go_locked_stack(struct task_struct *t)
 	return h;
 }
 
-
-// What a target thread's next switch-in needs from its last wakeup and
-// switch-out, in task-local storage: reaching it is a pointer chase, not a
-// hash of the thread id, and the kernel frees it with the task. The
-// timestamps are 0 when unset.
 // The process that last woke a thread and its name, for peer waits
 // (wait_in). on_waking writes it only when it changes: a thread woken by
 // the same process as last time (a ping-pong's peer, a lock's other
 // waiters) then costs its waker's CPU no write to a line the thread's CPU
 // reads at the switch-in. It is never cleared by the thread: every
 // wake-up passes sched_waking, so what it holds at a switch-in is the
-// wake-up that ended the wait, or 0 when that came from an interrupt of
-// an idle CPU.
+// wake-up that ended the wait, or 0 when no task did: an interrupt (a
+// timeout, a device) or a wake-up on an idle CPU.
 struct waker {
 	u32 tgid; // 0: none
 	u32 unused;
 	u64 comm[TASK_COMM_LEN / 8];
 };
 
+// What a target thread's next switch-in needs from its last wakeup and
+// switch-out, in task-local storage: reaching it is a pointer chase, not a
+// hash of the thread id, and the kernel frees it with the task. The
+// timestamps are 0 when unset.
 struct thread_state {
 	u64 wakeup_ts; // wakeup (or preemption): run queue latency starts
 	// With runq_from_sched_info, in place of wakeup_ts: the kernel's

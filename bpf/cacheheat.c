@@ -1682,7 +1682,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	// A wait that no task ended (struct waker): a timeout or a signal
 	// from an interrupt; user space tells a futex that timed out from a
 	// lock's wait by it (collector/wait.go).
-	if (!by_cgroup && !s->waker.tgid && !(s->wait & WAIT_PREEMPTED))
+	if (!by_cgroup && !(s->wait & WAIT_PREEMPTED) && !s->waker.tgid)
 		s->wait |= WAIT_NO_WAKER;
 	offcpu_in(next, &s->off, s->wait, now);
 

@@ -318,15 +318,9 @@ var runqAtWakeup = false
 // on_switch needs to take the latency at the switch-in alone
 // (sched_info_wait in bpf/cacheheat.c).
 func runqFromSchedInfo() bool {
-	for _, m := range [][2]string{
-		{"sched_info", "last_queued"}, {"sched_info", "run_delay"}, {"sched_info", "last_arrival"},
-		{"sched_entity", "cfs_rq"}, {"cfs_rq", "rq"}, {"rq", "clock"},
-	} {
-		if !haveMember(m[0], m[1]) {
-			return false
-		}
-	}
-	return true
+	return haveMembers(
+		[2]string{"sched_info", "last_queued"}, [2]string{"sched_info", "run_delay"}, [2]string{"sched_info", "last_arrival"},
+		[2]string{"sched_entity", "cfs_rq"}, [2]string{"cfs_rq", "rq"}, [2]string{"rq", "clock"})
 }
 
 // preemptCountAt is how far this CPU's preempt count lies from its run
@@ -351,10 +345,21 @@ func preemptCountAt() int64 {
 	}
 	pc, ok1 := off["__preempt_count"]
 	rq, ok2 := off["runqueues"]
-	if !ok1 || !ok2 || pc == rq || !haveMember("sched_entity", "cfs_rq") || !haveMember("cfs_rq", "rq") || !haveMember("rq", "cpu") {
+	if !ok1 || !ok2 || !haveMembers([2]string{"sched_entity", "cfs_rq"}, [2]string{"cfs_rq", "rq"}, [2]string{"rq", "cpu"}) {
 		return 0
 	}
 	return pc - rq
+}
+
+// haveMembers says whether the running kernel's BTF has each {struct,
+// member} pair (haveMember).
+func haveMembers(m ...[2]string) bool {
+	for _, sm := range m {
+		if !haveMember(sm[0], sm[1]) {
+			return false
+		}
+	}
+	return true
 }
 
 // haveKfunc says whether the running kernel's BTF has the kfunc name.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,7 +24,8 @@ import (
 // 20 ms and exits before its window closes is still symbolized with the
 // files it mapped, where /proc/PID/maps read at the window's end finds
 // nothing. Processes that ran before the recording started are read from
-// /proc, as perf synthesizes their mappings.
+// /proc when it starts, as perf synthesizes their mappings
+// (snapshotRunning), and again at a sample the snapshot does not cover.
 
 // mmapRingPages is each CPU's ring buffer, in pages (a power of two): 256
 // KiB holds the mappings of a few hundred process starts, and the watcher
@@ -38,6 +40,34 @@ const mmapRingPages = 64
 // nothing maps wakes the watcher never: a 20 ms ticker woke it 50 times a
 // second and tripled what an idle recorder costs.
 const mmapPoll = 20 * time.Millisecond
+
+// snapshotRunning reads the mappings of the processes that keep accepts
+// (every one when keep is nil) from /proc, once the watcher is open, as
+// perf record synthesizes them at its start: the watcher reports only
+// what is mapped from now on, and a process that started before it and
+// exits within the first window (a 20 ms program of a loop under -a)
+// would otherwise have no mappings when its samples are resolved at the
+// window's end, its /proc gone. Newest first (the highest pids, unless
+// they wrapped): those are the likeliest to be short-lived.
+func snapshotRunning(sym *symbolize.Symbolizer, keep func(pid int) bool) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return // no /proc: every process is read at its first sample, as before
+	}
+	self := os.Getpid()
+	var pids []int
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && pid != self {
+			pids = append(pids, pid)
+		}
+	}
+	sort.Sort(sort.Reverse(sort.IntSlice(pids)))
+	for _, pid := range pids {
+		if keep == nil || keep(pid) {
+			_ = sym.Snapshot(pid) // a kernel thread has none; one may have exited
+		}
+	}
+}
 
 // mmapRecord is one mapping, exec or fork the kernel reported.
 type mmapRecord struct {

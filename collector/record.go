@@ -397,27 +397,33 @@ func (r *Recorder) begin(p *plan, k *kernel, fk *funcKernel, cm *command, am *ap
 	if o.Output != "" && !o.NoLines {
 		rec.meta.stackTable.lines = symbolize.NewLineRequests()
 	}
+	if !o.ByCgroup {
+		// Mappings are followed from before the command is released, so
+		// its exec and first maps are seen; and from before the targets'
+		// /proc is read, so that a process is either read there or seen
+		// starting (snapshotRunning).
+		cg := ""
+		if p.target.Kind == profile.TargetCgroup {
+			cg = p.target.Cgroup
+		}
+		keep := mmapKeep(p, k)
+		mw, err := newMmapWatcher(p.cpus, rec.sym, keep, cg)
+		if err != nil {
+			o.Warn(fmt.Sprintf("%v: processes that exit within a window may be left unnamed", err))
+		} else {
+			rec.mmaps = mw
+			mw.start()
+			if p.target.Kind != profile.TargetCommand {
+				snapshotRunning(rec.sym, keep)
+			}
+		}
+	}
 	// Indexing the targets' binaries can take a while: done before the
 	// clock starts. A command's mappings are read once it has exec'd.
 	if cm == nil {
 		for _, pid := range p.target.PIDs {
 			_ = rec.sym.Snapshot(pid) // a process may exit at any time: resolved as [unknown]
 			rec.goProcs.add(k, pid)
-		}
-	}
-	if !o.ByCgroup {
-		// Mappings are followed from before the command is released, so
-		// its exec and first maps are seen.
-		cg := ""
-		if p.target.Kind == profile.TargetCgroup {
-			cg = p.target.Cgroup
-		}
-		mw, err := newMmapWatcher(p.cpus, rec.sym, mmapKeep(p, k), cg)
-		if err != nil {
-			o.Warn(fmt.Sprintf("%v: processes that exit within a window may be left unnamed", err))
-		} else {
-			rec.mmaps = mw
-			mw.start()
 		}
 	}
 	var startMono int64

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -89,11 +90,7 @@ func TestExportFFN(t *testing.T) {
 					}
 					break
 				}
-				// Go's functions are package-qualified; C's are not,
-				// though a versioned one has dots after its '@'
-				// (fopen@@GLIBC_2.2.5, seen beside stress-ng).
-				name, _, _ := strings.Cut(f.Function, "@")
-				goFrame = goFrame || strings.Contains(name, ".")
+				goFrame = goFrame || isGoFunction(f.Function)
 			}
 			if !worker {
 				continue
@@ -219,3 +216,17 @@ func openPTY(t *testing.T, dir string) (master, slave *os.File) {
 	t.Cleanup(func() { s.Close() })
 	return m, s
 }
+
+// isGoFunction says whether a symbol is a Go function's: Go's are
+// package-qualified (runtime.goexit, main.main); C's are not, though a
+// versioned one has dots after its '@' (fopen@@GLIBC_2.2.5) and a GCC
+// or LLVM clone of one has dotted suffixes (ptmalloc_init.part.0, seen
+// in a sample of glibc's start-up beside stress-ng; .isra.0,
+// .constprop.0, .cold, .llvm.123).
+func isGoFunction(sym string) bool {
+	name, _, _ := strings.Cut(sym, "@")
+	return strings.Contains(name, ".") && !cClone.MatchString(name)
+}
+
+// cClone matches a C identifier followed by compiler clone suffixes only.
+var cClone = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.(part|isra|constprop|lto_priv|llvm)\.[0-9]+|\.cold(\.[0-9]+)?)+$`)

@@ -102,6 +102,55 @@ func TestShortLivedNamed(t *testing.T) {
 	}
 }
 
+// TestRunningAtStartNamed records -a while a program that was started
+// before the recorder runs on and exits within the first window: the
+// recorder's mapping watcher never sees it start, and its /proc is gone
+// when the window's samples are resolved, so its mappings must be read
+// when the recording starts, as perf record synthesizes them. Without that
+// every one of its samples was [unknown].
+func TestRunningAtStartNamed(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: cacheheat record loads BPF programs")
+	}
+	if testing.Short() {
+		t.Skip("records for 10 s; skipped with -short")
+	}
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("needs a C compiler (cc) to build the program")
+	}
+	bin := cacheheatBinary(t)
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "crunch-early")
+	if out, err := exec.Command(cc, "-O2", "-g", "-o", prog, filepath.Join("testdata", "programs", "crunch.c")).CombinedOutput(); err != nil {
+		t.Fatalf("building crunch: %v\n%s", err, out)
+	}
+	// 4 s of work, started first; one window of 10 s, which closes well
+	// after it exited.
+	early := exec.Command(prog, "4000")
+	if err := early.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = early.Wait() }()
+	rec := filepath.Join(dir, "early.rec")
+	if out, err := exec.Command(bin, "record", "-q", "-a", "-i", "10s", "-d", "10s", "-o", rec).CombinedOutput(); err != nil {
+		t.Fatalf("record: %v\n%s", err, out)
+	}
+	r, err := profile.ReadFile(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	named, total, cut, nosym := namedShare(t, r, "crunch-early")
+	t.Logf("crunch-early: %d of %d samples named, %d in code no symbol covers, %d stacks cut", named, total, nosym, cut)
+	total -= nosym
+	if total < 10 {
+		t.Skipf("only %d samples of crunch-early: the recorder attached after it had nearly finished (a busy host)", total)
+	}
+	if float64(named) < 0.95*float64(total) {
+		t.Errorf("crunch-early: %d of %d samples named, want at least 95%%", named, total)
+	}
+}
+
 // namedShare counts the samples of processes named comm, those whose
 // innermost user frame names a function, and the stacks cut for a frame
 // that was no return address. nosym counts the unnamed samples whose
@@ -114,6 +163,7 @@ func TestShortLivedNamed(t *testing.T) {
 func namedShare(t *testing.T, r *profile.Recording, comm string) (named, total, cut, nosym uint64) {
 	t.Helper()
 	checked := false
+	logged := 0 // unnamed samples shown, at most 3
 	comms := map[int]string{}
 	for _, w := range r.Windows {
 		for _, p := range w.Processes {
@@ -145,6 +195,12 @@ func namedShare(t *testing.T, r *profile.Recording, comm string) (named, total, 
 					t.Logf("%v: judged as unnamed", err)
 				} else if !has {
 					nosym += s.Count
+				} else if logged++; logged <= 3 {
+					t.Logf("unnamed where a symbol covers it: %v", fs)
+				}
+			default:
+				if logged++; logged <= 3 {
+					t.Logf("unnamed: %v", fs)
 				}
 			}
 			for _, f := range fs {

@@ -27,19 +27,7 @@ import (
 // closes is still symbolized. A caller frame is never a wrong one: a
 // stack is cut where a frame cannot be a return address.
 func TestShortLivedNamed(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: cacheheat record loads BPF programs")
-	}
-	if testing.Short() {
-		t.Skip("records short-lived programs for ~20 s; skipped with -short")
-	}
-	cc, err := exec.LookPath("cc")
-	if err != nil {
-		if cc, err = exec.LookPath("gcc"); err != nil {
-			t.Skip("needs a C compiler (cc or gcc) to build the short-lived programs")
-		}
-	}
-	bin := cacheheatBinary(t)
+	cc, bin := crunchPrereqs(t, "records short-lived programs for ~20 s")
 	dir := t.TempDir()
 	src := filepath.Join("testdata", "programs", "crunch.c")
 	progs := map[string][]string{"crunch-dyn": {"-O2", "-g"}, "crunch-static": {"-O2", "-g", "-static"}}
@@ -109,17 +97,7 @@ func TestShortLivedNamed(t *testing.T) {
 // when the recording starts, as perf record synthesizes them. Without that
 // every one of its samples was [unknown].
 func TestRunningAtStartNamed(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: cacheheat record loads BPF programs")
-	}
-	if testing.Short() {
-		t.Skip("records for 10 s; skipped with -short")
-	}
-	cc, err := exec.LookPath("cc")
-	if err != nil {
-		t.Skip("needs a C compiler (cc) to build the program")
-	}
-	bin := cacheheatBinary(t)
+	cc, bin := crunchPrereqs(t, "records for 10 s")
 	dir := t.TempDir()
 	prog := filepath.Join(dir, "crunch-early")
 	if out, err := exec.Command(cc, "-O2", "-g", "-o", prog, filepath.Join("testdata", "programs", "crunch.c")).CombinedOutput(); err != nil {
@@ -149,6 +127,26 @@ func TestRunningAtStartNamed(t *testing.T) {
 	if float64(named) < 0.95*float64(total) {
 		t.Errorf("crunch-early: %d of %d samples named, want at least 95%%", named, total)
 	}
+}
+
+// crunchPrereqs skips a test that records crunch.c's programs where it
+// cannot (not root, -short, no C compiler), saying what it does (long);
+// else it returns the C compiler and the cacheheat binary.
+func crunchPrereqs(t *testing.T, long string) (cc, bin string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: cacheheat record loads BPF programs")
+	}
+	if testing.Short() {
+		t.Skip(long + "; skipped with -short")
+	}
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		if cc, err = exec.LookPath("gcc"); err != nil {
+			t.Skip("needs a C compiler (cc or gcc) to build crunch.c's programs")
+		}
+	}
+	return cc, cacheheatBinary(t)
 }
 
 // namedShare counts the samples of processes named comm, those whose

@@ -419,10 +419,13 @@ func (r *Recorder) begin(p *plan, k *kernel, fk *funcKernel, cm *command, am *ap
 		}
 	}
 	// Indexing the targets' binaries can take a while: done before the
-	// clock starts. A command's mappings are read once it has exec'd.
+	// clock starts (by snapshotRunning, which reads every target, when
+	// the watcher runs). A command's mappings are read once it has exec'd.
 	if cm == nil {
 		for _, pid := range p.target.PIDs {
-			_ = rec.sym.Snapshot(pid) // a process may exit at any time: resolved as [unknown]
+			if rec.mmaps == nil {
+				_ = rec.sym.Snapshot(pid) // a process may exit at any time: resolved as [unknown]
+			}
 			rec.goProcs.add(k, pid)
 		}
 	}

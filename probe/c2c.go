@@ -205,10 +205,14 @@ func startPool(cpus []int) (*pool, error) {
 		p.jobs[i] = make(chan func())
 	}
 	ready := make(chan struct{}, len(cpus))
+	// The workers hold the channels, not p.jobs: close sets that to nil,
+	// and a worker that has said it is ready may not have looked there yet
+	// (a panic after the probe's tests passed, beside stress-ng).
+	jobs := p.jobs
 	go func() {
 		p.done <- workloads.RunPinned("cacheheat-probe", cpus, func(i int) error {
 			ready <- struct{}{}
-			for f := range p.jobs[i] {
+			for f := range jobs[i] {
 				f()
 			}
 			return nil

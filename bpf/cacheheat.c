@@ -1780,9 +1780,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	}
 	barrier();
 	l->busy = 0;
-	if (!next_target)
-		return 0;
-	if (wake_armed)
+	if (next_target && wake_armed)
 		wake_recorder();
 	return 0;
 }

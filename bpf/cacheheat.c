@@ -196,11 +196,6 @@ struct last_val {
 	u64 faults;    // its min_flt + maj_flt then
 	u64 majfaults; // its maj_flt then
 	u64 ref_enabled; // enabled time of enabled_ref_slot at the last read
-	// The running target's switch-in, accounted later (switched_in): when
-	// it was (0: done, or not seen) and how long it had waited on the run
-	// queue by the kernel's account (NO_RUNQ: not queued, or unknown).
-	u64 in_ts;
-	u64 in_q;
 	u32 pid;       // the running task (thread id); 0 until the first switch
 	u32 counted;   // counter[] of the SRC_COUNTER slots was read for pid
 	// Fault slots whose counter[] is not the counter's value now (bit i:
@@ -568,10 +563,10 @@ struct waker {
 struct thread_state {
 	u64 wakeup_ts; // wakeup (or preemption): run queue latency starts
 	// With runq_from_sched_info, in place of wakeup_ts: the kernel's
-	// sched_info.run_delay and pcount as they stood after the thread's
-	// last switch-in (sched_info_wait); pcount 0: not known.
+	// sched_info.run_delay and last_arrival as they stood right after
+	// the thread's last switch-in (sched_info_wait).
 	u64 run_delay;
-	u64 pcount;
+	u64 arrival;
 	u64 offcpu_ts; // switch-out; by cgroup, the reason in the low bits
 	struct offcpu_start off;
 	u32 wait; // the last switch-out's wait code (enum wait_bits)
@@ -1150,7 +1145,6 @@ static __always_inline void take_over(struct last_val *l, struct task_struct *t,
 	l->faults = t->min_flt + t->maj_flt;
 	l->majfaults = t->maj_flt;
 	l->counted = 0;
-	l->in_ts = 0;
 	if (!target || (!nr_counters && !l->faults_stale))
 		return;
 	for (u32 i = 0; i < MAX_EVENTS; i++) {
@@ -1318,66 +1312,46 @@ static __always_inline u64 take(u64 *ts)
 // otherwise on_wakeup takes the wake-up's time, as runqlat.bt does.
 const volatile bool runq_from_sched_info = false;
 
-// NO_RUNQ in last_val.in_q: the thread switching in was not queued, or its
-// wait is not known.
-#define NO_RUNQ (~0ULL)
-
-// runq_in is how long target thread t, switching in now, waited on the run
-// queue by the kernel's account, or NO_RUNQ. sched_switch fires before the
-// kernel adds this wait to its account (sched_info_switch, in
-// context_switch): last_queued is still the run queue's clock when t was
-// queued, and rq->clock is the clock the kernel then closes the wait with,
-// so the two agree to the nanosecond. Only t's own fields and this CPU's
-// run queue are read: the thread's state is not touched at a switch-in
-// (switched_in).
-static __always_inline u64 runq_in(struct task_struct *t)
+// sched_info_wait sets *d to how long target thread t, switching in now,
+// waited on the run queue, from the kernel's account, and says whether it
+// waited (the kernel queued it: woken, new or preempted). sched_switch
+// fires before the kernel adds this wait to its account
+// (sched_info_switch, in context_switch): last_queued is still the run
+// queue's clock when t was queued, and rq->clock is the clock the kernel
+// then closes the wait with, so the two agree to the nanosecond. A
+// thread moved to another CPU while queued had the wait's part on the old
+// CPU added to run_delay at the move (sched_info_dequeue); it is added
+// back when run_delay and last_arrival still stand as this thread's last
+// switch-in left them, else (a switch-in not seen) only the last part is
+// counted.
+static __always_inline bool sched_info_wait(struct task_struct *t, struct thread_state *s, u64 *d)
 {
-	if (!runq_from_sched_info)
-		return NO_RUNQ;
 	u64 queued = t->sched_info.last_queued;
 	if (!queued)
-		return NO_RUNQ;
+		return false;
 	u64 clock = t->se.cfs_rq->rq->clock;
 	if (clock < queued)
-		return NO_RUNQ;
-	return clock - queued;
-}
-
-// sched_info_wait sets *d to how long target thread t, running since this
-// CPU's last switch-in (l), waited on the run queue before it, and says
-// whether it waited (the kernel queued it: woken, new or preempted). The
-// kernel has added the wait to its account by now (sched_info_arrive). A
-// thread moved to another CPU while queued had the wait's part on the old
-// CPU added to run_delay at the move (sched_info_dequeue) and the last part
-// at the switch-in: run_delay moved by the whole wait since the switch-in
-// counted before, when that was the one just before (pcount moved by one);
-// otherwise (a switch-in not seen) only the last part, l->in_q, counts.
-static __always_inline bool sched_info_wait(struct task_struct *t, struct thread_state *s, struct last_val *l, u64 *d)
-{
-	u64 rd = t->sched_info.run_delay;
-	u64 pc = t->sched_info.pcount;
-	u64 q = l->in_q;
-	bool whole = s->pcount && pc == s->pcount + 1 && rd >= s->run_delay + q;
-	u64 w = rd - s->run_delay;
-	s->run_delay = rd;
-	s->pcount = pc;
-	if (q == NO_RUNQ)
 		return false;
-	*d = whole ? w : q;
+	u64 q = clock - queued;
+	u64 rd = t->sched_info.run_delay;
+	*d = q;
+	if (s->arrival && t->sched_info.last_arrival == s->arrival && rd >= s->run_delay)
+		*d += rd - s->run_delay;
+	s->run_delay = rd + q;
+	s->arrival = clock;
 	return true;
 }
 
-// run_queued sets *d to how long target thread t, running since this CPU's
-// last switch-in (l, at in), waited on the run queue before it, and says
-// whether it did.
-static __always_inline bool run_queued(struct task_struct *t, struct thread_state *s, struct last_val *l, u64 in, u64 *d)
+// run_queued sets *d to how long target thread t, switching in now,
+// waited on the run queue, and says whether it did.
+static __always_inline bool run_queued(struct task_struct *t, struct thread_state *s, u64 now, u64 *d)
 {
 	if (runq_from_sched_info)
-		return sched_info_wait(t, s, l, d);
+		return sched_info_wait(t, s, d);
 	u64 ts = take(&s->wakeup_ts);
-	if (!ts || in < ts)
+	if (!ts || now < ts)
 		return false;
-	*d = in - ts;
+	*d = now - ts;
 	return true;
 }
 
@@ -1650,80 +1624,6 @@ int BPF_PROG(on_wakeup_new, struct task_struct *p)
 	return 0;
 }
 
-// switched_in accounts the last switch-in of target thread t, which has
-// run on this CPU since (l): how long it was off the CPU, why and who woke
-// it, and how long it waited on the run queue. It runs at the thread's
-// next switch-out, cpu-clock sample or exit, whichever comes first, not at
-// the switch-in: a switch-in is on the path of whatever woke the thread (a
-// ping-pong's round trip, a lock's hand-over), its switch-out mostly is
-// not. What the switch-in must take then, it takes into l (in_ts, in_q).
-// The waker is read here: a wake-up between the switch-in and this point
-// is one that raced the thread's next block (the thread still running),
-// and names its waker for the wait before.
-static __noinline void switched_in(struct last_val *l, struct task_struct *t, struct thread_state *s)
-{
-	u64 in = l->in_ts;
-	l->in_ts = 0;
-	// A wait that no task ended (struct waker): a timeout or a signal
-	// from an interrupt; user space tells a futex that timed out from a
-	// lock's wait by it (collector/wait.go).
-	if (!by_cgroup && !(s->wait & WAIT_PREEMPTED) && !s->waker.tgid)
-		s->wait |= WAIT_NO_WAKER;
-	offcpu_in(t, &s->off, s->wait, in);
-
-	u32 zero = 0;
-	struct hist_val *h = bpf_map_lookup_elem(&hists, &zero);
-	struct cgroup_val *cv = NULL;
-	u64 q;
-	if (run_queued(t, s, l, in, &q)) {
-		u32 b = log2_bucket(q, HIST_BUCKETS - 1);
-		if (h)
-			h->runq[b]++;
-		cv = cgroup_of(t);
-		if (cv && b < HIST_BUCKETS) {
-			__sync_fetch_and_add(&cv->runq[b], 1);
-			__sync_fetch_and_add(&cv->runq_ns, q);
-		}
-	}
-	u64 ts = take(&s->offcpu_ts);
-	if (ts) {
-		u32 r = OFFCPU_OTHER;
-		if (by_cgroup) {
-			r = ts & OFFCPU_MASK;
-			ts &= ~OFFCPU_MASK;
-		}
-		if (in >= ts) {
-			u32 b = log2_bucket(in - ts, HIST_BUCKETS - 1);
-			if (!by_cgroup)
-				wait_in(t, s, in - ts, b);
-			// After wait_in: user space walks waits and peers only when
-			// this count moved since its last walk (readWaits), so the
-			// count must not run ahead of what it stands for.
-			if (h)
-				h->offcpu[b]++;
-			if (by_cgroup) {
-				if (!cv)
-					cv = cgroup_of(t);
-				if (cv && r < OFFCPU_REASONS && b < HIST_BUCKETS) {
-					__sync_fetch_and_add(&cv->offcpu[r][b], 1);
-					__sync_fetch_and_add(&cv->offcpu_ns[r], in - ts);
-				}
-			}
-		}
-	}
-}
-
-// switched_in_now accounts running target thread t's switch-in on this
-// CPU, if one is still to be accounted (l->in_ts).
-static __always_inline void switched_in_now(struct last_val *l, struct task_struct *t)
-{
-	if (!l->in_ts || l->pid != t->pid)
-		return;
-	struct thread_state *s = thread_of(t);
-	if (s)
-		switched_in(l, t, s);
-}
-
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
@@ -1745,9 +1645,6 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 			account(l, prev, now, 1);
 		struct thread_state *s = state & TASK_DEAD ? NULL : thread_of(prev);
 		if (s) {
-			// Its switch-in first: the fields below are the next one's.
-			if (l->in_ts && l->pid == prev->pid)
-				switched_in(l, prev, s);
 			// A preempted task goes straight back onto the run queue:
 			// its run queue latency starts now, as in runqlat.bt (and
 			// in the kernel's account, sched_info_depart).
@@ -1773,15 +1670,62 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	// The counters are read only around targets: at a target's switch-in
 	// for its baseline, at its switch-out for its delta (account).
 	take_over(l, next, now, next_target);
-	if (next_target) {
-		// The rest of the switch-in waits for its switched_in.
-		l->in_ts = now;
-		l->in_q = runq_in(next);
-	}
 	barrier();
 	l->busy = 0;
-	if (next_target && wake_armed)
+	if (!next_target)
+		return 0;
+	if (wake_armed)
 		wake_recorder();
+	struct thread_state *s = thread_of(next);
+	if (!s)
+		return 0;
+	// A wait that no task ended (struct waker): a timeout or a signal
+	// from an interrupt; user space tells a futex that timed out from a
+	// lock's wait by it (collector/wait.go).
+	if (!by_cgroup && !(s->wait & WAIT_PREEMPTED) && !s->waker.tgid)
+		s->wait |= WAIT_NO_WAKER;
+	offcpu_in(next, &s->off, s->wait, now);
+
+	u32 zero = 0;
+	struct hist_val *h = bpf_map_lookup_elem(&hists, &zero);
+	struct cgroup_val *cv = NULL;
+	u64 q;
+	if (run_queued(next, s, now, &q)) {
+		u32 b = log2_bucket(q, HIST_BUCKETS - 1);
+		if (h)
+			h->runq[b]++;
+		cv = cgroup_of(next);
+		if (cv && b < HIST_BUCKETS) {
+			__sync_fetch_and_add(&cv->runq[b], 1);
+			__sync_fetch_and_add(&cv->runq_ns, q);
+		}
+	}
+	u64 ts = take(&s->offcpu_ts);
+	if (ts) {
+		u32 r = OFFCPU_OTHER;
+		if (by_cgroup) {
+			r = ts & OFFCPU_MASK;
+			ts &= ~OFFCPU_MASK;
+		}
+		if (now >= ts) {
+			u32 b = log2_bucket(now - ts, HIST_BUCKETS - 1);
+			if (!by_cgroup)
+				wait_in(next, s, now - ts, b);
+			// After wait_in: user space walks waits and peers only when
+			// this count moved since its last walk (readWaits), so the
+			// count must not run ahead of what it stands for.
+			if (h)
+				h->offcpu[b]++;
+			if (by_cgroup) {
+				if (!cv)
+					cv = cgroup_of(next);
+				if (cv && r < OFFCPU_REASONS && b < HIST_BUCKETS) {
+					__sync_fetch_and_add(&cv->offcpu[r][b], 1);
+					__sync_fetch_and_add(&cv->offcpu_ns[r], now - ts);
+				}
+			}
+		}
+	}
 	return 0;
 }
 
@@ -1875,7 +1819,6 @@ int BPF_PROG(on_exit, struct task_struct *t)
 			barrier();
 			busy_to(l, t, now);
 			account(l, t, now, 0);
-			switched_in_now(l, t);
 			barrier();
 			l->busy = 0;
 		}
@@ -1927,14 +1870,10 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 	u64 now = bpf_ktime_get_ns();
 	// A switch, exec or exit that was interrupted keeps its values.
 	if (!l->busy) {
-		if (l->pid == t->pid) {
+		if (l->pid == t->pid)
 			account(l, t, now, 0);
-			// A thread that runs on: its switch-in is in the window
-			// it ran in, and not lost at the recording's end.
-			switched_in_now(l, t);
-		} else {
+		else
 			take_over(l, t, now, true);
-		}
 	}
 	s->samples[slot & 1]++;
 	if (wake_armed)

@@ -68,8 +68,6 @@ type CacheheatLastVal struct {
 	Faults      uint64
 	Majfaults   uint64
 	RefEnabled  uint64
-	InTs        uint64
-	InQ         uint64
 	Pid         uint32
 	Counted     uint32
 	FaultsStale uint64
@@ -230,7 +228,7 @@ type CacheheatThreadState struct {
 	_        structs.HostLayout
 	WakeupTs uint64
 	RunDelay uint64
-	Pcount   uint64
+	Arrival  uint64
 	OffcpuTs uint64
 	Off      struct {
 		_      structs.HostLayout

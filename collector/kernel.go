@@ -314,12 +314,12 @@ var runqAtWakeup = false
 // runqFromSchedInfo says whether the running kernel keeps its own
 // account of each task's run-queue wait (CONFIG_SCHED_INFO: struct
 // sched_info's fields) and leads from a task to its CPU's run queue
-// (CONFIG_FAIR_GROUP_SCHED: sched_entity.cfs_rq, cfs_rq.rq), from which
-// the BPF side takes the latency without a program at the wake-up
-// (runq_in and sched_info_wait in bpf/cacheheat.c).
+// (CONFIG_FAIR_GROUP_SCHED: sched_entity.cfs_rq, cfs_rq.rq), which
+// on_switch needs to take the latency at the switch-in alone
+// (sched_info_wait in bpf/cacheheat.c).
 func runqFromSchedInfo() bool {
 	return haveMembers(
-		[2]string{"sched_info", "last_queued"}, [2]string{"sched_info", "run_delay"}, [2]string{"sched_info", "pcount"},
+		[2]string{"sched_info", "last_queued"}, [2]string{"sched_info", "run_delay"}, [2]string{"sched_info", "last_arrival"},
 		[2]string{"sched_entity", "cfs_rq"}, [2]string{"cfs_rq", "rq"}, [2]string{"rq", "clock"})
 }
 

@@ -1128,14 +1128,13 @@ func buildC(t *testing.T, name, src string, flags ...string) string {
 	return bin
 }
 
-// TestWaitOfRunningThread: a target's switch-in is accounted after it
-// (switched_in in bpf/cacheheat.c), at the thread's next switch-out,
-// cpu-clock sample or exit. A thread that wakes from one 300 ms sleep and
+// TestWaitOfRunningThread: a thread that wakes from one 300 ms sleep and
 // then runs on past the recording's end, as a real-time task that nothing
 // on the host preempts, never switches out while recorded: its sleep must
-// still be in the recording, once and whole, from a sample's account.
-// Without the sample's account it failed in 3 runs of 3 (as a plain task
-// it passed: a preemption took the wait).
+// still be in the recording, once and whole. (Written for a build that
+// accounted a switch-in at the thread's next switch-out or sample, where
+// without the sample's account it failed 3 runs of 3: BENCHMARKS.md,
+// "Eighteenth session".)
 func TestWaitOfRunningThread(t *testing.T) {
 	needBPF(t)
 	const src = `#include <sched.h>

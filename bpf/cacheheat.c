@@ -198,6 +198,16 @@ struct last_val {
 	u64 ref_enabled; // enabled time of enabled_ref_slot at the last read
 	u32 pid;       // the running task (thread id); 0 until the first switch
 	u32 counted;   // counter[] of the SRC_COUNTER slots was read for pid
+	// own_faults: at the next account the fault slots count pid's own
+	// fault counts since faults and majfaults (a replayed switch-in,
+	// replay_in), not the perf counters, whose value at the switch-in was
+	// never read; the counters are read then for a new baseline.
+	u32 own_faults;
+	// clk_off is bpf_ktime_get_ns() less this CPU's rq->clock where a
+	// switch read both (the kernel had just updated rq->clock): the run
+	// queue's clock now, at a sample, where rq->clock is up to a tick old
+	// (replay_in). 0: not read yet.
+	u64 clk_off;
 	// Fault slots whose counter[] is not the counter's value now (bit i:
 	// slot i): faults of a task that is not a target moved them unread.
 	u64 faults_stale;
@@ -284,6 +294,11 @@ struct stats_val {
 	// counted after the target set was written: user space lists the set
 	// and checks the targets' binaries only when this moved.
 	u64 target_changes;
+	// Switch-ins of targets the tracepoint did not show, replayed from the
+	// kernel's account when the thread was next seen (replay_in), and
+	// those that could not be: their slices up to then are not counted.
+	u64 unseen_in;
+	u64 unseen_lost;
 };
 
 // Cumulative per-CPU sampling and drop counters.
@@ -568,6 +583,11 @@ struct thread_state {
 	u64 run_delay;
 	u64 arrival;
 	u64 offcpu_ts; // switch-out; by cgroup, the reason in the low bits
+	// The thread's min_flt + maj_flt and maj_flt at that switch-out: a
+	// switch-in the tracepoint did not show starts its faults from them
+	// (replay_in).
+	u64 out_faults;
+	u64 out_majfaults;
 	struct offcpu_start off;
 	u32 wait; // the last switch-out's wait code (enum wait_bits)
 	// The waker below is written on the waker's CPU (on_waking) and the
@@ -1145,6 +1165,7 @@ static __always_inline void take_over(struct last_val *l, struct task_struct *t,
 	l->faults = t->min_flt + t->maj_flt;
 	l->majfaults = t->maj_flt;
 	l->counted = 0;
+	l->own_faults = 0;
 	if (!target || (!nr_counters && !l->faults_stale))
 		return;
 	for (u32 i = 0; i < MAX_EVENTS; i++) {
@@ -1184,8 +1205,9 @@ static __always_inline void leave(struct last_val *l, struct task_struct *t)
 static __always_inline struct task_val *account(struct last_val *l, struct task_struct *t, u64 now, u64 switch_out)
 {
 	if (l->pid != t->pid) {
-		// t started running before this CPU's first switch or sample:
-		// nothing to attribute yet.
+		// t started running before this CPU's first switch or sample
+		// (nothing to attribute yet), or came in through a switch the
+		// tracepoint did not show that could not be replayed (replay_in).
 		l->faults_stale = fault_slots;
 		return NULL;
 	}
@@ -1231,10 +1253,11 @@ static __always_inline struct task_val *account(struct last_val *l, struct task_
 			dc = mig;
 			break;
 		default: {
-			// A fault slot is read only when t faulted in this slice.
-			if (src == SRC_FAULT && faults == l->faults)
+			// A fault slot is read only when t faulted in this slice, or
+			// to start its baseline after a replayed switch-in.
+			if (src == SRC_FAULT && faults == l->faults && !l->own_faults)
 				break;
-			if (src == SRC_MAJFAULT && majfaults == l->majfaults)
+			if (src == SRC_MAJFAULT && majfaults == l->majfaults && !l->own_faults)
 				break;
 			if (src == SRC_COUNTER && !l->counted)
 				continue;
@@ -1244,6 +1267,10 @@ static __always_inline struct task_val *account(struct last_val *l, struct task_
 			bool stale = is_fault_src(src) && (l->faults_stale & (1ull << i));
 			l->faults_stale &= ~(1ull << i);
 			dc = v.counter - l->counter[i];
+			if (is_fault_src(src) && l->own_faults) {
+				dc = src == SRC_FAULT ? faults - l->faults : majfaults - l->majfaults;
+				stale = false;
+			}
 			u64 de = have_ref && src == SRC_COUNTER ? ref_de : v.enabled - l->enabled[i];
 			u64 dr = v.running - l->running[i];
 			l->counter[i] = v.counter;
@@ -1275,6 +1302,7 @@ static __always_inline struct task_val *account(struct last_val *l, struct task_
 	l->ts = now;
 	l->faults = faults;
 	l->majfaults = majfaults;
+	l->own_faults = 0;
 	if (tv)
 		task_written();
 	return tv;
@@ -1323,13 +1351,25 @@ const volatile bool runq_from_sched_info = false;
 // CPU added to run_delay at the move (sched_info_dequeue); it is added
 // back when run_delay and last_arrival still stand as this thread's last
 // switch-in left them, else (a switch-in not seen) only the last part is
-// counted.
-static __always_inline bool sched_info_wait(struct task_struct *t, struct thread_state *s, u64 *d)
+// counted. A replayed switch-in (replay_in) comes after the kernel closed
+// the wait: it is how far run_delay moved since the thread's last counted
+// switch-in.
+static __always_inline bool sched_info_wait(struct last_val *l, struct task_struct *t, struct thread_state *s, u64 now, bool replayed, u64 *d)
 {
+	if (replayed) {
+		u64 rd = t->sched_info.run_delay;
+		bool moved = s->arrival && t->sched_info.last_arrival != s->arrival && rd > s->run_delay;
+		if (moved)
+			*d = rd - s->run_delay;
+		s->run_delay = rd;
+		s->arrival = t->sched_info.last_arrival;
+		return moved;
+	}
 	u64 queued = t->sched_info.last_queued;
 	if (!queued)
 		return false;
 	u64 clock = t->se.cfs_rq->rq->clock;
+	l->clk_off = now - clock;
 	if (clock < queued)
 		return false;
 	u64 q = clock - queued;
@@ -1343,11 +1383,12 @@ static __always_inline bool sched_info_wait(struct task_struct *t, struct thread
 }
 
 // run_queued sets *d to how long target thread t, switching in now,
-// waited on the run queue, and says whether it did.
-static __always_inline bool run_queued(struct task_struct *t, struct thread_state *s, u64 now, u64 *d)
+// waited on the run queue, and says whether it did (replayed: see
+// sched_info_wait; only done with runq_from_sched_info).
+static __always_inline bool run_queued(struct last_val *l, struct task_struct *t, struct thread_state *s, u64 now, bool replayed, u64 *d)
 {
 	if (runq_from_sched_info)
-		return sched_info_wait(t, s, d);
+		return sched_info_wait(l, t, s, now, replayed, d);
 	u64 ts = take(&s->wakeup_ts);
 	if (!ts || now < ts)
 		return false;
@@ -1624,61 +1665,17 @@ int BPF_PROG(on_wakeup_new, struct task_struct *p)
 	return 0;
 }
 
-SEC("tp_btf/sched_switch")
-int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+// switched_in does target thread next's switch-in work at time now: its
+// wait's end (the off-CPU time, the wait code and its waker, the off-CPU
+// stack record) and its run-queue wait, into the histograms. replayed:
+// the switch-in was not seen and is done late (replay_in).
+static __always_inline void switched_in(struct last_val *l, struct task_struct *next, u64 now, bool replayed)
 {
-	struct last_val *l = get_last();
-	if (!l)
-		return 0;
-	bool prev_target = is_target(prev);
-	bool next_target = is_target(next);
-	u64 now = bpf_ktime_get_ns();
-	l->busy = 1;
-	barrier();
-	busy_to(l, prev, now);
-	switch_counts(l, prev, next);
-
-	if (prev_target) {
-		long state = task_state(prev);
-		// An exiting task's last slice is not counted (on_exit).
-		if (!(state & TASK_DEAD))
-			account(l, prev, now, 1);
-		struct thread_state *s = state & TASK_DEAD ? NULL : thread_of(prev);
-		if (s) {
-			// A preempted task goes straight back onto the run queue:
-			// its run queue latency starts now, as in runqlat.bt (and
-			// in the kernel's account, sched_info_depart).
-			if (state == TASK_RUNNING && !runq_from_sched_info)
-				s->wakeup_ts = now;
-			// By cgroup, the off-CPU reason rides in the timestamp's
-			// low bits (OFFCPU_MASK ns of resolution).
-			s->offcpu_ts = by_cgroup ? (now & ~OFFCPU_MASK) | offcpu_reason_of(state) : now;
-			// Voluntary: the thread blocked (not preempted). Its wait
-			// code is taken now, while its registers still say which
-			// call it blocked in; the wake-up that ends the wait
-			// leaves its waker in s->waker.
-			if (!preempt && state != TASK_RUNNING) {
-				s->wait = by_cgroup ? 0 : wait_code(prev, state);
-				offcpu_out(ctx, &s->off, now, s->wait, state);
-			} else {
-				s->wait = WAIT_PREEMPTED;
-			}
-		}
-	} else {
-		leave(l, prev);
-	}
-	// The counters are read only around targets: at a target's switch-in
-	// for its baseline, at its switch-out for its delta (account).
-	take_over(l, next, now, next_target);
-	barrier();
-	l->busy = 0;
-	if (!next_target)
-		return 0;
 	if (wake_armed)
 		wake_recorder();
 	struct thread_state *s = thread_of(next);
 	if (!s)
-		return 0;
+		return;
 	// A wait that no task ended (struct waker): a timeout or a signal
 	// from an interrupt; user space tells a futex that timed out from a
 	// lock's wait by it (collector/wait.go).
@@ -1690,7 +1687,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	struct hist_val *h = bpf_map_lookup_elem(&hists, &zero);
 	struct cgroup_val *cv = NULL;
 	u64 q;
-	if (run_queued(next, s, now, &q)) {
+	if (run_queued(l, next, s, now, replayed, &q)) {
 		u32 b = log2_bucket(q, HIST_BUCKETS - 1);
 		if (h)
 			h->runq[b]++;
@@ -1726,6 +1723,131 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 			}
 		}
 	}
+}
+
+// replay_in does the switch-in of target thread t, running on this CPU
+// now, that the tracepoint did not show, and says whether it could. Not
+// every switch is traced (see unseen_faults): on the 6.18 Firecracker
+// guest the agent's threads switch out untraced after running 0.1-8 ms,
+// so the task they hand the CPU to comes in untraced, 3% of all switches
+// beside `stress-ng --cpu 2`; without this its slice, and the wait its
+// switch-in ends, were lost. The kernel's own account says when it came
+// in: sched_info.last_arrival is the run queue's clock at the switch-in,
+// so the clock now less it is how long t has run since. At a switch-out
+// (at_switch) the kernel has just updated rq->clock; at a sample or exit
+// it can be a tick old, and the clock now is taken from the monotonic
+// clock and clk_off, their difference at the last switch that read both
+// on this CPU (the two run at one rate to a few parts per million). It is
+// bounded by the last switch or sample this CPU showed (l->ts). The slice is then counted
+// from that time as any other, its faults from t's own counts since its
+// last switch-out (the perf counters moved unread for the task that left
+// unseen); its hardware counters are not counted (their value at the
+// switch-in was never read). Its wait and run-queue wait are closed as at
+// a switch-in (switched_in).
+static __noinline bool replay_in(struct last_val *l, struct task_struct *t, u64 now, bool at_switch)
+{
+	if (!l->ts)
+		return false; // t ran before this CPU's first switch or sample
+	struct stats_val *st = get_stats();
+	u64 clock = runq_from_sched_info ? t->se.cfs_rq->rq->clock : 0;
+	u64 arrival = runq_from_sched_info ? t->sched_info.last_arrival : 0;
+	if (at_switch && clock)
+		l->clk_off = now - clock;
+	else if (l->clk_off && now - l->clk_off > clock)
+		clock = now - l->clk_off;
+	if (!arrival || clock < arrival || now < l->ts) {
+		if (st)
+			st->unseen_lost++;
+		return false;
+	}
+	u64 ran = clock - arrival;
+	if (ran > now - l->ts)
+		ran = now - l->ts;
+	if (st)
+		st->unseen_in++;
+	struct thread_state *s = bpf_task_storage_get(&thread_state, t, 0, 0);
+	// The switch-out it last left through was seen: its faults since are
+	// this slice's.
+	bool baseline = s && s->offcpu_ts;
+	u64 faults = baseline ? s->out_faults : 0;
+	u64 majfaults = baseline ? s->out_majfaults : 0;
+	take_over(l, t, now - ran, false);
+	// The task that left unseen may have faulted: the counters moved. The
+	// account that follows reads them for a new baseline, and counts the
+	// faults before it from t's own counts (none without a baseline).
+	l->faults_stale = fault_slots;
+	l->own_faults = 1;
+	if (baseline) {
+		l->faults = faults;
+		l->majfaults = majfaults;
+	}
+	switched_in(l, t, now - ran, true);
+	return true;
+}
+
+// untraced_tgid: switches into this process from another are ignored, as
+// this guest's tracepoint leaves some out (replay_in): a test's knob
+// (collector TestUntracedSwitchIn), 0 otherwise, when the verifier drops
+// the check.
+const volatile u32 untraced_tgid = 0;
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	if (untraced_tgid && next->tgid == untraced_tgid && prev->tgid != untraced_tgid)
+		return 0;
+	struct last_val *l = get_last();
+	if (!l)
+		return 0;
+	bool prev_target = is_target(prev);
+	bool next_target = is_target(next);
+	u64 now = bpf_ktime_get_ns();
+	l->busy = 1;
+	barrier();
+	busy_to(l, prev, now);
+	switch_counts(l, prev, next);
+
+	if (prev_target) {
+		if (l->pid != prev->pid)
+			replay_in(l, prev, now, true);
+		long state = task_state(prev);
+		// An exiting task's last slice is not counted (on_exit).
+		if (!(state & TASK_DEAD))
+			account(l, prev, now, 1);
+		struct thread_state *s = state & TASK_DEAD ? NULL : thread_of(prev);
+		if (s) {
+			// A preempted task goes straight back onto the run queue:
+			// its run queue latency starts now, as in runqlat.bt (and
+			// in the kernel's account, sched_info_depart).
+			if (state == TASK_RUNNING && !runq_from_sched_info)
+				s->wakeup_ts = now;
+			// By cgroup, the off-CPU reason rides in the timestamp's
+			// low bits (OFFCPU_MASK ns of resolution).
+			s->offcpu_ts = by_cgroup ? (now & ~OFFCPU_MASK) | offcpu_reason_of(state) : now;
+			s->out_faults = prev->min_flt + prev->maj_flt;
+			s->out_majfaults = prev->maj_flt;
+			// Voluntary: the thread blocked (not preempted). Its wait
+			// code is taken now, while its registers still say which
+			// call it blocked in; the wake-up that ends the wait
+			// leaves its waker in s->waker.
+			if (!preempt && state != TASK_RUNNING) {
+				s->wait = by_cgroup ? 0 : wait_code(prev, state);
+				offcpu_out(ctx, &s->off, now, s->wait, state);
+			} else {
+				s->wait = WAIT_PREEMPTED;
+			}
+		}
+	} else {
+		leave(l, prev);
+	}
+	// The counters are read only around targets: at a target's switch-in
+	// for its baseline, at its switch-out for its delta (account).
+	take_over(l, next, now, next_target);
+	barrier();
+	l->busy = 0;
+	if (!next_target)
+		return 0;
+	switched_in(l, next, now, false);
 	return 0;
 }
 
@@ -1818,6 +1940,8 @@ int BPF_PROG(on_exit, struct task_struct *t)
 			l->busy = 1;
 			barrier();
 			busy_to(l, t, now);
+			if (l->pid != t->pid)
+				replay_in(l, t, now, false);
 			account(l, t, now, 0);
 			barrier();
 			l->busy = 0;
@@ -1870,7 +1994,7 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 	u64 now = bpf_ktime_get_ns();
 	// A switch, exec or exit that was interrupted keeps its values.
 	if (!l->busy) {
-		if (l->pid == t->pid)
+		if (l->pid == t->pid || replay_in(l, t, now, false))
 			account(l, t, now, 0);
 		else
 			take_over(l, t, now, true);

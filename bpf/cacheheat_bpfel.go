@@ -70,6 +70,9 @@ type CacheheatLastVal struct {
 	RefEnabled  uint64
 	Pid         uint32
 	Counted     uint32
+	OwnFaults   uint32
+	_           [4]byte
+	ClkOff      uint64
 	FaultsStale uint64
 	Busy        uint32
 	_           [4]byte
@@ -201,6 +204,8 @@ type CacheheatStatsVal struct {
 	TaskWrites    uint64
 	OtherWrites   uint64
 	TargetChanges uint64
+	UnseenIn      uint64
+	UnseenLost    uint64
 }
 
 type CacheheatTargetState uint32
@@ -225,12 +230,14 @@ type CacheheatTaskVal struct {
 }
 
 type CacheheatThreadState struct {
-	_        structs.HostLayout
-	WakeupTs uint64
-	RunDelay uint64
-	Arrival  uint64
-	OffcpuTs uint64
-	Off      struct {
+	_            structs.HostLayout
+	WakeupTs     uint64
+	RunDelay     uint64
+	Arrival      uint64
+	OffcpuTs     uint64
+	OutFaults    uint64
+	OutMajfaults uint64
+	Off          struct {
 		_      structs.HostLayout
 		Ts     uint64
 		Ustack int32
@@ -374,6 +381,7 @@ const (
 	CacheheatVarTargetCgroup       = "target_cgroup"
 	CacheheatVarTargetCgroupLevel  = "target_cgroup_level"
 	CacheheatVarTargetMode         = "target_mode"
+	CacheheatVarUntracedTgid       = "untraced_tgid"
 	CacheheatVarUnusedFdKind       = "unused_fd_kind"
 	CacheheatVarUnusedMode         = "unused_mode"
 	CacheheatVarUnusedOffcpuReason = "unused_offcpu_reason"
@@ -529,6 +537,7 @@ type CacheheatVariableSpecs struct {
 	TargetCgroup       *ebpf.VariableSpec `ebpf:"target_cgroup"`
 	TargetCgroupLevel  *ebpf.VariableSpec `ebpf:"target_cgroup_level"`
 	TargetMode         *ebpf.VariableSpec `ebpf:"target_mode"`
+	UntracedTgid       *ebpf.VariableSpec `ebpf:"untraced_tgid"`
 	UnusedFdKind       *ebpf.VariableSpec `ebpf:"unused_fd_kind"`
 	UnusedMode         *ebpf.VariableSpec `ebpf:"unused_mode"`
 	UnusedOffcpuReason *ebpf.VariableSpec `ebpf:"unused_offcpu_reason"`
@@ -712,6 +721,7 @@ type CacheheatVariables struct {
 	TargetCgroup       *ebpf.Variable `ebpf:"target_cgroup"`
 	TargetCgroupLevel  *ebpf.Variable `ebpf:"target_cgroup_level"`
 	TargetMode         *ebpf.Variable `ebpf:"target_mode"`
+	UntracedTgid       *ebpf.Variable `ebpf:"untraced_tgid"`
 	UnusedFdKind       *ebpf.Variable `ebpf:"unused_fd_kind"`
 	UnusedMode         *ebpf.Variable `ebpf:"unused_mode"`
 	UnusedOffcpuReason *ebpf.Variable `ebpf:"unused_offcpu_reason"`

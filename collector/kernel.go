@@ -149,6 +149,9 @@ type kernel struct {
 	// own account (runq_from_sched_info): sched_wakeup and
 	// sched_wakeup_new then have no program.
 	runqSchedInfo bool
+	// nrCounters is how many events are read from perf counters at the
+	// switches (hardware events: nr_counters).
+	nrCounters uint32
 }
 
 // checkPrivileges says what is missing for BPF recording, naming it.
@@ -243,6 +246,7 @@ func (k *kernel) load() error {
 	}
 	src, nrCounters, faultSlots := slotSources(cfg.counted, counterSlots(spec))
 	k.faultSlots = faultSlots
+	k.nrCounters = nrCounters
 	ring := ringBytes(k.possible)
 	if cfg.ringBytes != 0 {
 		ring = cfg.ringBytes
@@ -275,6 +279,7 @@ func (k *kernel) load() error {
 		"ring_wake_bytes":       uint64(ring / 2),
 		"runq_from_sched_info":  k.runqSchedInfo,
 		"preempt_count_at":      preemptCountAt(),
+		"untraced_tgid":         untracedTgid,
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return fmt.Errorf("setting bpf variable %s: %w", name, err)
@@ -310,6 +315,11 @@ func (k *kernel) unattached(p *ebpf.Program) bool {
 // wake-up even where the kernel keeps its own account: tests set it to
 // hold the two ways against each other.
 var runqAtWakeup = false
+
+// untracedTgid makes the switch program ignore switches into this process
+// from another, as some kernels do not trace every switch (replay_in in
+// bpf/cacheheat.c): a test's knob, 0 otherwise.
+var untracedTgid uint32
 
 // runqFromSchedInfo says whether the running kernel keeps its own
 // account of each task's run-queue wait (CONFIG_SCHED_INFO: struct

@@ -370,6 +370,8 @@ func (k *kernel) readStats(s *snapshot) error {
 		s.taskWrites += v.TaskWrites
 		s.otherWrites += v.OtherWrites
 		s.targetChanges += v.TargetChanges
+		s.unseenIn += v.UnseenIn
+		s.unseenLost += v.UnseenLost
 	}
 	oc, err := k.offcpuBuf.read(k.objs.OffcpuStats)
 	if err != nil {

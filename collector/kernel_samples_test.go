@@ -352,11 +352,11 @@ func TestTimeoutNamesNoWaker(t *testing.T) {
 	}
 }
 
-// piped starts program name with pipes to its stdin and from its stdout,
-// and kills it when the test ends.
-func piped(t *testing.T, name string) (*exec.Cmd, io.WriteCloser, io.ReadCloser) {
+// piped starts program name with args and pipes to its stdin and from its
+// stdout, and kills it when the test ends.
+func piped(t *testing.T, name string, args ...string) (*exec.Cmd, io.WriteCloser, io.ReadCloser) {
 	t.Helper()
-	cmd := exec.Command(name)
+	cmd := exec.Command(name, args...)
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -674,6 +674,10 @@ func (r *Recorder) finish(rec *run, end string, cm *command, am *appMetrics) (*p
 			tr.Warnings = append(tr.Warnings, fmt.Sprintf("source lines of %d files not kept in the recording (their debug information is too large to read beside the target): they are read from the binaries when the recording is read: %s", len(q.TooLarge), strings.Join(q.TooLarge, ", ")))
 		}
 	}
+	if msg := untracedWarning(rec.prev, rec.kern); msg != "" {
+		tr.Warnings = append(tr.Warnings, msg)
+		r.opts.Warn(msg)
+	}
 	if d := rec.drops; d.Total() > 0 {
 		tr.Warnings = append(tr.Warnings, "data lost: "+d.String())
 	}
@@ -689,6 +693,25 @@ func (r *Recorder) finish(rec *run, end string, cm *command, am *appMetrics) (*p
 		}
 	}
 	return &tr, nil
+}
+
+// untracedWarning says what a recording lost to switches the kernel's
+// sched_switch tracepoint did not show (replay_in in bpf/cacheheat.c), or
+// "": the software counts of a replayed slice are whole, its hardware
+// counts are not attributed; a slice that could not be replayed is not
+// counted at all up to the thread's next switch or sample.
+func untracedWarning(s *snapshot, k *kernel) string {
+	if s == nil || k == nil {
+		return ""
+	}
+	var parts []string
+	if s.unseenIn > 0 && k.nrCounters > 0 {
+		parts = append(parts, fmt.Sprintf("the hardware counts of %d slices of the target's threads are not attributed: the kernel did not trace their switch-in (their software counts were replayed from its scheduler account)", s.unseenIn))
+	}
+	if s.unseenLost > 0 {
+		parts = append(parts, fmt.Sprintf("%d slices of the target's threads are counted only from their next switch or sample: the kernel did not trace their switch-in and keeps no scheduler account to replay it from (CONFIG_SCHED_INFO)", s.unseenLost))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // stopCommand ends a command target with the recording, as perf stat

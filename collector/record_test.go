@@ -303,16 +303,14 @@ func TestRecordCommandPageFaults(t *testing.T) {
 	if rec.Trailer.ExitStatus == nil || *rec.Trailer.ExitStatus != 0 {
 		t.Errorf("exit status %v, want 0", rec.Trailer.ExitStatus)
 	}
-	// Within 5% over and 10% under: beside stress-ng --cpu 2 a run now
-	// and then counts 150-400 of its ~5,450 faults short (about 1 run in
-	// 100, BENCHMARKS.md "Eighteenth session"), none of it shown as a
-	// drop: a loss not yet explained (perhaps a switch-in this guest's
-	// sched_switch does not show, after which the slice's counts cannot be
-	// attributed; docs/INTERNALS.md).
+	// Within 5%: beside stress-ng --cpu 2 about 1 run in 100 once counted
+	// 150-400 of its ~5,450 faults short: a slice whose switch-in this
+	// guest's sched_switch did not show went uncounted. Replayed since
+	// (replay_in in bpf/cacheheat.c), 100 of 100 runs gave 4,950-5,064.
 	diff := int64(got) - int64(base)
 	t.Logf("page-faults: %d with %d pages touched, %d without", got, pages, base)
-	if diff < pages*90/100 || diff > pages*105/100 {
-		t.Errorf("page-faults: %d with %d pages touched, %d without: difference %d, want %d, 10%% under to 5%% over", got, pages, base, diff, pages)
+	if diff < pages*95/100 || diff > pages*105/100 {
+		t.Errorf("page-faults: %d with %d pages touched, %d without: difference %d, want %d within 5%%", got, pages, base, diff, pages)
 	}
 	// The target's per-CPU counter totals hold the same faults.
 	var perCPU uint64

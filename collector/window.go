@@ -40,6 +40,10 @@ type snapshot struct {
 	// others map (other_writes) and to the target set at a target's fork
 	// or exec (target_changes). A map whose count stands is not read.
 	taskWrites, otherWrites, targetChanges uint64
+	// unseenIn and unseenLost: targets' switch-ins the switch tracepoint
+	// did not show, replayed from the kernel's account and not
+	// (replay_in in bpf/cacheheat.c), summed over CPUs.
+	unseenIn, unseenLost uint64
 	// busyNS is each CPU's cumulative time running any task but its idle
 	// task (busy_ns in bpf/cacheheat.c); nil: not read. monoNS is the
 	// monotonic clock (the BPF side's) when it was read, from the

@@ -1,0 +1,150 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cacheheat/cacheheat/profile"
+)
+
+// hopperSrc spins 15 ms of its own CPU time, touching 100 new pages, then
+// sleeps 10 ms, for as many rounds as its argument, once it reads a byte
+// and sleeps 1 ms; then it prints its CPU time (ns) and its page faults
+// over the rounds. The 1 ms sleep gives the rounds a switch-out to count
+// their faults from: the faults of a thread's first slice in a recording,
+// if its switch-in is untraced, count only from its first sample or
+// switch-out (replay_in).
+const hopperSrc = `#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+static long ns(clockid_t c) {
+	struct timespec t;
+	clock_gettime(c, &t);
+	return t.tv_sec * 1000000000L + t.tv_nsec;
+}
+int main(int argc, char **argv) {
+	int rounds = atoi(argv[1]);
+	static const struct timespec nap = {0, 10000000}, start = {0, 1000000};
+	struct rusage r0, r1;
+	char c;
+	char *mem = mmap(0, rounds * 100 * 4096L, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (mem == MAP_FAILED || read(0, &c, 1) != 1)
+		return 1;
+	nanosleep(&start, 0);
+	getrusage(RUSAGE_SELF, &r0);
+	long cpu0 = ns(CLOCK_PROCESS_CPUTIME_ID);
+	for (int i = 0; i < rounds; i++) {
+		for (int p = 0; p < 100; p++)
+			mem[(i * 100L + p) * 4096] = 1;
+		long t0 = ns(CLOCK_THREAD_CPUTIME_ID);
+		while (ns(CLOCK_THREAD_CPUTIME_ID) - t0 < 15000000L)
+			;
+		nanosleep(&nap, 0);
+	}
+	long cpu1 = ns(CLOCK_PROCESS_CPUTIME_ID);
+	getrusage(RUSAGE_SELF, &r1);
+	printf("%ld %ld\n", cpu1 - cpu0, (r1.ru_minflt + r1.ru_majflt) - (r0.ru_minflt + r0.ru_majflt));
+	return 0;
+}
+`
+
+var unattributedRE = regexp.MustCompile(`the hardware counts of (\d+) slices`)
+
+// TestUntracedSwitchIn holds what is counted for a thread whose switch-ins
+// the sched_switch tracepoint does not show to the thread's own account of
+// its CPU time, page faults and sleeps. This guest's kernel leaves some
+// switches out (its agent's threads switch out untraced: replay_in in
+// bpf/cacheheat.c); untracedTgid makes the switch program leave out every
+// switch into the test's process, so each of its slices starts unseen and
+// is replayed from the kernel's scheduler account at its switch-out, a
+// cpu-clock sample or its exit. Without the replay it counted no sleep
+// and a fraction of the CPU time. The same run with every switch traced
+// must agree with the same account too. A software counter standing in
+// for a hardware event (read at the switches, as a PMU's are) says how
+// many slices were replayed: their hardware counts are not attributed,
+// and the recording says so.
+func TestUntracedSwitchIn(t *testing.T) {
+	needBPF(t)
+	if !runqFromSchedInfo() {
+		t.Skip("the kernel's BTF lacks sched_info's fields or sched_entity.cfs_rq (CONFIG_SCHED_INFO, CONFIG_FAIR_GROUP_SCHED): an untraced switch-in cannot be replayed")
+	}
+	const rounds = 30
+	bin := buildC(t, "hopper", hopperSrc, "-O1")
+	evs := events(t, "cpu-clock", "page-faults", "context-switches")
+	evs = append(evs, Event{Name: "cpu-clock-by-counter", Kind: KindRaw, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CPU_CLOCK})
+	for _, untraced := range []bool{true, false} {
+		t.Run(fmt.Sprintf("untraced=%v", untraced), func(t *testing.T) {
+			cmd, in, out := piped(t, bin, strconv.Itoa(rounds))
+			if untraced {
+				untracedTgid = uint32(cmd.Process.Pid)
+				t.Cleanup(func() { untracedTgid = 0 })
+			}
+			started := false
+			opts := Options{
+				Target: Target{Kind: profile.TargetPID, PIDs: []int{cmd.Process.Pid}},
+				Events: evs,
+				Sinks: []Sink{WindowFunc(func(*profile.Window, Status) {
+					if !started {
+						started = true
+						in.Write([]byte("g"))
+					}
+				})},
+			}
+			rec := record(t, context.Background(), opts)
+			b, _ := io.ReadAll(out)
+			var cpuNS, faults float64
+			if _, err := fmt.Sscan(string(b), &cpuNS, &faults); err != nil {
+				t.Fatalf("hopper printed %q: %v", b, err)
+			}
+			pid := cmd.Process.Pid
+			clock := float64(processTotal(rec, pid, "cpu-clock"))
+			pf := float64(processTotal(rec, pid, "page-faults"))
+			var naps uint64
+			var napNS float64
+			for _, wt := range rec.WaitTotals(0) {
+				if wt.Call == "nanosleep" || wt.Call == "clock_nanosleep" {
+					naps += wt.Count
+					napNS += wt.NS
+				}
+			}
+			replayed := -1
+			for _, w := range rec.Trailer.Warnings {
+				if m := unattributedRE.FindStringSubmatch(w); m != nil {
+					replayed, _ = strconv.Atoi(m[1])
+				}
+			}
+			t.Logf("its own account: %.1f ms of CPU, %.0f faults; recorded: cpu-clock %.1f ms, page-faults %.0f, %d naps of %.1f ms in all; %d slices replayed (warnings: %q)",
+				cpuNS/1e6, faults, clock/1e6, pf, naps, napNS/1e6, replayed, strings.Join(rec.Trailer.Warnings, "; "))
+			// Besides the rounds the recording holds the read that waited
+			// for the start and the exit: well under a millisecond of CPU
+			// and a few dozen faults.
+			if math.Abs(clock-cpuNS) > 0.03*cpuNS+2e6 {
+				t.Errorf("cpu-clock %.1f ms, its own account %.1f ms: want them within 3%% + 2 ms", clock/1e6, cpuNS/1e6)
+			}
+			if pf < faults || pf > faults+100 {
+				t.Errorf("page-faults %.0f, its own account %.0f over the rounds: want at most 100 more", pf, faults)
+			}
+			if naps != rounds+1 || napNS < rounds*10e6+1e6 {
+				t.Errorf("%d naps of %.1f ms in all: want the %d naps of 10 ms and the one of 1 ms", naps, napNS/1e6, rounds)
+			}
+			switch {
+			case untraced && replayed < rounds:
+				t.Errorf("%d slices replayed, want at least the %d rounds' (warnings: %q)", replayed, rounds, rec.Trailer.Warnings)
+			case !untraced && replayed > rounds/3:
+				// This guest leaves out a few switches of its own.
+				t.Errorf("%d slices replayed with every switch into the process traced, want few", replayed)
+			}
+		})
+	}
+}

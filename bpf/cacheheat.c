@@ -1737,13 +1737,14 @@ static __always_inline void switched_in(struct last_val *l, struct task_struct *
 // (at_switch) the kernel has just updated rq->clock; at a sample or exit
 // it can be a tick old, and the clock now is taken from the monotonic
 // clock and clk_off, their difference at the last switch that read both
-// on this CPU (the two run at one rate to a few parts per million). It is
-// bounded by the last switch or sample this CPU showed (l->ts). The slice is then counted
-// from that time as any other, its faults from t's own counts since its
-// last switch-out (the perf counters moved unread for the task that left
-// unseen); its hardware counters are not counted (their value at the
-// switch-in was never read). Its wait and run-queue wait are closed as at
-// a switch-in (switched_in).
+// on this CPU (the two run at one rate to a few parts per million). It
+// is bounded by the last switch or sample this CPU showed (l->ts). The
+// task that left untraced is counted up to then, and t's slice from then
+// as any other, its faults from t's own counts since its last switch-out
+// (the perf counters moved unread for the task that left); neither
+// slice's hardware counts are (their values at the switch were never
+// read). t's wait and run-queue wait are closed as at a switch-in
+// (switched_in).
 static __noinline bool replay_in(struct last_val *l, struct task_struct *t, u64 now, bool at_switch)
 {
 	if (!l->ts)
@@ -1765,13 +1766,29 @@ static __noinline bool replay_in(struct last_val *l, struct task_struct *t, u64 
 		ran = now - l->ts;
 	if (st)
 		st->unseen_in++;
+	u64 in = now - ran;
+	// The task that left untraced ran from l->ts until t came in: that is
+	// counted to it when it is a target (under -a, this guest's agent
+	// itself), its faults from its own counts since it came in, and not
+	// its hardware counts, which moved for t's time too.
+	if (have_task_from_pid && l->pid) {
+		struct task_struct *o = bpf_task_from_pid(l->pid);
+		if (o) {
+			if (is_target(o)) {
+				l->counted = 0;
+				l->own_faults = 1;
+				account(l, o, in, 1);
+			}
+			bpf_task_release(o);
+		}
+	}
 	struct thread_state *s = bpf_task_storage_get(&thread_state, t, 0, 0);
 	// The switch-out it last left through was seen: its faults since are
 	// this slice's.
 	bool baseline = s && s->offcpu_ts;
 	u64 faults = baseline ? s->out_faults : 0;
 	u64 majfaults = baseline ? s->out_majfaults : 0;
-	take_over(l, t, now - ran, false);
+	take_over(l, t, in, false);
 	// The task that left unseen may have faulted: the counters moved. The
 	// account that follows reads them for a new baseline, and counts the
 	// faults before it from t's own counts (none without a baseline).
@@ -1781,7 +1798,7 @@ static __noinline bool replay_in(struct last_val *l, struct task_struct *t, u64 
 		l->faults = faults;
 		l->majfaults = majfaults;
 	}
-	switched_in(l, t, now - ran, true);
+	switched_in(l, t, in, true);
 	return true;
 }
 

@@ -706,7 +706,7 @@ func untracedWarning(s *snapshot, k *kernel) string {
 	}
 	var parts []string
 	if s.unseenIn > 0 && k.nrCounters > 0 {
-		parts = append(parts, fmt.Sprintf("the hardware counts of %d slices of the target's threads are not attributed: the kernel did not trace their switch-in (their software counts were replayed from its scheduler account)", s.unseenIn))
+		parts = append(parts, fmt.Sprintf("the hardware counts of the target's threads around %d switches the kernel did not trace are not attributed (their software counts were replayed from its scheduler account)", s.unseenIn))
 	}
 	if s.unseenLost > 0 {
 		parts = append(parts, fmt.Sprintf("%d slices of the target's threads are counted only from their next switch or sample: the kernel did not trace their switch-in and keeps no scheduler account to replay it from (CONFIG_SCHED_INFO)", s.unseenLost))

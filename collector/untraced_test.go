@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os/exec"
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -16,12 +16,13 @@ import (
 )
 
 // hopperSrc spins 15 ms of its own CPU time, touching 100 new pages, then
-// sleeps 10 ms, for as many rounds as its argument, once it reads a byte
-// and sleeps 1 ms; then it prints its CPU time (ns) and its page faults
-// over the rounds. The 1 ms sleep gives the rounds a switch-out to count
-// their faults from: the faults of a thread's first slice in a recording,
-// if its switch-in is untraced, count only from its first sample or
-// switch-out (replay_in).
+// sleeps as many ms as its second argument (if any), for as many rounds
+// as its first, once it reads a byte and sleeps 1 ms; then it prints its
+// CPU time (ns) and its page faults over the rounds.
+// The 1 ms sleep gives the rounds a switch-out to count their faults
+// from: the faults of a thread's first slice in a recording, if its
+// switch-in is untraced, count only from its first sample or switch-out
+// (replay_in).
 const hopperSrc = `#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -35,7 +36,8 @@ static long ns(clockid_t c) {
 }
 int main(int argc, char **argv) {
 	int rounds = atoi(argv[1]);
-	static const struct timespec nap = {0, 10000000}, start = {0, 1000000};
+	static const struct timespec start = {0, 1000000};
+	struct timespec nap = {0, atoi(argv[2]) * 1000000L};
 	struct rusage r0, r1;
 	char c;
 	char *mem = mmap(0, rounds * 100 * 4096L, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -50,7 +52,8 @@ int main(int argc, char **argv) {
 		long t0 = ns(CLOCK_THREAD_CPUTIME_ID);
 		while (ns(CLOCK_THREAD_CPUTIME_ID) - t0 < 15000000L)
 			;
-		nanosleep(&nap, 0);
+		if (nap.tv_nsec)
+			nanosleep(&nap, 0);
 	}
 	long cpu1 = ns(CLOCK_PROCESS_CPUTIME_ID);
 	getrusage(RUSAGE_SELF, &r1);
@@ -59,21 +62,31 @@ int main(int argc, char **argv) {
 }
 `
 
-var unattributedRE = regexp.MustCompile(`the hardware counts of (\d+) slices`)
+var unattributedRE = regexp.MustCompile(`around (\d+) switches`)
+
+// hopper is one run of hopperSrc: the process and what it printed.
+type hopper struct {
+	cmd           *exec.Cmd
+	in            io.WriteCloser
+	out           io.ReadCloser
+	cpuNS, faults float64
+}
 
 // TestUntracedSwitchIn holds what is counted for a thread whose switch-ins
 // the sched_switch tracepoint does not show to the thread's own account of
 // its CPU time, page faults and sleeps. This guest's kernel leaves some
 // switches out (its agent's threads switch out untraced: replay_in in
 // bpf/cacheheat.c); untracedTgid makes the switch program leave out every
-// switch into the test's process, so each of its slices starts unseen and
-// is replayed from the kernel's scheduler account at its switch-out, a
-// cpu-clock sample or its exit. Without the replay it counted no sleep
-// and a fraction of the CPU time. The same run with every switch traced
-// must agree with the same account too. A software counter standing in
-// for a hardware event (read at the switches, as a PMU's are) says how
-// many slices were replayed: their hardware counts are not attributed,
-// and the recording says so.
+// switch into the test's process from another, so each of its slices
+// starts unseen and is replayed from the kernel's scheduler account at its
+// switch-out, a cpu-clock sample or its exit. Without the replay it
+// counted no sleep and a fraction of the CPU time. In "shared" a second
+// target, a spinner, shares the hopper's CPU, and leaves it untraced each
+// time the hopper comes in: its slice up to then must be counted to it.
+// The same runs with every switch traced must agree with the same account
+// too. A software counter standing in for a hardware event (read at the
+// switches, as a PMU's are) says how many slices were replayed: their
+// hardware counts are not attributed, and the recording says so.
 func TestUntracedSwitchIn(t *testing.T) {
 	needBPF(t)
 	if !runqFromSchedInfo() {
@@ -83,39 +96,56 @@ func TestUntracedSwitchIn(t *testing.T) {
 	bin := buildC(t, "hopper", hopperSrc, "-O1")
 	evs := events(t, "cpu-clock", "page-faults", "context-switches")
 	evs = append(evs, Event{Name: "cpu-clock-by-counter", Kind: KindRaw, Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CPU_CLOCK})
-	for _, untraced := range []bool{true, false} {
-		t.Run(fmt.Sprintf("untraced=%v", untraced), func(t *testing.T) {
-			cmd, in, out := piped(t, bin, strconv.Itoa(rounds))
-			if untraced {
-				untracedTgid = uint32(cmd.Process.Pid)
+	for _, tc := range []struct {
+		name     string
+		untraced bool
+		spinner  bool
+	}{{"alone/untraced", true, false}, {"alone/traced", false, false}, {"shared/untraced", true, true}, {"shared/traced", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			procs := []*hopper{{}}
+			if tc.spinner {
+				procs = append(procs, &hopper{})
+			}
+			var pids []int
+			for i, h := range procs {
+				nap := "10"
+				if i == 1 {
+					nap = "0" // the spinner
+				}
+				h.cmd, h.in, h.out = piped(t, bin, strconv.Itoa(rounds), nap)
+				pids = append(pids, h.cmd.Process.Pid)
+				if tc.spinner {
+					// Both on one CPU: the spinner runs whenever the
+					// hopper sleeps, and is switched out for it.
+					var cpus unix.CPUSet
+					cpus.Set(0)
+					if err := unix.SchedSetaffinity(h.cmd.Process.Pid, &cpus); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if tc.untraced {
+				untracedTgid = uint32(pids[0])
 				t.Cleanup(func() { untracedTgid = 0 })
 			}
 			started := false
 			opts := Options{
-				Target: Target{Kind: profile.TargetPID, PIDs: []int{cmd.Process.Pid}},
+				Target: Target{Kind: profile.TargetPID, PIDs: pids},
 				Events: evs,
 				Sinks: []Sink{WindowFunc(func(*profile.Window, Status) {
 					if !started {
 						started = true
-						in.Write([]byte("g"))
+						for _, h := range procs {
+							h.in.Write([]byte("g"))
+						}
 					}
 				})},
 			}
 			rec := record(t, context.Background(), opts)
-			b, _ := io.ReadAll(out)
-			var cpuNS, faults float64
-			if _, err := fmt.Sscan(string(b), &cpuNS, &faults); err != nil {
-				t.Fatalf("hopper printed %q: %v", b, err)
-			}
-			pid := cmd.Process.Pid
-			clock := float64(processTotal(rec, pid, "cpu-clock"))
-			pf := float64(processTotal(rec, pid, "page-faults"))
-			var naps uint64
-			var napNS float64
-			for _, wt := range rec.WaitTotals(0) {
-				if wt.Call == "nanosleep" || wt.Call == "clock_nanosleep" {
-					naps += wt.Count
-					napNS += wt.NS
+			for _, h := range procs {
+				b, _ := io.ReadAll(h.out)
+				if _, err := fmt.Sscan(string(b), &h.cpuNS, &h.faults); err != nil {
+					t.Fatalf("hopper %d printed %q: %v", h.cmd.Process.Pid, b, err)
 				}
 			}
 			replayed := -1
@@ -124,26 +154,45 @@ func TestUntracedSwitchIn(t *testing.T) {
 					replayed, _ = strconv.Atoi(m[1])
 				}
 			}
-			t.Logf("its own account: %.1f ms of CPU, %.0f faults; recorded: cpu-clock %.1f ms, page-faults %.0f, %d naps of %.1f ms in all; %d slices replayed (warnings: %q)",
-				cpuNS/1e6, faults, clock/1e6, pf, naps, napNS/1e6, replayed, strings.Join(rec.Trailer.Warnings, "; "))
-			// Besides the rounds the recording holds the read that waited
-			// for the start and the exit: well under a millisecond of CPU
-			// and a few dozen faults.
-			if math.Abs(clock-cpuNS) > 0.03*cpuNS+2e6 {
-				t.Errorf("cpu-clock %.1f ms, its own account %.1f ms: want them within 3%% + 2 ms", clock/1e6, cpuNS/1e6)
+			t.Logf("warnings: %q", rec.Trailer.Warnings)
+			for i, h := range procs {
+				pid := h.cmd.Process.Pid
+				clock := float64(processTotal(rec, pid, "cpu-clock"))
+				pf := float64(processTotal(rec, pid, "page-faults"))
+				t.Logf("process %d: its own account %.1f ms of CPU, %.0f faults; recorded: cpu-clock %.1f ms, page-faults %.0f",
+					i, h.cpuNS/1e6, h.faults, clock/1e6, pf)
+				// Besides the rounds the recording holds the read that
+				// waited for the start and the exit: well under a
+				// millisecond of CPU and a few dozen faults.
+				if math.Abs(clock-h.cpuNS) > 0.03*h.cpuNS+2e6 {
+					t.Errorf("process %d: cpu-clock %.1f ms, its own account %.1f ms: want them within 3%% + 2 ms", i, clock/1e6, h.cpuNS/1e6)
+				}
+				if pf < h.faults || pf > h.faults+100 {
+					t.Errorf("process %d: page-faults %.0f, its own account %.0f over the rounds: want at most 100 more", i, pf, h.faults)
+				}
 			}
-			if pf < faults || pf > faults+100 {
-				t.Errorf("page-faults %.0f, its own account %.0f over the rounds: want at most 100 more", pf, faults)
+			// The waits are by wait code, not by process: the hopper's
+			// naps and each process's 1 ms nap. A wait that starts with a
+			// switch-out the kernel does not trace is not seen: the
+			// spinner's, when it leaves the CPU to the hopper.
+			var naps uint64
+			var napNS float64
+			for _, wt := range rec.WaitTotals(0) {
+				if wt.Call == "nanosleep" || wt.Call == "clock_nanosleep" {
+					naps += wt.Count
+					napNS += wt.NS
+				}
 			}
-			if naps != rounds+1 || napNS < rounds*10e6+1e6 {
-				t.Errorf("%d naps of %.1f ms in all: want the %d naps of 10 ms and the one of 1 ms", naps, napNS/1e6, rounds)
+			t.Logf("%d naps of %.1f ms in all; %d switch-ins replayed", naps, napNS/1e6, replayed)
+			if naps < rounds+1 || naps > uint64(rounds+len(procs)) || napNS < rounds*10e6+1e6 {
+				t.Errorf("%d naps of %.1f ms in all: want the hopper's %d naps of 10 ms and a 1 ms nap of each of the %d processes (the spinner's may be missed)", naps, napNS/1e6, rounds, len(procs))
 			}
 			switch {
-			case untraced && replayed < rounds:
-				t.Errorf("%d slices replayed, want at least the %d rounds' (warnings: %q)", replayed, rounds, rec.Trailer.Warnings)
-			case !untraced && replayed > rounds/3:
+			case tc.untraced && replayed < rounds:
+				t.Errorf("%d switch-ins replayed, want at least the %d rounds'", replayed, rounds)
+			case !tc.untraced && replayed > rounds/3:
 				// This guest leaves out a few switches of its own.
-				t.Errorf("%d slices replayed with every switch into the process traced, want few", replayed)
+				t.Errorf("%d switch-ins replayed with every switch into the hopper traced, want few", replayed)
 			}
 		})
 	}

@@ -1173,15 +1173,20 @@ int main(void) {
 		}
 	}))
 	rec := record(t, ctx, opts)
-	var naps uint64
-	var ns float64
-	for _, wt := range rec.WaitTotals(0) {
-		if wt.Call == "nanosleep" || wt.Call == "clock_nanosleep" {
-			naps += wt.Count
-			ns += wt.NS
-		}
-	}
+	naps, ns := sleepTotals(rec)
 	if naps != 1 || ns < 300e6 || ns > 800e6 {
 		t.Errorf("%d nanosleep waits of %.0f ns in all; want the one nap of 300 ms (recording ended by %s)", naps, ns, rec.Trailer.EndReason)
 	}
+}
+
+// sleepTotals is how many nanosleep and clock_nanosleep waits a recording
+// holds and their time in all (ns).
+func sleepTotals(rec *profile.Recording) (n uint64, ns float64) {
+	for _, wt := range rec.WaitTotals(0) {
+		if wt.Call == "nanosleep" || wt.Call == "clock_nanosleep" {
+			n += wt.Count
+			ns += wt.NS
+		}
+	}
+	return n, ns
 }

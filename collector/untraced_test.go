@@ -175,14 +175,7 @@ func TestUntracedSwitchIn(t *testing.T) {
 			// naps and each process's 1 ms nap. A wait that starts with a
 			// switch-out the kernel does not trace is not seen: the
 			// spinner's, when it leaves the CPU to the hopper.
-			var naps uint64
-			var napNS float64
-			for _, wt := range rec.WaitTotals(0) {
-				if wt.Call == "nanosleep" || wt.Call == "clock_nanosleep" {
-					naps += wt.Count
-					napNS += wt.NS
-				}
-			}
+			naps, napNS := sleepTotals(rec)
 			t.Logf("%d naps of %.1f ms in all; %d switch-ins replayed", naps, napNS/1e6, replayed)
 			if naps < rounds+1 || naps > uint64(rounds+len(procs)) || napNS < rounds*10e6+1e6 {
 				t.Errorf("%d naps of %.1f ms in all: want the hopper's %d naps of 10 ms and a 1 ms nap of each of the %d processes (the spinner's may be missed)", naps, napNS/1e6, rounds, len(procs))

@@ -296,7 +296,9 @@ struct stats_val {
 	u64 target_changes;
 	// Switch-ins of targets the tracepoint did not show, replayed from the
 	// kernel's account when the thread was next seen (replay_in), and
-	// those that could not be: their slices up to then are not counted.
+	// slices not counted around such switches: of a switch-in that could
+	// not be replayed, up to then; of the task that left, when the replay
+	// came from the miss sampler under -a.
 	u64 unseen_in;
 	u64 unseen_lost;
 };
@@ -1739,13 +1741,13 @@ static __always_inline void switched_in(struct last_val *l, struct task_struct *
 // clock and clk_off, their difference at the last switch that read both
 // on this CPU (the two run at one rate to a few parts per million). It
 // is bounded by the last switch or sample this CPU showed (l->ts). The
-// task that left untraced is counted up to then, and t's slice from then
-// as any other, its faults from t's own counts since its last switch-out
+// task that left untraced is counted up to then (not from a hardware
+// event's sampler: no_nmi), and t's slice from then as any other, its faults from t's own counts since its last switch-out
 // (the perf counters moved unread for the task that left); neither
 // slice's hardware counts are (their values at the switch were never
 // read). t's wait and run-queue wait are closed as at a switch-in
 // (switched_in).
-static __noinline bool replay_in(struct last_val *l, struct task_struct *t, u64 now, bool at_switch)
+static __noinline bool replay_in(struct last_val *l, struct task_struct *t, u64 now, bool at_switch, bool no_nmi)
 {
 	if (!l->ts)
 		return false; // t ran before this CPU's first switch or sample
@@ -1770,8 +1772,14 @@ static __noinline bool replay_in(struct last_val *l, struct task_struct *t, u64 
 	// The task that left untraced ran from l->ts until t came in: that is
 	// counted to it when it is a target (under -a, this guest's agent
 	// itself), its faults from its own counts since it came in, and not
-	// its hardware counts, which moved for t's time too.
-	if (have_task_from_pid && l->pid) {
+	// its hardware counts, which moved for t's time too. Not from the
+	// miss sampler of a hardware event, which runs in an NMI (miss_in_nmi):
+	// dropping the task reference there could be the last one, and the
+	// task's release is not known to be safe in an NMI. The cpu-clock
+	// sampler runs in a timer interrupt.
+	if (!no_nmi && l->pid && target_mode == MODE_ALL && st)
+		st->unseen_lost++; // under -a every task but the idle one is a target
+	if (no_nmi && have_task_from_pid && l->pid) {
 		struct task_struct *o = bpf_task_from_pid(l->pid);
 		if (o) {
 			if (is_target(o)) {
@@ -1802,6 +1810,11 @@ static __noinline bool replay_in(struct last_val *l, struct task_struct *t, u64 
 	return true;
 }
 
+// miss_in_nmi: the miss sampler's event is not a software one, so its
+// program may run in an NMI (a hardware event's overflow on x86); a
+// software event's runs where the event happened (a page fault: the task).
+const volatile bool miss_in_nmi = false;
+
 // untraced_tgid: switches into this process from another are ignored, as
 // this guest's tracepoint leaves some out (replay_in): a test's knob
 // (collector TestUntracedSwitchIn), 0 otherwise, when the verifier drops
@@ -1826,7 +1839,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 
 	if (prev_target) {
 		if (l->pid != prev->pid)
-			replay_in(l, prev, now, true);
+			replay_in(l, prev, now, true, true);
 		long state = task_state(prev);
 		// An exiting task's last slice is not counted (on_exit).
 		if (!(state & TASK_DEAD))
@@ -1958,7 +1971,7 @@ int BPF_PROG(on_exit, struct task_struct *t)
 			barrier();
 			busy_to(l, t, now);
 			if (l->pid != t->pid)
-				replay_in(l, t, now, false);
+				replay_in(l, t, now, false, true);
 			account(l, t, now, 0);
 			barrier();
 			l->busy = 0;
@@ -2011,7 +2024,7 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 	u64 now = bpf_ktime_get_ns();
 	// A switch, exec or exit that was interrupted keeps its values.
 	if (!l->busy) {
-		if (l->pid == t->pid || replay_in(l, t, now, false))
+		if (l->pid == t->pid || replay_in(l, t, now, false, slot == SLOT_CLOCK || !miss_in_nmi))
 			account(l, t, now, 0);
 		else
 			take_over(l, t, now, true);

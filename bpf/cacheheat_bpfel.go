@@ -368,6 +368,7 @@ const (
 	CacheheatVarFaultSlots         = "fault_slots"
 	CacheheatVarHaveRdonlyCast     = "have_rdonly_cast"
 	CacheheatVarHaveTaskFromPid    = "have_task_from_pid"
+	CacheheatVarMissInNmi          = "miss_in_nmi"
 	CacheheatVarNrCounters         = "nr_counters"
 	CacheheatVarNrEvents           = "nr_events"
 	CacheheatVarOffcpuMinK         = "offcpu_min_k"
@@ -524,6 +525,7 @@ type CacheheatVariableSpecs struct {
 	FaultSlots         *ebpf.VariableSpec `ebpf:"fault_slots"`
 	HaveRdonlyCast     *ebpf.VariableSpec `ebpf:"have_rdonly_cast"`
 	HaveTaskFromPid    *ebpf.VariableSpec `ebpf:"have_task_from_pid"`
+	MissInNmi          *ebpf.VariableSpec `ebpf:"miss_in_nmi"`
 	NrCounters         *ebpf.VariableSpec `ebpf:"nr_counters"`
 	NrEvents           *ebpf.VariableSpec `ebpf:"nr_events"`
 	OffcpuMinK         *ebpf.VariableSpec `ebpf:"offcpu_min_k"`
@@ -708,6 +710,7 @@ type CacheheatVariables struct {
 	FaultSlots         *ebpf.Variable `ebpf:"fault_slots"`
 	HaveRdonlyCast     *ebpf.Variable `ebpf:"have_rdonly_cast"`
 	HaveTaskFromPid    *ebpf.Variable `ebpf:"have_task_from_pid"`
+	MissInNmi          *ebpf.Variable `ebpf:"miss_in_nmi"`
 	NrCounters         *ebpf.Variable `ebpf:"nr_counters"`
 	NrEvents           *ebpf.Variable `ebpf:"nr_events"`
 	OffcpuMinK         *ebpf.Variable `ebpf:"offcpu_min_k"`

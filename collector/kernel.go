@@ -280,6 +280,7 @@ func (k *kernel) load() error {
 		"runq_from_sched_info":  k.runqSchedInfo,
 		"preempt_count_at":      preemptCountAt(),
 		"untraced_tgid":         untracedTgid,
+		"miss_in_nmi":           cfg.missEvent != nil && cfg.missEvent.Type != unix.PERF_TYPE_SOFTWARE,
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return fmt.Errorf("setting bpf variable %s: %w", name, err)

@@ -699,7 +699,9 @@ func (r *Recorder) finish(rec *run, end string, cm *command, am *appMetrics) (*p
 // sched_switch tracepoint did not show (replay_in in bpf/cacheheat.c), or
 // "": the software counts of a replayed slice are whole, its hardware
 // counts are not attributed; a slice that could not be replayed is not
-// counted at all up to the thread's next switch or sample.
+// counted at all up to the thread's next switch or sample, nor, under -a,
+// that of a thread that left the CPU untraced when a hardware event's
+// sample (an NMI) found the replay.
 func untracedWarning(s *snapshot, k *kernel) string {
 	if s == nil || k == nil {
 		return ""
@@ -709,7 +711,7 @@ func untracedWarning(s *snapshot, k *kernel) string {
 		parts = append(parts, fmt.Sprintf("the hardware counts of the target's threads around %d switches the kernel did not trace are not attributed (their software counts were replayed from its scheduler account)", s.unseenIn))
 	}
 	if s.unseenLost > 0 {
-		parts = append(parts, fmt.Sprintf("%d slices of the target's threads are counted only from their next switch or sample: the kernel did not trace their switch-in and keeps no scheduler account to replay it from (CONFIG_SCHED_INFO)", s.unseenLost))
+		parts = append(parts, fmt.Sprintf("%d slices of the target's threads around switches the kernel did not trace are not counted (without the kernel's scheduler account, CONFIG_SCHED_INFO, a slice is counted only from its next switch or sample; the slice of a thread that left the CPU untraced is lost when a hardware event's sample finds the thread that came in)", s.unseenLost))
 	}
 	return strings.Join(parts, "; ")
 }

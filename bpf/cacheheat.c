@@ -1818,7 +1818,7 @@ const volatile bool miss_in_nmi = false;
 // untraced_tgid: switches into this process from another are ignored, as
 // this guest's tracepoint leaves some out (replay_in): a test's knob
 // (collector TestUntracedSwitchIn), 0 otherwise, when the verifier drops
-// the check.
+// the branch (one load of it stays).
 const volatile u32 untraced_tgid = 0;
 
 SEC("tp_btf/sched_switch")

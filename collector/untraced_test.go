@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -188,5 +189,29 @@ func TestUntracedSwitchIn(t *testing.T) {
 				t.Errorf("%d switch-ins replayed with every switch into the hopper traced, want few", replayed)
 			}
 		})
+	}
+}
+
+// TestUntracedWarning: the recording says what untraced switches cost it,
+// and nothing when they cost nothing (software counts are replayed whole).
+func TestUntracedWarning(t *testing.T) {
+	for _, tc := range []struct {
+		in, lost    uint64
+		counters    uint32
+		want, want2 string
+	}{
+		{0, 0, 2, "", ""},
+		{5, 0, 0, "", ""},
+		{5, 0, 2, "around 5 switches the kernel did not trace are not attributed", ""},
+		{0, 3, 0, "3 slices of the target's threads around switches the kernel did not trace are not counted", ""},
+		{5, 3, 2, "around 5 switches", "3 slices"},
+	} {
+		got := untracedWarning(&snapshot{unseenIn: tc.in, unseenLost: tc.lost}, &kernel{nrCounters: tc.counters})
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) || !strings.Contains(got, tc.want2) {
+			t.Errorf("%d replayed, %d lost, %d counters: %q, want one with %q and %q", tc.in, tc.lost, tc.counters, got, tc.want, tc.want2)
+		}
+	}
+	if got := untracedWarning(nil, nil); got != "" {
+		t.Errorf("no snapshot: %q, want none", got)
 	}
 }

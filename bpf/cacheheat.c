@@ -208,6 +208,12 @@ struct last_val {
 	// queue's clock now, at a sample, where rq->clock is up to a tick old
 	// (replay_in). 0: not read yet.
 	u64 clk_off;
+	// The running target's switch-in, accounted later (switched_in): when
+	// it was (0: done, or none to do) and how long it had waited on the
+	// run queue's last part by the kernel's account (NO_RUNQ: not queued,
+	// or not known).
+	u64 in_ts;
+	u64 in_q;
 	// Fault slots whose counter[] is not the counter's value now (bit i:
 	// slot i): faults of a task that is not a target moved them unread.
 	u64 faults_stale;
@@ -298,7 +304,9 @@ struct stats_val {
 	// kernel's account when the thread was next seen (replay_in), and
 	// slices not counted around such switches: of a switch-in that could
 	// not be replayed, up to then; of the task that left, when the replay
-	// came from the miss sampler under -a.
+	// came from the miss sampler under -a; of a thread that came in and
+	// left untraced, or whose switch-in's work was dropped, which the
+	// kernel's count of its switch-ins shows (sched_info_wait).
 	u64 unseen_in;
 	u64 unseen_lost;
 };
@@ -580,10 +588,10 @@ struct waker {
 struct thread_state {
 	u64 wakeup_ts; // wakeup (or preemption): run queue latency starts
 	// With runq_from_sched_info, in place of wakeup_ts: the kernel's
-	// sched_info.run_delay and last_arrival as they stood right after
-	// the thread's last switch-in (sched_info_wait).
+	// sched_info.run_delay and pcount as they stood after the thread's
+	// last counted switch-in (sched_info_wait); pcount 0: not known.
 	u64 run_delay;
-	u64 arrival;
+	u64 pcount;
 	u64 offcpu_ts; // switch-out; by cgroup, the reason in the low bits
 	// The thread's min_flt + maj_flt and maj_flt at that switch-out: a
 	// switch-in the tracepoint did not show starts its faults from them
@@ -1168,6 +1176,7 @@ static __always_inline void take_over(struct last_val *l, struct task_struct *t,
 	l->majfaults = t->maj_flt;
 	l->counted = 0;
 	l->own_faults = 0;
+	l->in_ts = 0;
 	if (!target || (!nr_counters && !l->faults_stale))
 		return;
 	for (u32 i = 0; i < MAX_EVENTS; i++) {
@@ -1342,59 +1351,88 @@ static __always_inline u64 take(u64 *ts)
 // otherwise on_wakeup takes the wake-up's time, as runqlat.bt does.
 const volatile bool runq_from_sched_info = false;
 
-// sched_info_wait sets *d to how long target thread t, switching in now,
-// waited on the run queue, from the kernel's account, and says whether it
-// waited (the kernel queued it: woken, new or preempted). sched_switch
-// fires before the kernel adds this wait to its account
+// In last_val.in_q: NO_RUNQ, the thread switching in was not queued, or its
+// wait is not known; REPLAYED_RUNQ, its switch-in was not seen (replay_in).
+#define NO_RUNQ (~0ULL)
+#define REPLAYED_RUNQ (~1ULL)
+
+// runq_in is how long target thread t, switching in now on this CPU (l),
+// waited on the run queue there by the kernel's account, or NO_RUNQ.
+// sched_switch fires before the kernel adds this wait to its account
 // (sched_info_switch, in context_switch): last_queued is still the run
 // queue's clock when t was queued, and rq->clock is the clock the kernel
-// then closes the wait with, so the two agree to the nanosecond. A
-// thread moved to another CPU while queued had the wait's part on the old
-// CPU added to run_delay at the move (sched_info_dequeue); it is added
-// back when run_delay and last_arrival still stand as this thread's last
-// switch-in left them, else (a switch-in not seen) only the last part is
-// counted. A replayed switch-in (replay_in) comes after the kernel closed
-// the wait: it is how far run_delay moved since the thread's last counted
-// switch-in.
-static __always_inline bool sched_info_wait(struct last_val *l, struct task_struct *t, struct thread_state *s, u64 now, bool replayed, u64 *d)
+// then closes the wait with, so the two agree to the nanosecond. Only t's
+// own fields and this CPU's run queue are read: the thread's state is not
+// touched at a switch-in (switched_in). rq->clock was just updated, so its
+// offset from the monotonic clock is kept for replay_in.
+static __always_inline u64 runq_in(struct last_val *l, struct task_struct *t, u64 now)
 {
-	if (replayed) {
-		u64 rd = t->sched_info.run_delay;
-		bool moved = s->arrival && t->sched_info.last_arrival != s->arrival && rd > s->run_delay;
-		if (moved)
-			*d = rd - s->run_delay;
-		s->run_delay = rd;
-		s->arrival = t->sched_info.last_arrival;
-		return moved;
-	}
+	if (!runq_from_sched_info)
+		return NO_RUNQ;
 	u64 queued = t->sched_info.last_queued;
 	if (!queued)
-		return false;
+		return NO_RUNQ;
 	u64 clock = t->se.cfs_rq->rq->clock;
 	l->clk_off = now - clock;
 	if (clock < queued)
-		return false;
-	u64 q = clock - queued;
+		return NO_RUNQ;
+	return clock - queued;
+}
+
+// sched_info_wait sets *d to how long target thread t waited on the run
+// queue before its last switch-in on this CPU (l), and says whether it
+// waited (the kernel queued it: woken, new or preempted). The kernel has
+// added that wait to its account by now (sched_info_arrive). A thread moved
+// to another CPU while queued had the wait's part on the old CPU added to
+// run_delay at the move (sched_info_dequeue) and the last part at the
+// switch-in: run_delay moved by the whole wait since the switch-in counted
+// before when that was the one just before (pcount moved by one);
+// otherwise (a switch-in not seen) only the last part, l->in_q, counts. A
+// replayed switch-in (replay_in) has no last part: it is how far run_delay
+// moved since the thread's last counted switch-in.
+static __always_inline bool sched_info_wait(struct last_val *l, struct task_struct *t, struct thread_state *s, u64 *d)
+{
 	u64 rd = t->sched_info.run_delay;
-	*d = q;
-	if (s->arrival && t->sched_info.last_arrival == s->arrival && rd >= s->run_delay)
-		*d += rd - s->run_delay;
-	s->run_delay = rd + q;
-	s->arrival = clock;
+	u64 pc = t->sched_info.pcount;
+	u64 q = l->in_q;
+	bool known = s->pcount && rd >= s->run_delay;
+	u64 w = rd - s->run_delay;
+	bool whole = known && pc == s->pcount + 1 && (q >= REPLAYED_RUNQ || w >= q);
+	// More than this switch-in since the last counted one: the thread
+	// came in untraced, and left untraced before any switch, sample or
+	// exit of it could replay it (to a task whose own replay then found
+	// another as the CPU's last), so that slice was not counted, nor the
+	// wait it ended; or a switch-in's work was dropped (an NMI's replay,
+	// or a switch-in after the thread's exit). The kernel counted it:
+	// so are they.
+	if (s->pcount && pc > s->pcount + 1) {
+		struct stats_val *st = get_stats();
+		if (st)
+			st->unseen_lost += pc - s->pcount - 1;
+	}
+	bool moved = known && pc != s->pcount && w;
+	s->run_delay = rd;
+	s->pcount = pc;
+	if (q == REPLAYED_RUNQ) {
+		*d = w;
+		return moved;
+	}
+	if (q == NO_RUNQ)
+		return false;
+	*d = whole ? w : q;
 	return true;
 }
 
-// run_queued sets *d to how long target thread t, switching in now,
-// waited on the run queue, and says whether it did (replayed: see
-// sched_info_wait; only done with runq_from_sched_info).
-static __always_inline bool run_queued(struct last_val *l, struct task_struct *t, struct thread_state *s, u64 now, bool replayed, u64 *d)
+// run_queued sets *d to how long target thread t, which switched in on this
+// CPU (l) at in, waited on the run queue before, and says whether it did.
+static __always_inline bool run_queued(struct last_val *l, struct task_struct *t, struct thread_state *s, u64 in, u64 *d)
 {
 	if (runq_from_sched_info)
-		return sched_info_wait(l, t, s, now, replayed, d);
+		return sched_info_wait(l, t, s, d);
 	u64 ts = take(&s->wakeup_ts);
-	if (!ts || now < ts)
+	if (!ts || in < ts)
 		return false;
-	*d = now - ts;
+	*d = in - ts;
 	return true;
 }
 
@@ -1667,33 +1705,35 @@ int BPF_PROG(on_wakeup_new, struct task_struct *p)
 	return 0;
 }
 
-// switched_in does target thread next's switch-in work at time now: its
-// wait's end (the off-CPU time, the wait code and its waker, the off-CPU
-// stack record) and its run-queue wait, into the histograms. replayed:
-// the switch-in was not seen and is done late (replay_in).
-static __always_inline void switched_in(struct last_val *l, struct task_struct *next, u64 now, bool replayed)
+// switched_in does target thread t's switch-in work, for its switch-in at
+// in on this CPU (l): its wait's end (the off-CPU time, the wait code and
+// its waker, the off-CPU stack record) and its run-queue wait, into the
+// histograms. It runs at the thread's next switch-out, cpu-clock sample or
+// exit, whichever comes first (switched_in_now), not at the switch-in: a
+// switch-in is on the path of whatever woke the thread (a ping-pong's
+// round trip, a lock's hand-over), its switch-out mostly is not. What
+// cannot wait, the switch-in takes into l (in_ts, in_q). The waker is read
+// here: a wake-up between the switch-in and this point is one that raced
+// the thread's next block (the thread still running), and names its waker
+// for the wait before.
+static __noinline void switched_in(struct last_val *l, struct task_struct *t, struct thread_state *s, u64 in)
 {
-	if (wake_armed)
-		wake_recorder();
-	struct thread_state *s = thread_of(next);
-	if (!s)
-		return;
 	// A wait that no task ended (struct waker): a timeout or a signal
 	// from an interrupt; user space tells a futex that timed out from a
 	// lock's wait by it (collector/wait.go).
 	if (!by_cgroup && !(s->wait & WAIT_PREEMPTED) && !s->waker.tgid)
 		s->wait |= WAIT_NO_WAKER;
-	offcpu_in(next, &s->off, s->wait, now);
+	offcpu_in(t, &s->off, s->wait, in);
 
 	u32 zero = 0;
 	struct hist_val *h = bpf_map_lookup_elem(&hists, &zero);
 	struct cgroup_val *cv = NULL;
 	u64 q;
-	if (run_queued(l, next, s, now, replayed, &q)) {
+	if (run_queued(l, t, s, in, &q)) {
 		u32 b = log2_bucket(q, HIST_BUCKETS - 1);
 		if (h)
 			h->runq[b]++;
-		cv = cgroup_of(next);
+		cv = cgroup_of(t);
 		if (cv && b < HIST_BUCKETS) {
 			__sync_fetch_and_add(&cv->runq[b], 1);
 			__sync_fetch_and_add(&cv->runq_ns, q);
@@ -1706,10 +1746,10 @@ static __always_inline void switched_in(struct last_val *l, struct task_struct *
 			r = ts & OFFCPU_MASK;
 			ts &= ~OFFCPU_MASK;
 		}
-		if (now >= ts) {
-			u32 b = log2_bucket(now - ts, HIST_BUCKETS - 1);
+		if (in >= ts) {
+			u32 b = log2_bucket(in - ts, HIST_BUCKETS - 1);
 			if (!by_cgroup)
-				wait_in(next, s, now - ts, b);
+				wait_in(t, s, in - ts, b);
 			// After wait_in: user space walks waits and peers only when
 			// this count moved since its last walk (readWaits), so the
 			// count must not run ahead of what it stands for.
@@ -1717,14 +1757,47 @@ static __always_inline void switched_in(struct last_val *l, struct task_struct *
 				h->offcpu[b]++;
 			if (by_cgroup) {
 				if (!cv)
-					cv = cgroup_of(next);
+					cv = cgroup_of(t);
 				if (cv && r < OFFCPU_REASONS && b < HIST_BUCKETS) {
 					__sync_fetch_and_add(&cv->offcpu[r][b], 1);
-					__sync_fetch_and_add(&cv->offcpu_ns[r], now - ts);
+					__sync_fetch_and_add(&cv->offcpu_ns[r], in - ts);
 				}
 			}
 		}
 	}
+}
+
+// switched_in_now does running target thread t's switch-in work, if its
+// switch-in on this CPU (l) is still to be done, and says whether none is
+// left. Not when its state cannot be had (task storage busy on this CPU):
+// the next switch-out, sample or exit tries again.
+static __always_inline bool switched_in_now(struct last_val *l, struct task_struct *t)
+{
+	if (!l->in_ts || l->pid != t->pid)
+		return true;
+	struct thread_state *s = thread_of(t);
+	if (!s)
+		return false;
+	u64 in = l->in_ts;
+	l->in_ts = 0;
+	switched_in(l, t, s, in);
+	return true;
+}
+
+// left_switched_in does the switch-in work still to do (switched_in) of the
+// target thread that left this CPU through a switch the tracepoint did not
+// show, before replay_in takes the CPU over for the one that came in. Not
+// from an NMI (see replay_in). Apart from replay_in, whose frame would
+// otherwise put switched_in's calls past the verifier's 512 bytes of stack.
+static __noinline void left_switched_in(struct last_val *l)
+{
+	if (!have_task_from_pid)
+		return;
+	struct task_struct *o = bpf_task_from_pid(l->pid);
+	if (!o)
+		return;
+	switched_in_now(l, o);
+	bpf_task_release(o);
 }
 
 // replay_in does the switch-in of target thread t, running on this CPU
@@ -1742,11 +1815,12 @@ static __always_inline void switched_in(struct last_val *l, struct task_struct *
 // on this CPU (the two run at one rate to a few parts per million). It
 // is bounded by the last switch or sample this CPU showed (l->ts). The
 // task that left untraced is counted up to then (not from a hardware
-// event's sampler: no_nmi), and t's slice from then as any other, its faults from t's own counts since its last switch-out
-// (the perf counters moved unread for the task that left); neither
-// slice's hardware counts are (their values at the switch were never
-// read). t's wait and run-queue wait are closed as at a switch-in
-// (switched_in).
+// event's sampler: no_nmi), and t's slice from then as any other, its
+// faults from t's own counts since its last switch-out (the perf counters
+// moved unread for the task that left); neither slice's hardware counts
+// are (their values at the switch were never read). t's wait and
+// run-queue wait are then closed as at any switch-in (switched_in, from
+// the caller's next switched_in_now or switch-out).
 static __noinline bool replay_in(struct last_val *l, struct task_struct *t, u64 now, bool at_switch, bool no_nmi)
 {
 	if (!l->ts)
@@ -1776,9 +1850,9 @@ static __noinline bool replay_in(struct last_val *l, struct task_struct *t, u64 
 	// miss sampler of a hardware event, which runs in an NMI (miss_in_nmi):
 	// dropping the task reference there could be the last one, and the
 	// task's release is not known to be safe in an NMI. The cpu-clock
-	// sampler runs in a timer interrupt.
-	if (!no_nmi && l->pid && target_mode == MODE_ALL && st)
-		st->unseen_lost++; // under -a every task but the idle one is a target
+	// sampler runs in a timer interrupt. Its own switch-in's work, if
+	// still to do, was done before (replay).
+	bool left_lost = !no_nmi && l->pid && target_mode == MODE_ALL; // under -a every task but the idle one is a target
 	if (no_nmi && have_task_from_pid && l->pid) {
 		struct task_struct *o = bpf_task_from_pid(l->pid);
 		if (o) {
@@ -1790,6 +1864,10 @@ static __noinline bool replay_in(struct last_val *l, struct task_struct *t, u64 
 			bpf_task_release(o);
 		}
 	}
+	// A switch-in's work it could not do is counted at the task's next
+	// one (sched_info_wait).
+	if (st && left_lost)
+		st->unseen_lost++;
 	struct thread_state *s = bpf_task_storage_get(&thread_state, t, 0, 0);
 	// The switch-out it last left through was seen: its faults since are
 	// this slice's.
@@ -1806,8 +1884,19 @@ static __noinline bool replay_in(struct last_val *l, struct task_struct *t, u64 
 		l->faults = faults;
 		l->majfaults = majfaults;
 	}
-	switched_in(l, t, in, true);
+	// Its switch-in's work follows as any other's (switched_in).
+	l->in_ts = in;
+	l->in_q = REPLAYED_RUNQ;
 	return true;
+}
+
+// replay does what replay_in does, after the switch-in work of the task
+// that left (left_switched_in).
+static __always_inline bool replay(struct last_val *l, struct task_struct *t, u64 now, bool at_switch, bool no_nmi)
+{
+	if (l->in_ts && no_nmi)
+		left_switched_in(l);
+	return replay_in(l, t, now, at_switch, no_nmi);
 }
 
 // miss_in_nmi: the miss sampler's event is not a software one, so its
@@ -1839,13 +1928,19 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 
 	if (prev_target) {
 		if (l->pid != prev->pid)
-			replay_in(l, prev, now, true, true);
+			replay(l, prev, now, true, true);
 		long state = task_state(prev);
 		// An exiting task's last slice is not counted (on_exit).
 		if (!(state & TASK_DEAD))
 			account(l, prev, now, 1);
 		struct thread_state *s = state & TASK_DEAD ? NULL : thread_of(prev);
 		if (s) {
+			// Its switch-in first: the fields below are for the next.
+			if (l->in_ts && l->pid == prev->pid) {
+				u64 in = l->in_ts;
+				l->in_ts = 0;
+				switched_in(l, prev, s, in);
+			}
 			// A preempted task goes straight back onto the run queue:
 			// its run queue latency starts now, as in runqlat.bt (and
 			// in the kernel's account, sched_info_depart).
@@ -1873,11 +1968,15 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	// The counters are read only around targets: at a target's switch-in
 	// for its baseline, at its switch-out for its delta (account).
 	take_over(l, next, now, next_target);
+	if (next_target) {
+		// The rest of the switch-in waits for switched_in.
+		l->in_ts = now;
+		l->in_q = runq_in(l, next, now);
+	}
 	barrier();
 	l->busy = 0;
-	if (!next_target)
-		return 0;
-	switched_in(l, next, now, false);
+	if (next_target && wake_armed)
+		wake_recorder();
 	return 0;
 }
 
@@ -1971,7 +2070,8 @@ int BPF_PROG(on_exit, struct task_struct *t)
 			barrier();
 			busy_to(l, t, now);
 			if (l->pid != t->pid)
-				replay_in(l, t, now, false, true);
+				replay(l, t, now, false, true);
+			switched_in_now(l, t);
 			account(l, t, now, 0);
 			barrier();
 			l->busy = 0;
@@ -2024,10 +2124,15 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 	u64 now = bpf_ktime_get_ns();
 	// A switch, exec or exit that was interrupted keeps its values.
 	if (!l->busy) {
-		if (l->pid == t->pid || replay_in(l, t, now, false, slot == SLOT_CLOCK || !miss_in_nmi))
+		bool no_nmi = slot == SLOT_CLOCK || !miss_in_nmi;
+		if (l->pid == t->pid || replay(l, t, now, false, no_nmi)) {
 			account(l, t, now, 0);
-		else
+			// Not from an NMI: task storage takes a lock.
+			if (no_nmi)
+				switched_in_now(l, t);
+		} else {
 			take_over(l, t, now, true);
+		}
 	}
 	s->samples[slot & 1]++;
 	if (wake_armed)

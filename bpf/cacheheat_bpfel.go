@@ -73,6 +73,8 @@ type CacheheatLastVal struct {
 	OwnFaults   uint32
 	_           [4]byte
 	ClkOff      uint64
+	InTs        uint64
+	InQ         uint64
 	FaultsStale uint64
 	Busy        uint32
 	_           [4]byte
@@ -233,7 +235,7 @@ type CacheheatThreadState struct {
 	_            structs.HostLayout
 	WakeupTs     uint64
 	RunDelay     uint64
-	Arrival      uint64
+	Pcount       uint64
 	OffcpuTs     uint64
 	OutFaults    uint64
 	OutMajfaults uint64

@@ -326,11 +326,12 @@ var untracedTgid uint32
 // account of each task's run-queue wait (CONFIG_SCHED_INFO: struct
 // sched_info's fields) and leads from a task to its CPU's run queue
 // (CONFIG_FAIR_GROUP_SCHED: sched_entity.cfs_rq, cfs_rq.rq), which
-// on_switch needs to take the latency at the switch-in alone
-// (sched_info_wait in bpf/cacheheat.c).
+// on_switch needs to take the latency at the switch-in alone (runq_in
+// and sched_info_wait in bpf/cacheheat.c).
 func runqFromSchedInfo() bool {
 	return haveMembers(
 		[2]string{"sched_info", "last_queued"}, [2]string{"sched_info", "run_delay"}, [2]string{"sched_info", "last_arrival"},
+		[2]string{"sched_info", "pcount"},
 		[2]string{"sched_entity", "cfs_rq"}, [2]string{"cfs_rq", "rq"}, [2]string{"rq", "clock"})
 }
 

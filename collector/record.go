@@ -711,7 +711,7 @@ func untracedWarning(s *snapshot, k *kernel) string {
 		parts = append(parts, fmt.Sprintf("the hardware counts of the target's threads around %d switches the kernel did not trace are not attributed (their software counts were replayed from its scheduler account)", s.unseenIn))
 	}
 	if s.unseenLost > 0 {
-		parts = append(parts, fmt.Sprintf("%d slices of the target's threads around switches the kernel did not trace are not counted (without the kernel's scheduler account, CONFIG_SCHED_INFO, a slice is counted only from its next switch or sample; the slice of a thread that left the CPU untraced is lost when a hardware event's sample finds the thread that came in)", s.unseenLost))
+		parts = append(parts, fmt.Sprintf("%d slices of the target's threads around switches the kernel did not trace are not counted (a thread that came in and left again untraced before any switch or sample of it, known from the kernel's count of its switch-ins, with the wait its switch-in ended; without the kernel's scheduler account, CONFIG_SCHED_INFO, a slice is counted only from its next switch or sample; the slice of a thread that left the CPU untraced is lost when a hardware event's sample finds the thread that came in)", s.unseenLost))
 	}
 	return strings.Join(parts, "; ")
 }

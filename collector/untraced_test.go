@@ -63,7 +63,10 @@ int main(int argc, char **argv) {
 }
 `
 
-var unattributedRE = regexp.MustCompile(`around (\d+) switches`)
+var (
+	unattributedRE = regexp.MustCompile(`around (\d+) switches`)
+	lostSlicesRE   = regexp.MustCompile(`(\d+) slices of the target's threads`)
+)
 
 // hopper is one run of hopperSrc: the process and what it printed.
 type hopper struct {
@@ -149,10 +152,13 @@ func TestUntracedSwitchIn(t *testing.T) {
 					t.Fatalf("hopper %d printed %q: %v", h.cmd.Process.Pid, b, err)
 				}
 			}
-			replayed := -1
+			replayed, lost := -1, 0
 			for _, w := range rec.Trailer.Warnings {
 				if m := unattributedRE.FindStringSubmatch(w); m != nil {
 					replayed, _ = strconv.Atoi(m[1])
+				}
+				if m := lostSlicesRE.FindStringSubmatch(w); m != nil {
+					lost, _ = strconv.Atoi(m[1])
 				}
 			}
 			t.Logf("warnings: %q", rec.Trailer.Warnings)
@@ -168,8 +174,14 @@ func TestUntracedSwitchIn(t *testing.T) {
 				if math.Abs(clock-h.cpuNS) > 0.03*h.cpuNS+2e6 {
 					t.Errorf("process %d: cpu-clock %.1f ms, its own account %.1f ms: want them within 3%% + 2 ms", i, clock/1e6, h.cpuNS/1e6)
 				}
-				if pf < h.faults || pf > h.faults+100 {
-					t.Errorf("process %d: page-faults %.0f, its own account %.0f over the rounds: want at most 100 more", i, pf, h.faults)
+				// A slice that came in and left untraced (this guest's own
+				// untraced switches beside the knob's: the spinner, after an
+				// agent thread, then leaving for the hopper) is not counted,
+				// and the recording says how many: each is less than one
+				// round's 15 ms of CPU (a sample would have replayed it), so
+				// it holds at most one round's 100 pages.
+				if pf < h.faults-float64(100*lost) || pf > h.faults+100 {
+					t.Errorf("process %d: page-faults %.0f, its own account %.0f over the rounds, %d slices not counted by the recording's account: want at most 100 more, and at most 100 a slice not counted fewer", i, pf, h.faults, lost)
 				}
 			}
 			// The waits are by wait code, not by process: the hopper's

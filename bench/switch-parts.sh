@@ -6,8 +6,10 @@
 #   full      the real program
 #   nostacks  no off-CPU stacks taken (the rest of the off-CPU work stays)
 #   noaccount neither stacks nor the switching-out target's accounting
-#   noswitchin neither of those nor the switch-in's work (thread state,
-#             run-queue and off-CPU histograms)
+#   noswitchin neither of those nor the switch-in's work (its time and
+#             run-queue wait taken at the switch-in, and switched_in at
+#             the next switch-out: wait account, run-queue and off-CPU
+#             histograms; a sample or exit still does a pending one)
 #   empty     returns at once: the attach and dispatch floor
 #   floor     on_switch, on_waking and on_wakeup all return at once: what
 #             attaching to the scheduler tracepoints costs a switch-heavy
@@ -52,7 +54,8 @@ elif v in order:
     if n >= 1:
         sub("\t\t\taccount(l, prev, now, 1);\n", "\t\t\t;\n")
     if n >= 2:
-        sub("\tstruct thread_state *s = thread_of(next);\n", "\treturn 0;\n\tstruct thread_state *s = thread_of(next);\n")
+        sub("\t\t\t\tswitched_in(l, prev, s, in);\n", "\t\t\t\t(void)in;\n")
+        sub("\t\tl->in_ts = now;\n\t\tl->in_q = runq_in(l, next, now);\n", "\t\t(void)runq_in;\n")
 open(p, "w").write(s)
 PY
 }

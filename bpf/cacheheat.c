@@ -1768,20 +1768,19 @@ static __noinline void switched_in(struct last_val *l, struct task_struct *t, st
 }
 
 // switched_in_now does running target thread t's switch-in work, if its
-// switch-in on this CPU (l) is still to be done, and says whether none is
-// left. Not when its state cannot be had (task storage busy on this CPU):
-// the next switch-out, sample or exit tries again.
-static __always_inline bool switched_in_now(struct last_val *l, struct task_struct *t)
+// switch-in on this CPU (l) is still to be done. Not when its state cannot
+// be had (task storage busy on this CPU): the next switch-out, sample or
+// exit tries again.
+static __always_inline void switched_in_now(struct last_val *l, struct task_struct *t)
 {
 	if (!l->in_ts || l->pid != t->pid)
-		return true;
+		return;
 	struct thread_state *s = thread_of(t);
 	if (!s)
-		return false;
+		return;
 	u64 in = l->in_ts;
 	l->in_ts = 0;
 	switched_in(l, t, s, in);
-	return true;
 }
 
 // left_switched_in does the switch-in work still to do (switched_in) of the

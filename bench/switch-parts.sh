@@ -54,7 +54,7 @@ elif v in order:
     if n >= 1:
         sub("\t\t\taccount(l, prev, now, 1);\n", "\t\t\t;\n")
     if n >= 2:
-        sub("\t\t\t\tswitched_in(l, prev, s, in);\n", "\t\t\t\t(void)in;\n")
+        sub("\t\t\tpending_in(l, prev, s);\n", "\t\t\t;\n")
         sub("\t\tl->in_ts = now;\n\t\tl->in_q = runq_in(l, next, now);\n", "\t\t(void)runq_in;\n")
 open(p, "w").write(s)
 PY

@@ -1767,20 +1767,28 @@ static __noinline void switched_in(struct last_val *l, struct task_struct *t, st
 	}
 }
 
-// switched_in_now does running target thread t's switch-in work, if its
-// switch-in on this CPU (l) is still to be done. Not when its state cannot
-// be had (task storage busy on this CPU): the next switch-out, sample or
-// exit tries again.
+// pending_in does target thread t's switch-in work, given its state s, if
+// its switch-in on this CPU (l) is still to be done.
+static __always_inline void pending_in(struct last_val *l, struct task_struct *t, struct thread_state *s)
+{
+	if (!l->in_ts || l->pid != t->pid)
+		return;
+	u64 in = l->in_ts;
+	l->in_ts = 0;
+	switched_in(l, t, s, in);
+}
+
+// switched_in_now does pending_in for running target thread t, looking its
+// state up only when there is work. Not when the state cannot be had (task
+// storage busy on this CPU): the next switch-out, sample or exit tries
+// again.
 static __always_inline void switched_in_now(struct last_val *l, struct task_struct *t)
 {
 	if (!l->in_ts || l->pid != t->pid)
 		return;
 	struct thread_state *s = thread_of(t);
-	if (!s)
-		return;
-	u64 in = l->in_ts;
-	l->in_ts = 0;
-	switched_in(l, t, s, in);
+	if (s)
+		pending_in(l, t, s);
 }
 
 // left_switched_in does the switch-in work still to do (switched_in) of the
@@ -1935,11 +1943,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		struct thread_state *s = state & TASK_DEAD ? NULL : thread_of(prev);
 		if (s) {
 			// Its switch-in first: the fields below are for the next.
-			if (l->in_ts && l->pid == prev->pid) {
-				u64 in = l->in_ts;
-				l->in_ts = 0;
-				switched_in(l, prev, s, in);
-			}
+			pending_in(l, prev, s);
 			// A preempted task goes straight back onto the run queue:
 			// its run queue latency starts now, as in runqlat.bt (and
 			// in the kernel's account, sched_info_depart).

@@ -585,7 +585,19 @@ struct waker {
 // switch-out, in task-local storage: reaching it is a pointer chase, not a
 // hash of the thread id, and the kernel frees it with the task. The
 // timestamps are 0 when unset.
+//
+// The waker comes first. The kernel keeps a task's storage in a cache line
+// of its own that starts with the map's pointer (struct
+// bpf_local_storage_elem: sdata, ____cacheline_aligned), which every
+// lookup reads to check its hit, on_waking's on the waker's CPU included;
+// the fields the thread's own CPU writes at each switch-out start 64 bytes
+// after the waker, so no line holds both them and the waker or that
+// pointer, and a wake-up that writes nothing reads only lines that neither
+// CPU wrote since.
 struct thread_state {
+	// Written on the waker's CPU (on_waking), and only when it changes.
+	struct waker waker;
+	u8 apart[64];
 	u64 wakeup_ts; // wakeup (or preemption): run queue latency starts
 	// With runq_from_sched_info, in place of wakeup_ts: the kernel's
 	// sched_info.run_delay and pcount as they stood after the thread's
@@ -600,12 +612,6 @@ struct thread_state {
 	u64 out_majfaults;
 	struct offcpu_start off;
 	u32 wait; // the last switch-out's wait code (enum wait_bits)
-	// The waker below is written on the waker's CPU (on_waking) and the
-	// fields above on the thread's own: 64 bytes apart (task storage is
-	// only 8-byte aligned), no cache line holds both, so a wake-up that
-	// writes nothing moves no line the thread's CPU wrote.
-	u8 apart[64];
-	struct waker waker;
 };
 
 struct {

@@ -232,7 +232,14 @@ type CacheheatTaskVal struct {
 }
 
 type CacheheatThreadState struct {
-	_            structs.HostLayout
+	_     structs.HostLayout
+	Waker struct {
+		_      structs.HostLayout
+		Tgid   uint32
+		Unused uint32
+		Comm   [2]uint64
+	}
+	Apart        [64]uint8
 	WakeupTs     uint64
 	RunDelay     uint64
 	Pcount       uint64
@@ -248,15 +255,8 @@ type CacheheatThreadState struct {
 		Gstack uint32
 		LastNs uint64
 	}
-	Wait  uint32
-	Apart [64]uint8
-	_     [4]byte
-	Waker struct {
-		_      structs.HostLayout
-		Tgid   uint32
-		Unused uint32
-		Comm   [2]uint64
-	}
+	Wait uint32
+	_    [4]byte
 }
 
 type CacheheatTotalsVal struct {

@@ -1686,6 +1686,27 @@ static __always_inline bool in_interrupt(struct task_struct *cur)
 	return pc & (NMI_MASK | HARDIRQ_MASK | SOFTIRQ_OFFSET);
 }
 
+// name_end zeroes the bytes of a task name c (TASK_COMM_LEN bytes, read
+// as two words) after its first NUL, so that a name read from the task
+// is the same key whatever the kernel left past it: 6.18 pads a name
+// with zeros (seen after a rename from a longer one), kernels that copied
+// it with strlcpy left the longer name's tail. The lowest 0x80 bit of
+// (x - 0x01..01) & ~x & 0x80..80 marks x's first zero byte (little
+// endian: the name's first byte is the word's lowest).
+static __always_inline void name_end(u64 *c)
+{
+	const u64 ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+	u64 z = (c[0] - ones) & ~c[0] & highs;
+	if (z) {
+		c[0] &= ((z & -z) >> 7) - 1;
+		c[1] = 0;
+		return;
+	}
+	z = (c[1] - ones) & ~c[1] & highs;
+	if (z)
+		c[1] &= ((z & -z) >> 7) - 1;
+}
+
 // sched_waking fires in the waker's context (sched_wakeup may fire on the
 // woken task's CPU, from an interrupt): the current task is who woke p,
 // unless an interrupt woke it (a timeout, a device), which interrupted
@@ -1708,10 +1729,9 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	}
 	// Two plain loads of the name (cur is a BTF pointer), not
 	// bpf_get_current_comm, which cost 67 ns a wake-up on the 2-CPU VM.
-	// The kernel pads a task's name with zeros (__set_task_comm), as the
-	// helper does, so the two agree byte for byte.
 	u64 comm[TASK_COMM_LEN / 8];
 	__builtin_memcpy(comm, cur->comm, sizeof(comm));
+	name_end(comm);
 	u32 tgid = cur->tgid;
 	if (s->waker.tgid == tgid && s->waker.comm[0] == comm[0] && s->waker.comm[1] == comm[1])
 		return 0; // as last time: nothing written (struct waker)

@@ -6,6 +6,10 @@
 // Given two CPUs after the seconds, the parent runs on the first and the
 // child on the second: where the scheduler puts the two otherwise changes
 // the rate by 10% and more between runs on a large host.
+// With PINGPONG_EVERY_MS set, the parent also prints "at SECONDS TRIPS"
+// (CLOCK_MONOTONIC, round trips so far) about that often, so that one
+// long run can be cut into windows (bench/pingpong_toggle.py): windows of
+// one run scatter less than separate runs do.
 #define _GNU_SOURCE
 #include <sched.h>
 #include <stdio.h>
@@ -55,16 +59,29 @@ int main(int argc, char **argv)
 	}
 	if (argc > 3 && child == 0)
 		pin(argv[3]);
+	// Each side keeps only its own ends: a side that dies closes the
+	// other's read, which then ends it too.
 	if (child == 0) {
+		close(ab[1]);
+		close(ba[0]);
 		while (read(ab[0], &c, 1) == 1 && c)
 			if (write(ba[1], &c, 1) != 1)
 				return 1;
 		return 0;
 	}
+	close(ab[0]);
+	close(ba[1]);
 	long trips = 0;
 	double end = now() + secs;
+	const char *every = getenv("PINGPONG_EVERY_MS");
+	double step = every ? atof(every) / 1e3 : 0, next = now() + step;
 	c = 1;
-	while (now() < end) {
+	for (double t = now(); t < end; t = now()) {
+		if (step > 0 && t >= next) {
+			printf("at %.6f %ld\n", t, trips);
+			fflush(stdout);
+			next = t + step;
+		}
 		if (write(ab[1], &c, 1) != 1 || read(ba[0], &c, 1) != 1)
 			return 1;
 		trips++;

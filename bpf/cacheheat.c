@@ -586,14 +586,15 @@ struct waker {
 // hash of the thread id, and the kernel frees it with the task. The
 // timestamps are 0 when unset.
 //
-// The waker comes first. The kernel keeps a task's storage in a cache line
-// of its own that starts with the map's pointer (struct
-// bpf_local_storage_elem: sdata, ____cacheline_aligned), which every
-// lookup reads to check its hit, on_waking's on the waker's CPU included;
-// the fields the thread's own CPU writes at each switch-out start 64 bytes
-// after the waker, so no line holds both them and the waker or that
-// pointer, and a wake-up that writes nothing reads only lines that neither
-// CPU wrote since.
+// The waker comes first. The kernel keeps the map's pointer right before
+// a task's storage value (struct bpf_local_storage_elem: sdata, at byte
+// 64 of it in the 6.18 BTF), and every lookup reads that pointer to check
+// its hit, on_waking's on the waker's CPU included: the pointer and the
+// value's first bytes share a cache line. The fields the thread's own CPU
+// writes at each switch-out start 64 bytes after the waker, so no line
+// holds both them and the waker or that pointer, however the element is
+// aligned, and a wake-up that writes nothing reads only lines that
+// neither CPU wrote since.
 struct thread_state {
 	// Written on the waker's CPU (on_waking), and only when it changes.
 	struct waker waker;

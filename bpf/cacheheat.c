@@ -2142,6 +2142,144 @@ int BPF_PROG(on_exit, struct task_struct *t)
 	return 0;
 }
 
+// A CPU sample's user stack is walked here by its frame pointers, as the
+// kernel walks it for bpf_get_stack (x86-64 perf_callchain_user): the
+// interrupted instruction, then the return address of each frame from the
+// frame pointer on, until MAX_STACK_DEPTH entries or a frame that cannot
+// be read. The kernel reads each frame's two words with two user accesses
+// of their own, about 55 ns a frame on the 2-CPU VM; here the stack is
+// copied a piece at a time, one user access each, and the frames are read
+// from the copy: under rcu bad (Go, 99 Hz) a sample costs about 1 us less
+// (BENCHMARKS.md, "The user stack walk"), a 60-frame stack half. A stack
+// of a few frames costs the same either way. The walk is a bpf_loop
+// callback, verified once rather than for each of its 127 steps; without
+// bpf_loop (kernels before 5.17), or for a 32-bit task, the kernel walks.
+#define USTACK_PIECE 2048
+#define USER_PAGE 4096ULL
+#define USER_CS 0x33 // x86-64 __USER_CS: a 64-bit task
+// Past the largest user address of x86-64 (5-level paging). A lower limit
+// is the helper's to apply: it refuses what is not a user address.
+#define USER_END 0x00fffffffffff000ULL
+#define PF_USER_WORKER 0x00004000
+
+// have_bpf_loop is set before load when the kernel has bpf_loop.
+const volatile bool have_bpf_loop = false;
+
+struct ustack_piece {
+	u8 b[USTACK_PIECE];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct ustack_piece);
+} ustack_scratch SEC(".maps");
+
+// copy_piece copies the user stack from fp to the end of fp's page, at
+// most USTACK_PIECE bytes and at least one frame, into w, and returns how
+// many bytes it holds (0: none could be read). Not past the page: the
+// stack's mapping can end there (the main thread's, above its first
+// frames), and a read that faults costs more than a second piece.
+static __always_inline u64 copy_piece(struct ustack_piece *w, u64 fp)
+{
+	u64 n = USER_PAGE - (fp & (USER_PAGE - 1));
+	if (n < 16)
+		n = 16;
+	if (n > USTACK_PIECE)
+		n = USTACK_PIECE;
+	return bpf_probe_read_user(w->b, n, (void *)fp) ? 0 : n;
+}
+
+// A user stack walk in progress: the next frame, the copy of the stack
+// that ustack_scratch holds (base, len: 0 for none), where in
+// stack_scratch's frames its return addresses go, and how many there are.
+// Step i writes entry at + i: an index from the loop's own counter, which
+// the verifier knows the range of, lets it treat every step alike; a count
+// kept here would be a new value at each step, and the callback verified
+// for each.
+struct walk {
+	u64 fp;
+	u64 base;
+	u64 len;
+	u64 n;
+	u32 at;
+};
+
+// walk_step takes frame i of walk c, as a bpf_loop callback: 1 ends it.
+static long walk_step(u64 i, void *ctx)
+{
+	struct walk *c = ctx;
+	u32 zero = 0;
+	// The sampler's own record: perf_event programs do not nest on a CPU.
+	struct stack_rec *r = bpf_map_lookup_elem(&stack_scratch, &zero);
+	struct ustack_piece *w = bpf_map_lookup_elem(&ustack_scratch, &zero);
+	if (!r || !w)
+		return 1;
+	u64 fp = c->fp;
+	// The kernel would read a frame at 0 and fail there.
+	if (!fp || fp >= USER_END)
+		return 1;
+	u64 off = fp - c->base;
+	if (c->len < 16 || fp < c->base || off > c->len - 16) {
+		u64 n = copy_piece(w, fp);
+		if (n < 16)
+			return 1;
+		c->base = fp;
+		c->len = n;
+		off = 0;
+	}
+	u64 k = c->at + i;
+	if (off > USTACK_PIECE - 16 || k >= 2 * MAX_STACK_DEPTH)
+		return 1; // never: off + 16 <= len, at + i < 2 * MAX_STACK_DEPTH (for the verifier)
+	r->frames[k] = *(u64 *)&w->b[off + 8]; // the return address
+	c->fp = *(u64 *)&w->b[off];
+	c->n = i + 1;
+	return 0;
+}
+
+// user_stack writes the current task t's user stack to r's frames from
+// entry at (a count of u64s) on, for a sample with context ctx that
+// interrupted the kernel or not, and returns its length in bytes or
+// bpf_get_stack's error (-EFAULT: a kernel thread has none).
+static __always_inline long user_stack(struct bpf_perf_event_data *ctx, struct task_struct *t, struct stack_rec *r, u32 at, bool kernel)
+{
+	u64 ip, fp, cs;
+	if (!kernel) {
+		void *regs = &ctx->regs;
+		ip = *(volatile u64 *)(regs + __builtin_offsetof(struct pt_regs, ip));
+		fp = *(volatile u64 *)(regs + __builtin_offsetof(struct pt_regs, bp));
+		cs = *(volatile u64 *)(regs + __builtin_offsetof(struct pt_regs, cs));
+	} else {
+		// The registers saved at the kernel's entry, as the kernel's
+		// walk takes them; none for a kernel thread or an io_uring
+		// worker.
+		if (t->flags & (PF_KTHREAD | PF_USER_WORKER))
+			return -EFAULT;
+		// An exiting task past its exit_mm: the kernel's walk gives
+		// an empty stack.
+		if (!t->mm)
+			return 0;
+		struct pt_regs *ur = (struct pt_regs *)bpf_task_pt_regs(t);
+		if (!ur)
+			return -EFAULT;
+		ip = ur->ip;
+		fp = ur->bp;
+		cs = ur->cs;
+	}
+	if (at > MAX_STACK_DEPTH)
+		return -EFAULT; // never: the kernel stack has at most MAX_STACK_DEPTH entries
+	if (!have_bpf_loop || cs != USER_CS)
+		return bpf_get_stack(ctx, (void *)r->frames + at * sizeof(u64), MAX_STACK_DEPTH * sizeof(u64), BPF_F_USER_STACK);
+	r->frames[at] = ip;
+	struct walk c = {.fp = fp, .at = at + 1};
+	bpf_loop(MAX_STACK_DEPTH - 1, walk_step, &c, 0);
+	u64 n = c.n + 1;
+	if (n > MAX_STACK_DEPTH)
+		n = MAX_STACK_DEPTH; // never: at most MAX_STACK_DEPTH - 1 steps
+	return n * sizeof(u64);
+}
+
 // in_kernel says whether a sample interrupted kernel code (x86: the code
 // segment's privilege level); only then is there a kernel stack to take.
 // The context's registers may only be read as whole words: volatile keeps
@@ -2212,7 +2350,8 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 		.value = 1,
 	};
 	long klen = 0, ulen;
-	if (in_kernel(ctx)) {
+	bool kernel = in_kernel(ctx);
+	if (kernel) {
 		klen = bpf_get_stack(ctx, r->frames, MAX_STACK_DEPTH * sizeof(u64), 0);
 		if (klen < 0) {
 			r->h.kstack = klen;
@@ -2225,7 +2364,7 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 		s->map_errors++; // never (see above)
 		return 0;
 	}
-	ulen = bpf_get_stack(ctx, (void *)r->frames + klen, MAX_STACK_DEPTH * sizeof(u64), BPF_F_USER_STACK);
+	ulen = user_stack(ctx, t, r, klen / sizeof(u64), kernel);
 	if (ulen < 0) {
 		r->h.ustack = ulen;
 		ulen = 0;

@@ -264,6 +264,11 @@ type CacheheatTotalsVal struct {
 	Counts [40]uint64
 }
 
+type CacheheatUstackPiece struct {
+	_ structs.HostLayout
+	B [2048]uint8
+}
+
 type CacheheatWaitBits uint32
 
 const (
@@ -354,6 +359,7 @@ const (
 	CacheheatMapTaskScratch        = "task_scratch"
 	CacheheatMapTasks              = "tasks"
 	CacheheatMapThreadState        = "thread_state"
+	CacheheatMapUstackScratch      = "ustack_scratch"
 	CacheheatMapWaits              = "waits"
 	CacheheatProgOnExec            = "on_exec"
 	CacheheatProgOnExit            = "on_exit"
@@ -368,6 +374,7 @@ const (
 	CacheheatVarByCgroup           = "by_cgroup"
 	CacheheatVarEnabledRefSlot     = "enabled_ref_slot"
 	CacheheatVarFaultSlots         = "fault_slots"
+	CacheheatVarHaveBpfLoop        = "have_bpf_loop"
 	CacheheatVarHaveRdonlyCast     = "have_rdonly_cast"
 	CacheheatVarHaveTaskFromPid    = "have_task_from_pid"
 	CacheheatVarMissInNmi          = "miss_in_nmi"
@@ -515,6 +522,7 @@ type CacheheatMapSpecs struct {
 	TaskScratch    *ebpf.MapSpec `ebpf:"task_scratch"`
 	Tasks          *ebpf.MapSpec `ebpf:"tasks"`
 	ThreadState    *ebpf.MapSpec `ebpf:"thread_state"`
+	UstackScratch  *ebpf.MapSpec `ebpf:"ustack_scratch"`
 	Waits          *ebpf.MapSpec `ebpf:"waits"`
 }
 
@@ -525,6 +533,7 @@ type CacheheatVariableSpecs struct {
 	ByCgroup           *ebpf.VariableSpec `ebpf:"by_cgroup"`
 	EnabledRefSlot     *ebpf.VariableSpec `ebpf:"enabled_ref_slot"`
 	FaultSlots         *ebpf.VariableSpec `ebpf:"fault_slots"`
+	HaveBpfLoop        *ebpf.VariableSpec `ebpf:"have_bpf_loop"`
 	HaveRdonlyCast     *ebpf.VariableSpec `ebpf:"have_rdonly_cast"`
 	HaveTaskFromPid    *ebpf.VariableSpec `ebpf:"have_task_from_pid"`
 	MissInNmi          *ebpf.VariableSpec `ebpf:"miss_in_nmi"`
@@ -634,6 +643,7 @@ type CacheheatMaps struct {
 	TaskScratch    *ebpf.Map `ebpf:"task_scratch"`
 	Tasks          *ebpf.Map `ebpf:"tasks"`
 	ThreadState    *ebpf.Map `ebpf:"thread_state"`
+	UstackScratch  *ebpf.Map `ebpf:"ustack_scratch"`
 	Waits          *ebpf.Map `ebpf:"waits"`
 }
 
@@ -699,6 +709,7 @@ func (m *CacheheatMaps) Close() error {
 		m.TaskScratch,
 		m.Tasks,
 		m.ThreadState,
+		m.UstackScratch,
 		m.Waits,
 	)
 }
@@ -710,6 +721,7 @@ type CacheheatVariables struct {
 	ByCgroup           *ebpf.Variable `ebpf:"by_cgroup"`
 	EnabledRefSlot     *ebpf.Variable `ebpf:"enabled_ref_slot"`
 	FaultSlots         *ebpf.Variable `ebpf:"fault_slots"`
+	HaveBpfLoop        *ebpf.Variable `ebpf:"have_bpf_loop"`
 	HaveRdonlyCast     *ebpf.Variable `ebpf:"have_rdonly_cast"`
 	HaveTaskFromPid    *ebpf.Variable `ebpf:"have_task_from_pid"`
 	MissInNmi          *ebpf.Variable `ebpf:"miss_in_nmi"`

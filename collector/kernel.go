@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
@@ -276,6 +278,7 @@ func (k *kernel) load() error {
 		"by_cgroup":             cfg.byCgroup,
 		"have_rdonly_cast":      haveKfunc("bpf_rdonly_cast"),
 		"have_task_from_pid":    haveKfunc("bpf_task_from_pid") && haveKfunc("bpf_task_release"),
+		"have_bpf_loop":         !kernelUserStacks && features.HaveProgramHelper(ebpf.PerfEvent, asm.FnLoop) == nil,
 		"ring_wake_bytes":       uint64(ring / 2),
 		"runq_from_sched_info":  k.runqSchedInfo,
 		"preempt_count_at":      preemptCountAt(),
@@ -316,6 +319,11 @@ func (k *kernel) unattached(p *ebpf.Program) bool {
 // wake-up even where the kernel keeps its own account: tests set it to
 // hold the two ways against each other.
 var runqAtWakeup = false
+
+// kernelUserStacks makes the samplers take user stacks by the kernel's
+// walk (bpf_get_stack) instead of their own (walk_step in
+// bpf/cacheheat.c): a test's knob, to hold the two against each other.
+var kernelUserStacks = false
 
 // untracedTgid makes the switch program ignore switches into this process
 // from another, as some kernels do not trace every switch (replay_in in

@@ -2153,7 +2153,8 @@ int BPF_PROG(on_exit, struct task_struct *t)
 // (BENCHMARKS.md, "The user stack walk"), a 60-frame stack half. A stack
 // of a few frames costs the same either way. The walk is a bpf_loop
 // callback, verified once rather than for each of its 127 steps; without
-// bpf_loop (kernels before 5.17), or for a 32-bit task, the kernel walks.
+// bpf_loop (kernels before 5.17), for a 32-bit task and for one inside a
+// function with a uretprobe (uretprobe_pending), the kernel walks.
 #define USTACK_PIECE 2048
 #define USER_PAGE 4096ULL
 #define USER_CS 0x33 // x86-64 __USER_CS: a 64-bit task
@@ -2238,6 +2239,22 @@ static long walk_step(u64 i, void *ctx)
 	return 0;
 }
 
+// uretprobe_pending says whether task t is inside a function with a
+// uretprobe (--func times a C function's calls with one): the function's
+// return address on its stack is then the probe's trampoline, which the
+// kernel's walk replaces with the real one (since 6.11,
+// fixup_uretprobe_trampoline_entries); the walk here would not.
+static __always_inline bool uretprobe_pending(struct task_struct *t)
+{
+	// Neither field exists in a kernel built without uprobes.
+	if (!bpf_core_field_exists(t->utask))
+		return false;
+	struct uprobe_task *ut = t->utask;
+	if (!ut || !bpf_core_field_exists(ut->return_instances))
+		return false;
+	return ut->return_instances != NULL;
+}
+
 // user_stack writes the current task t's user stack to r's frames from
 // entry at (a count of u64s) on, for a sample with context ctx that
 // interrupted the kernel or not, and returns its length in bytes or
@@ -2269,7 +2286,7 @@ static __always_inline long user_stack(struct bpf_perf_event_data *ctx, struct t
 	}
 	if (at > MAX_STACK_DEPTH)
 		return -EFAULT; // never: the kernel stack has at most MAX_STACK_DEPTH entries
-	if (!have_bpf_loop || cs != USER_CS)
+	if (!have_bpf_loop || cs != USER_CS || uretprobe_pending(t))
 		return bpf_get_stack(ctx, (void *)r->frames + at * sizeof(u64), MAX_STACK_DEPTH * sizeof(u64), BPF_F_USER_STACK);
 	r->frames[at] = ip;
 	struct walk c = {.fp = fp, .at = at + 1};

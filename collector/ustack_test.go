@@ -11,23 +11,21 @@ import (
 	"time"
 )
 
-// deepSrc recurses 40 deep (41 frames of rec) into a leaf that alternates
-// a busy loop with system calls, so that samples land in user code (the
+// deepSrc recurses 40 deep (41 frames of rec) into a leaf that runs a
+// busy loop and then system calls, so that samples land in user code (the
 // walk starts from the sample's registers) and in the kernel (from the
-// registers saved at the call's entry). The statement after each call
-// keeps the recursion from becoming a loop, and leaf's loop has an end
-// (never reached) so that leaf's call is not the last instruction of rec
-// (a call to a function that never returns may be).
+// registers saved at the call's entry), over and over, a few ms a round:
+// a uretprobe on rec attached while it runs has calls to see, and its
+// traps (two per call) are a small part of the time. The statement after
+// each call keeps the recursion from becoming a loop.
 const deepSrc = `#include <unistd.h>
 volatile unsigned long sink;
 __attribute__((noinline)) void leaf(void)
 {
-	while (sink < 1UL << 62) {
-		for (int i = 0; i < 20000; i++)
-			sink++;
-		for (int i = 0; i < 50; i++)
-			getppid();
-	}
+	for (int i = 0; i < 1000000; i++)
+		sink++;
+	for (int i = 0; i < 2000; i++)
+		getppid();
 }
 __attribute__((noinline)) void rec(int n)
 {
@@ -37,15 +35,23 @@ __attribute__((noinline)) void rec(int n)
 		leaf();
 	sink++;
 }
-int main(void) { rec(40); return 0; }
+int main(void)
+{
+	for (;;)
+		rec(40);
+}
 `
 
 // TestUserStackWalk: the samplers' own walk of a user stack by its frame
 // pointers (walk_step, bpf/cacheheat.c) gives what the kernel's walk
-// (bpf_get_stack) gives, on one process recorded with each in turn. Ground
-// truth is the program's call chain, read from its symbols: leaf's return
-// into rec, 40 more into rec, then main; samples in the kernel (its
-// system calls) must carry the same chain below the call.
+// (bpf_get_stack) gives, on one process recorded with each in turn, and
+// once more with a uretprobe on rec (as --func times a C function), whose
+// trampoline stands in for rec's return addresses while a call is in
+// flight: the kernel's walk puts them back, and the samplers leave such a
+// thread to it. Ground truth is the program's call chain, read from its
+// symbols: leaf's return into rec, 40 more into rec, then main; samples
+// in the kernel (its system calls) must carry the same chain below the
+// call.
 func TestUserStackWalk(t *testing.T) {
 	needBPF(t)
 	prog := buildC(t, "deep", deepSrc, "-O1", "-fno-omit-frame-pointer", "-fno-optimize-sibling-calls", "-no-pie")
@@ -68,12 +74,20 @@ func TestUserStackWalk(t *testing.T) {
 		}
 		return in["main"](u[42])
 	}
-	chains := map[bool]map[string]uint64{}
-	for _, kernelWalk := range []bool{false, true} {
+	chains := map[string]map[string]uint64{}
+	for _, pass := range []string{"own", "kernel", "uretprobe"} {
+		kernelWalk := pass == "kernel"
+		if pass == "uretprobe" {
+			fk, err := openFuncs(funcConfig{specs: []FuncSpec{{Path: prog, Symbol: "rec"}}, pids: []int{cmd.Process.Pid}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fk.close()
+		}
 		kernelUserStacks = kernelWalk
 		k := pidKernel(t, cmd.Process.Pid, 997, 0)
 		kernelUserStacks = false
-		time.Sleep(700 * time.Millisecond)
+		time.Sleep(1500 * time.Millisecond)
 		a, err := k.samples.take()
 		if err != nil {
 			t.Fatal(err)
@@ -81,7 +95,7 @@ func TestUserStackWalk(t *testing.T) {
 		k.close()
 		// Chains below the first entry, by where the sample landed.
 		got := map[string]uint64{}
-		var user, kern, truth, kernTruth uint64
+		var leafN, leafTruth, kern, kernTruth uint64
 		for key, n := range a.counts {
 			if key.stack < 0 || int(key.pid) != cmd.Process.Pid {
 				continue
@@ -89,40 +103,48 @@ func TestUserStackWalk(t *testing.T) {
 			p := a.stacks[key.stack]
 			u := words(p.frames[p.klen:])
 			inKernel := p.klen > 0
-			if inKernel {
-				kern += n
-			} else {
-				user += n
+			if len(u) == 0 {
+				continue
 			}
-			if want(u) {
-				truth += n
-				if inKernel {
+			// In user code, leaf's samples, which all have the
+			// program's whole chain below them; in the kernel, those
+			// of its system calls and (with the uretprobe) of the
+			// probes' traps, during rec's calls and returns.
+			switch {
+			case !inKernel && in["leaf"](u[0]):
+				leafN += n
+				if want(u) {
+					leafTruth += n
+				}
+			case inKernel:
+				kern += n
+				if want(u) {
 					kernTruth += n
 				}
-				// The first entry is the interrupted instruction: in
-				// user code, leaf's or the C library's (its system
-				// call's wrapper, which sets up no frame: leaf's return
-				// is then the next entry all the same).
-				if !inKernel && !in["leaf"](u[0]) && in["text"](u[0]) {
-					t.Errorf("kernel walk %v: a user-mode sample's first entry %#x is in the program but not in leaf", kernelWalk, u[0])
-				}
 			}
-			got[fmt.Sprintf("kernel=%v %x", inKernel, u[1:])] += n
+			if want(u) {
+				got[fmt.Sprintf("kernel=%v %x", inKernel, u[1:])] += n
+			}
 		}
-		t.Logf("kernel walk %v: %d samples in user code, %d in the kernel; %d with the program's chain (%d in the kernel); %d distinct chains",
-			kernelWalk, user, kern, truth, kernTruth, len(got))
-		if user < 100 || kern < 20 {
-			t.Fatalf("kernel walk %v: %d samples in user code and %d in the kernel in 0.7 s at 997 Hz: too few to judge", kernelWalk, user, kern)
+		t.Logf("%s walk: %d samples in leaf, %d of them with the program's chain; %d in the kernel, %d with it; %d distinct chains with it",
+			pass, leafN, leafTruth, kern, kernTruth, len(got))
+		if leafN < 100 || kern < 20 {
+			t.Fatalf("%s walk: %d samples in leaf and %d in the kernel in 1.5 s at 997 Hz: too few to judge", pass, leafN, kern)
 		}
 		// A sample in leaf's first instructions, before its frame is
 		// set up, misses one frame: a few.
-		if truth*100 < (user+kern)*95 || kernTruth*100 < kern*95 {
-			t.Errorf("kernel walk %v: %d of %d samples (%d of %d in the kernel) carry the program's chain", kernelWalk, truth, user+kern, kernTruth, kern)
+		if leafTruth*100 < leafN*95 {
+			t.Errorf("%s walk: %d of %d samples in leaf carry the program's chain", pass, leafTruth, leafN)
 		}
-		chains[kernelWalk] = got
+		// Without the uretprobe the kernel's samples are its system
+		// calls'.
+		if pass != "uretprobe" && kernTruth*100 < kern*95 {
+			t.Errorf("%s walk: %d of %d samples in the kernel carry the program's chain", pass, kernTruth, kern)
+		}
+		chains[pass] = got
 	}
-	// The same process, so the same addresses: the chains most samples
-	// carry are the same for both walks.
+	// The same process, so the same addresses: the program's chains that
+	// most samples carry are the same in each pass.
 	top := func(m map[string]uint64) []string {
 		var ks []string
 		for c, n := range m {
@@ -133,8 +155,10 @@ func TestUserStackWalk(t *testing.T) {
 		slices.Sort(ks)
 		return ks
 	}
-	if own, kern := top(chains[false]), top(chains[true]); !slices.Equal(own, kern) {
-		t.Errorf("chains of 10 samples or more differ between the walks:\nown:    %s\nkernel: %s", strings.Join(own, "\n        "), strings.Join(kern, "\n        "))
+	for _, pass := range []string{"kernel", "uretprobe"} {
+		if own, other := top(chains["own"]), top(chains[pass]); !slices.Equal(own, other) {
+			t.Errorf("chains of 10 samples or more differ between the own walk and the %s pass:\nown:   %s\n%s: %s", pass, strings.Join(own, "\n       "), pass, strings.Join(other, "\n       "))
+		}
 	}
 }
 

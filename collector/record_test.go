@@ -3,7 +3,6 @@ package collector
 import (
 	"bytes"
 	"context"
-	"debug/elf"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -862,15 +861,7 @@ int main(int argc, char **argv) {
 		}
 	}
 	addr := func(bin, fn string) uint64 {
-		f, err := elf.Open(bin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		syms, err := f.Symbols()
-		if err != nil {
-			t.Fatal(err)
-		}
+		syms, _ := elfSymbols(t, bin)
 		for _, s := range syms {
 			if s.Name == fn {
 				return s.Value

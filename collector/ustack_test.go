@@ -176,15 +176,7 @@ func words(b string) []uint64 {
 // the (not position-independent) program.
 func symbolRanges(t *testing.T, prog string, names ...string) map[string]func(uint64) bool {
 	t.Helper()
-	f, err := elf.Open(prog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	syms, err := f.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
+	syms, text := elfSymbols(t, prog)
 	in := map[string]func(uint64) bool{}
 	for _, s := range syms {
 		if slices.Contains(names, s.Name) && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
@@ -192,7 +184,7 @@ func symbolRanges(t *testing.T, prog string, names ...string) map[string]func(ui
 			in[s.Name] = func(a uint64) bool { return a >= lo && a < hi }
 		}
 	}
-	if text := f.Section(".text"); text != nil {
+	if text != nil {
 		lo, hi := text.Addr, text.Addr+text.Size
 		in["text"] = func(a uint64) bool { return a >= lo && a < hi }
 	}
@@ -202,4 +194,20 @@ func symbolRanges(t *testing.T, prog string, names ...string) map[string]func(ui
 		}
 	}
 	return in
+}
+
+// elfSymbols returns program prog's symbol table and its .text section
+// (nil if none).
+func elfSymbols(t *testing.T, prog string) ([]elf.Symbol, *elf.Section) {
+	t.Helper()
+	f, err := elf.Open(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return syms, f.Section(".text")
 }

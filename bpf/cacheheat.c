@@ -2142,6 +2142,11 @@ int BPF_PROG(on_exit, struct task_struct *t)
 	return 0;
 }
 
+// CTX_REG reads register r of a sample's context. The context's registers
+// may only be read as whole words: volatile keeps the compiler from
+// narrowing a load (cs's to its two bytes).
+#define CTX_REG(ctx, r) (*(volatile u64 *)((void *)&(ctx)->regs + __builtin_offsetof(struct pt_regs, r)))
+
 // A CPU sample's user stack is walked here by its frame pointers, as the
 // kernel walks it for bpf_get_stack (x86-64 perf_callchain_user): the
 // interrupted instruction, then the return address of each frame from the
@@ -2263,10 +2268,9 @@ static __always_inline long user_stack(struct bpf_perf_event_data *ctx, struct t
 {
 	u64 ip, fp, cs;
 	if (!kernel) {
-		void *regs = &ctx->regs;
-		ip = *(volatile u64 *)(regs + __builtin_offsetof(struct pt_regs, ip));
-		fp = *(volatile u64 *)(regs + __builtin_offsetof(struct pt_regs, bp));
-		cs = *(volatile u64 *)(regs + __builtin_offsetof(struct pt_regs, cs));
+		ip = CTX_REG(ctx, ip);
+		fp = CTX_REG(ctx, bp);
+		cs = CTX_REG(ctx, cs);
 	} else {
 		// The registers saved at the kernel's entry, as the kernel's
 		// walk takes them; none for a kernel thread or an io_uring
@@ -2299,12 +2303,9 @@ static __always_inline long user_stack(struct bpf_perf_event_data *ctx, struct t
 
 // in_kernel says whether a sample interrupted kernel code (x86: the code
 // segment's privilege level); only then is there a kernel stack to take.
-// The context's registers may only be read as whole words: volatile keeps
-// the compiler from narrowing the load to cs's two bytes.
 static __always_inline bool in_kernel(struct bpf_perf_event_data *ctx)
 {
-	u64 cs = *(volatile u64 *)((void *)&ctx->regs + __builtin_offsetof(struct pt_regs, cs));
-	return (cs & 3) == 0;
+	return (CTX_REG(ctx, cs) & 3) == 0;
 }
 
 static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)

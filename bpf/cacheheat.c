@@ -332,7 +332,6 @@ struct {
 	__type(value, struct hist_val);
 } hists SEC(".maps");
 
-
 // Samples reach user space through one BPF ring buffer, never through a
 // map that user space walks: a CPU sample carries its stacks' addresses
 // (bpf_get_stack), an off-CPU sample the ids of its stacks in
@@ -458,6 +457,64 @@ struct offcpu_start {
 #define OFFCPU_W1 1024
 #define OFFCPU_P1 (1u << 20) // chances in 1/OFFCPU_P1 units
 
+// The process that last woke a thread and its name, for peer waits
+// (wait_in). on_waking writes it only when it changes: a thread woken by
+// the same process as last time (a ping-pong's peer, a lock's other
+// waiters) then costs its waker's CPU no write to a line the thread's CPU
+// reads at the switch-in. It is never cleared by the thread: every
+// wake-up passes sched_waking, so what it holds at a switch-in is the
+// wake-up that ended the wait, or 0 when no task did: an interrupt (a
+// timeout, a device) or a wake-up on an idle CPU.
+struct waker {
+	u32 tgid; // 0: none
+	u32 unused;
+	u64 comm[TASK_COMM_LEN / 8];
+};
+
+// What a target thread's next switch-in needs from its last wakeup and
+// switch-out, in task-local storage: reaching it is a pointer chase, not a
+// hash of the thread id, and the kernel frees it with the task. The
+// timestamps are 0 when unset.
+//
+// The waker comes first. The kernel keeps the map's pointer right before
+// a task's storage value (struct bpf_local_storage_elem: sdata, at byte
+// 64 of it in the 6.18 BTF), and every lookup reads that pointer to check
+// its hit, on_waking's on the waker's CPU included: the pointer and the
+// value's first bytes share a cache line. The fields the thread's own CPU
+// writes at each switch-out start 64 bytes after the waker, so no line
+// holds both them and the waker or that pointer, however the element is
+// aligned, and a wake-up that writes nothing reads only lines that
+// neither CPU wrote since.
+struct thread_state {
+	// Written on the waker's CPU (on_waking), and only when it changes.
+	struct waker waker;
+	u8 apart[64];
+	u64 wakeup_ts; // wakeup (or preemption): run queue latency starts
+	// With runq_from_sched_info, in place of wakeup_ts: the kernel's
+	// sched_info.run_delay and pcount as they stood after the thread's
+	// last counted switch-in (sched_info_wait); pcount 0: not known.
+	u64 run_delay;
+	u64 pcount;
+	u64 offcpu_ts; // switch-out; by cgroup, the reason in the low bits
+	// The thread's min_flt + maj_flt and maj_flt at that switch-out: a
+	// switch-in the tracepoint did not show starts its faults from them
+	// (replay_in).
+	u64 out_faults;
+	u64 out_majfaults;
+	struct offcpu_start off;
+	u32 wait; // the last switch-out's wait code (enum wait_bits)
+	// go_gen + 1 when the thread's process was last found not to be a Go
+	// program (go_procs), 0 before: see go_parked.
+	u32 not_go;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct thread_state);
+} thread_state SEC(".maps");
+
 // Go: a goroutine blocked on a lock, a channel or a sleep parks in the Go
 // scheduler, and its thread's stack at switch-out is the scheduler's own
 // (park_m, schedule, stoplockedm, notesleep, futex) from a fresh frame
@@ -507,17 +564,37 @@ struct {
 // thread and returns its key in gostacks, or 0. g is read from the
 // thread's TLS (fs:-8 on linux/amd64) and checked to be its M's g0, the
 // goroutine the scheduler runs on while the thread sleeps.
+// go_gen counts user space's changes of go_procs (collector/goruntime.go),
+// each after the change. A thread whose process has no entry keeps that
+// answer in its state (not_go) with the generation it was found at, so
+// that the switch-outs of programs that are not Go, most of them, look
+// go_procs up once a change rather than once a switch-out (~80 ns of
+// on_switch's switch-out under a pipe ping-pong on the 2-CPU VM). An exec
+// deletes its process's entry here without a new generation: the entry
+// can only go, and a missing one is looked up (entries are not kept in
+// the state).
+u32 go_gen = 0;
+
 // go_parked says whether task t, a thread of a Go program, is parked in
 // the Go scheduler (its g is its M's g0) and sets *lg to the goroutine
-// locked to it (0: none, an idle M waiting for work). false: not a Go
-// program, not in the scheduler (a goroutine blocked in a system call
-// holds its thread), or the runtime's memory could not be read.
-static __always_inline bool go_parked(struct task_struct *t, struct go_offsets **op, u64 *lg)
+// locked to it (0: none, an idle M waiting for work); s is t's state, or
+// NULL. false: not a Go program, not in the scheduler (a goroutine
+// blocked in a system call holds its thread), or the runtime's memory
+// could not be read.
+static __always_inline bool go_parked(struct task_struct *t, struct thread_state *s, struct go_offsets **op, u64 *lg)
 {
 	u32 tgid = t->tgid;
-	struct go_offsets *o = bpf_map_lookup_elem(&go_procs, &tgid);
-	if (!o)
+	// Read before the lookup: a lookup that follows a change of go_procs
+	// sees the change once the generation it read says so.
+	u32 gen = go_gen;
+	if (s && s->not_go == gen + 1)
 		return false;
+	struct go_offsets *o = bpf_map_lookup_elem(&go_procs, &tgid);
+	if (!o) {
+		if (s)
+			s->not_go = gen + 1;
+		return false;
+	}
 	u64 fs = t->thread.fsbase; // a plain load: t is a BTF pointer
 	u64 g = 0, m = 0, g0 = 0;
 	if (!fs || bpf_probe_read_user(&g, sizeof(g), (void *)(fs - 8)) || !g)
@@ -536,7 +613,7 @@ static __always_inline u32 go_locked_stack(struct task_struct *t)
 {
 	struct go_offsets *o = NULL;
 	u64 lg = 0, pc = 0, bp = 0;
-	if (!go_parked(t, &o, &lg) || !lg || !o)
+	if (!go_parked(t, NULL, &o, &lg) || !lg || !o)
 		return 0;
 	u64 sched = lg + o->g_sched;
 	if (bpf_probe_read_user(&pc, sizeof(pc), (void *)(sched + o->gobuf_pc)) ||
@@ -566,61 +643,6 @@ static __always_inline u32 go_locked_stack(struct task_struct *t)
 	bpf_map_update_elem(&gostacks, &h, st, BPF_NOEXIST);
 	return h;
 }
-
-// The process that last woke a thread and its name, for peer waits
-// (wait_in). on_waking writes it only when it changes: a thread woken by
-// the same process as last time (a ping-pong's peer, a lock's other
-// waiters) then costs its waker's CPU no write to a line the thread's CPU
-// reads at the switch-in. It is never cleared by the thread: every
-// wake-up passes sched_waking, so what it holds at a switch-in is the
-// wake-up that ended the wait, or 0 when no task did: an interrupt (a
-// timeout, a device) or a wake-up on an idle CPU.
-struct waker {
-	u32 tgid; // 0: none
-	u32 unused;
-	u64 comm[TASK_COMM_LEN / 8];
-};
-
-// What a target thread's next switch-in needs from its last wakeup and
-// switch-out, in task-local storage: reaching it is a pointer chase, not a
-// hash of the thread id, and the kernel frees it with the task. The
-// timestamps are 0 when unset.
-//
-// The waker comes first. The kernel keeps the map's pointer right before
-// a task's storage value (struct bpf_local_storage_elem: sdata, at byte
-// 64 of it in the 6.18 BTF), and every lookup reads that pointer to check
-// its hit, on_waking's on the waker's CPU included: the pointer and the
-// value's first bytes share a cache line. The fields the thread's own CPU
-// writes at each switch-out start 64 bytes after the waker, so no line
-// holds both them and the waker or that pointer, however the element is
-// aligned, and a wake-up that writes nothing reads only lines that
-// neither CPU wrote since.
-struct thread_state {
-	// Written on the waker's CPU (on_waking), and only when it changes.
-	struct waker waker;
-	u8 apart[64];
-	u64 wakeup_ts; // wakeup (or preemption): run queue latency starts
-	// With runq_from_sched_info, in place of wakeup_ts: the kernel's
-	// sched_info.run_delay and pcount as they stood after the thread's
-	// last counted switch-in (sched_info_wait); pcount 0: not known.
-	u64 run_delay;
-	u64 pcount;
-	u64 offcpu_ts; // switch-out; by cgroup, the reason in the low bits
-	// The thread's min_flt + maj_flt and maj_flt at that switch-out: a
-	// switch-in the tracepoint did not show starts its faults from them
-	// (replay_in).
-	u64 out_faults;
-	u64 out_majfaults;
-	struct offcpu_start off;
-	u32 wait; // the last switch-out's wait code (enum wait_bits)
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct thread_state);
-} thread_state SEC(".maps");
 
 // Off-CPU stacks have their own stack map, never cleared while recording:
 // a thread may stay blocked across many windows, and its stack id must
@@ -911,7 +933,7 @@ static __always_inline bool takes_fd(u64 nr)
 // A thread in a system call has ax = -ENOSYS in its saved user registers
 // until the call returns (x86-64 entry code); an exception (a page fault)
 // saves the user's ax and an error code in orig_ax instead.
-static __always_inline u32 wait_code(struct task_struct *t, long st)
+static __always_inline u32 wait_code(struct task_struct *t, struct thread_state *s, long st)
 {
 	u32 code = 0;
 	if (st & TASK_UNINTERRUPTIBLE)
@@ -937,7 +959,7 @@ static __always_inline u32 wait_code(struct task_struct *t, long st)
 	}
 	struct go_offsets *o = NULL;
 	u64 lg = 0;
-	if (go_parked(t, &o, &lg) && !lg)
+	if (go_parked(t, s, &o, &lg) && !lg)
 		code |= WAIT_GO_IDLE;
 	return code;
 }
@@ -2010,7 +2032,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 			// call it blocked in; the wake-up that ends the wait
 			// leaves its waker in s->waker.
 			if (!preempt && state != TASK_RUNNING) {
-				s->wait = by_cgroup ? 0 : wait_code(prev, state);
+				s->wait = by_cgroup ? 0 : wait_code(prev, s, state);
 				offcpu_out(ctx, &s->off, now, s->wait, state);
 			} else {
 				s->wait = WAIT_PREEMPTED;

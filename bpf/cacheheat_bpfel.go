@@ -255,8 +255,8 @@ type CacheheatThreadState struct {
 		Gstack uint32
 		LastNs uint64
 	}
-	Wait uint32
-	_    [4]byte
+	Wait  uint32
+	NotGo uint32
 }
 
 type CacheheatTotalsVal struct {
@@ -374,6 +374,7 @@ const (
 	CacheheatVarByCgroup           = "by_cgroup"
 	CacheheatVarEnabledRefSlot     = "enabled_ref_slot"
 	CacheheatVarFaultSlots         = "fault_slots"
+	CacheheatVarGoGen              = "go_gen"
 	CacheheatVarHaveBpfLoop        = "have_bpf_loop"
 	CacheheatVarHaveRdonlyCast     = "have_rdonly_cast"
 	CacheheatVarHaveTaskFromPid    = "have_task_from_pid"
@@ -533,6 +534,7 @@ type CacheheatVariableSpecs struct {
 	ByCgroup           *ebpf.VariableSpec `ebpf:"by_cgroup"`
 	EnabledRefSlot     *ebpf.VariableSpec `ebpf:"enabled_ref_slot"`
 	FaultSlots         *ebpf.VariableSpec `ebpf:"fault_slots"`
+	GoGen              *ebpf.VariableSpec `ebpf:"go_gen"`
 	HaveBpfLoop        *ebpf.VariableSpec `ebpf:"have_bpf_loop"`
 	HaveRdonlyCast     *ebpf.VariableSpec `ebpf:"have_rdonly_cast"`
 	HaveTaskFromPid    *ebpf.VariableSpec `ebpf:"have_task_from_pid"`
@@ -721,6 +723,7 @@ type CacheheatVariables struct {
 	ByCgroup           *ebpf.Variable `ebpf:"by_cgroup"`
 	EnabledRefSlot     *ebpf.Variable `ebpf:"enabled_ref_slot"`
 	FaultSlots         *ebpf.Variable `ebpf:"fault_slots"`
+	GoGen              *ebpf.Variable `ebpf:"go_gen"`
 	HaveBpfLoop        *ebpf.Variable `ebpf:"have_bpf_loop"`
 	HaveRdonlyCast     *ebpf.Variable `ebpf:"have_rdonly_cast"`
 	HaveTaskFromPid    *ebpf.Variable `ebpf:"have_task_from_pid"`

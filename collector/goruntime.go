@@ -102,6 +102,10 @@ type goProcs struct {
 	// byExe caches each binary's offsets (nil: not a Go binary we can
 	// walk), so that a binary's DWARF is read once, not once a process.
 	byExe map[string]*bpf.CacheheatGoOffsets
+	// gen counts the changes of the go_procs map, told to the BPF side
+	// after each (go_gen in bpf/cacheheat.c): a thread there keeps "not
+	// a Go program" until the count moves.
+	gen uint32
 }
 
 func newGoProcs() *goProcs {
@@ -153,9 +157,17 @@ func (g *goProcs) register(k *kernel, pid int, target, path string) {
 		}
 		g.byExe[target] = o
 	}
+	var err error
 	if o == nil {
-		_ = k.objs.GoProcs.Delete(uint32(pid))
-		return
+		err = k.objs.GoProcs.Delete(uint32(pid)) // mostly none to delete
+	} else {
+		err = k.objs.GoProcs.Put(uint32(pid), *o) // full: that process is not walked
 	}
-	_ = k.objs.GoProcs.Put(uint32(pid), *o) // full: that process is not walked
+	if err != nil {
+		return // nothing changed
+	}
+	// After the change: a thread that reads the new count looks the map
+	// up again and finds the entry.
+	g.gen++
+	_ = k.objs.GoGen.Set(g.gen)
 }

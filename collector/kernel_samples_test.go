@@ -585,12 +585,17 @@ func pidKernel(t *testing.T, pid, hz int, ringBytes uint32) *kernel {
 // Go runtime of the command's process after a window in which a target
 // exec'd (stats target_changes moved), and not after one in which the
 // count stood, though the binary changed (the count is what it trusts).
+// The BPF side then tells the program's idle threads (WAIT_GO_IDLE), and
+// not before: its threads, the one that exec'd included, were found not
+// to be a Go program's before the registration and kept that answer
+// (go_gen), which the registration must undo.
 func TestWatchCommandRegistersAfterExec(t *testing.T) {
 	needBPF(t)
-	// A Go program with its DWARF (test binaries have none), which sleeps.
+	// A Go program with its DWARF (test binaries have none), which sleeps
+	// in short steps: its threads park idle in the scheduler at each.
 	dir := t.TempDir()
 	src, self := filepath.Join(dir, "sleeper.go"), filepath.Join(dir, "sleeper")
-	if err := os.WriteFile(src, []byte("package main\n\nimport \"time\"\n\nfunc main() { time.Sleep(time.Minute) }\n"), 0o644); err != nil {
+	if err := os.WriteFile(src, []byte("package main\n\nimport \"time\"\n\nfunc main() {\n\tfor {\n\t\ttime.Sleep(2 * time.Millisecond)\n\t}\n}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	build := exec.Command("go", "build", "-o", self, src)
@@ -631,6 +636,23 @@ func TestWatchCommandRegistersAfterExec(t *testing.T) {
 	if registered() {
 		t.Errorf("registered after a window in which no target change was counted")
 	}
+	goIdle := func() (n uint64) {
+		s, err := k.snapshot(false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for code, w := range s.waits {
+			if code&waitGoIdle != 0 {
+				n += w.count
+			}
+		}
+		return n
+	}
+	// Long enough for its threads to park a few times each.
+	time.Sleep(100 * time.Millisecond)
+	if n := goIdle(); n != 0 {
+		t.Errorf("%d waits of idle Go threads before the program was registered", n)
+	}
 	// /proc/PID/exe names the new binary before sched_process_exec fires,
 	// where the change is counted (beside stress-ng a snapshot taken at
 	// once counted none): wait for the count.
@@ -647,8 +669,17 @@ func TestWatchCommandRegistersAfterExec(t *testing.T) {
 	}
 	window(changes)
 	if changes != 1 || !registered() {
-		t.Errorf("after the exec (%d target changes counted, want 1) the Go runtime registered: %v", changes, registered())
+		t.Fatalf("after the exec (%d target changes counted, want 1) the Go runtime registered: %v", changes, registered())
 	}
+	var idle uint64
+	for i := 0; i < 500 && idle == 0; i++ {
+		time.Sleep(10 * time.Millisecond)
+		idle = goIdle()
+	}
+	if idle == 0 {
+		t.Errorf("no wait of an idle Go thread in 5 s after the registration")
+	}
+	t.Logf("waits of idle Go threads after the registration: %d", idle)
 }
 
 // startWithStdin starts cmd with a pipe to its stdin, which it returns;

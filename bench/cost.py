@@ -184,6 +184,16 @@ def cgroup2_mount():
     raise RuntimeError("no cgroup v2 mount")
 
 
+def wait_attached(rec):
+    """Waits until recorder rec (a Popen of `record`, stderr piped) has
+    loaded and attached its programs: its sampler program is there."""
+    deadline = time.monotonic() + 60
+    while "sample_clock" not in prog_stats(rec.pid):
+        if rec.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"recorder did not start: {rec.stderr.read().decode()}")
+        time.sleep(0.2)
+
+
 def run_one(binary, name, seconds, tmp):
     work, hz = SCENARIOS[name]
     target, sleeper, cgroup = ["-a"], None, None
@@ -204,13 +214,8 @@ def run_one(binary, name, seconds, tmp):
     rec = subprocess.Popen([binary, "record", "-q"] + target + opts,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        # Loaded and attached once the sampler program is there; then a
-        # moment more so that the verifier's work is not counted.
-        deadline = time.monotonic() + 60
-        while "sample_clock" not in prog_stats(rec.pid):
-            if rec.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"recorder did not start: {rec.stderr.read().decode()}")
-            time.sleep(0.2)
+        # A moment more so that the verifier's work is not counted.
+        wait_attached(rec)
         time.sleep(2)
         s0 = snapshot(rec.pid)
         if work is None:

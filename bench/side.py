@@ -38,17 +38,13 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cost import enable_stats, prog_stats  # noqa: E402
+from cost import enable_stats, prog_stats, wait_attached  # noqa: E402
 
 
 def start(binary, out):
     rec = subprocess.Popen([binary, "record", "-q", "-a", "-F", "99", "-o", out],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while "sample_clock" not in prog_stats(rec.pid):
-        if rec.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"{binary}: recorder did not start: {rec.stderr.read().decode()}")
-        time.sleep(0.2)
+    wait_attached(rec)
     return rec
 
 

@@ -420,9 +420,10 @@ static __noinline void wake_recorder(void)
 // Taking stacks costs a few microseconds, so each CPU takes them for one
 // switch-out in k, chosen at random (never by timing, which would lock
 // onto a periodic program), with k set every OFFCPU_PERIOD_NS so that a
-// CPU takes about offcpu_stacks_per_sec stacks. A sampled switch-out's
-// time counts k times, so stack times are unbiased estimates; the exact
-// blocked time of every voluntary switch-out is counted in offcpu_stats.
+// CPU takes at most about offcpu_stacks_per_sec stacks (none in idle
+// waits, idle_wait). A sampled switch-out's time counts k times, so stack
+// times are unbiased estimates; the exact blocked time of every voluntary
+// switch-out is counted in offcpu_stats.
 #define OFFCPU_PERIOD_NS 100000000ULL
 // At least one switch-out in offcpu_min_k: taking stacks costs about ten
 // times the rest of on_switch, so at low switch rates, where the rate
@@ -1508,9 +1509,32 @@ static __always_inline bool own_path(u32 w)
 	return (own_path_calls[nr >> 6] >> (nr & 63)) & 1;
 }
 
+// idle_wait says whether wait code w is a wait user space calls idle from
+// the code alone, whatever the stacks would say (collector/wait.go waitOf,
+// whose order of cases this follows): a kernel thread waiting for work, a
+// TASK_NOLOAD wait, an idle Go M, a pthread_join. Idle stacks are shown
+// nowhere (the report's flame graph and top stacks, inspect's and the
+// lines view leave them out; no rule reads them), and the wait account
+// has the exact time of such waits without them (profile.OffCPUScaler's
+// Unsampled). Kernel workers and a Go program's idle Ms are most of a
+// host's long blocks, which the chance by size took nearly every time.
+static __always_inline bool idle_wait(u32 w)
+{
+	if (w & WAIT_KTHREAD)
+		return !(w & WAIT_IOWAIT) && (!(w & WAIT_UNINTERRUPTIBLE) || (w & WAIT_NOLOAD));
+	if (w & WAIT_NOLOAD)
+		return true;
+	if ((w & WAIT_NR_MASK) == WAIT_NR_NONE || (w & WAIT_IOWAIT))
+		return false;
+	return w & (WAIT_GO_IDLE | WAIT_JOIN);
+}
+
 // offcpu_out notes a target thread's voluntary switch-out, given its
 // state and wait code (prev is the current task here, so its stacks are
-// the current stacks).
+// the current stacks). A switch-out in an idle wait (idle_wait) takes no
+// stacks; it still counts towards k, so every other switch-out keeps the
+// chance it would have had, and a CPU takes at most about
+// offcpu_stacks_per_sec stacks a second.
 static __noinline void offcpu_out(void *ctx, struct offcpu_start *e, u64 now, u32 wait, long state)
 {
 	u32 zero = 0;
@@ -1532,7 +1556,7 @@ static __noinline void offcpu_out(void *ctx, struct offcpu_start *e, u64 now, u3
 	// k 0: no stacks wanted (offcpu_stacks_per_sec 0), or the first
 	// period has not set it yet.
 	u64 k = st->k;
-	if (k) {
+	if (k && !idle_wait(wait)) {
 		u64 last = e->last_ns;
 		u64 p = OFFCPU_P1 / k;
 		u64 by_size = last / (OFFCPU_SIZE_NS / OFFCPU_P1);

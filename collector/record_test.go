@@ -1035,6 +1035,78 @@ int main(void) {
 	}
 }
 
+// TestIdleWaitsTakeNoStacks: a wait the kernel's account alone calls idle
+// (here pthread_join) takes no off-CPU stacks, whose reason would be idle
+// and which nothing shows, and its exact time is still there, under idle;
+// a thread's sleeps beside it still take theirs. Main joins twelve
+// threads of about 150 ms each: from the second join on, its blocks are
+// long enough that their stacks would be taken for sure (by size), as
+// the sleeper's are.
+func TestIdleWaitsTakeNoStacks(t *testing.T) {
+	needBPF(t)
+	const src = `#include <pthread.h>
+#include <time.h>
+static const struct timespec block = {0, 150000000};
+__attribute__((noinline)) void *sleeper(void *a) {
+	for (int i = 0; i < 12; i++)
+		nanosleep(&block, 0);
+	return a;
+}
+__attribute__((noinline)) void *once(void *a) {
+	nanosleep(&block, 0);
+	return a;
+}
+int main(void) {
+	pthread_t s, w;
+	pthread_create(&s, 0, sleeper, 0);
+	for (int i = 0; i < 12; i++) {
+		pthread_create(&w, 0, once, 0);
+		pthread_join(w, 0);
+	}
+	pthread_join(s, 0);
+	return 0;
+}
+`
+	bin := buildC(t, "joiner", src, "-O1", "-pthread", "-fno-omit-frame-pointer")
+	rec := record(t, context.Background(), Options{Target: Target{Kind: profile.TargetCommand, Command: []string{bin}}})
+	var sleeps, idle uint64
+	var joinNS uint64
+	for _, w := range rec.Windows {
+		for _, wt := range w.Waits {
+			if wt.Call == "futex" && wt.Reason == profile.OffCPUIdle {
+				joinNS += wt.NS
+			}
+		}
+		if w.OffCPU == nil {
+			continue
+		}
+		for _, s := range w.OffCPU.Stacks {
+			switch {
+			case s.Wait == profile.OffCPUIdle:
+				idle++
+			case s.WaitCall == "nanosleep" || s.WaitCall == "clock_nanosleep":
+				sleeps++
+			}
+		}
+	}
+	unsampled := rec.OffCPUScaler().Unsampled()[profile.OffCPUIdle]
+	t.Logf("stacks: %d of sleeps, %d of idle waits; idle futex waits %d ns, idle time without stacks %.0f ns", sleeps, idle, joinNS, unsampled)
+	// 11 sleeps by size; a busy host can merge a few into one entry.
+	if sleeps < 5 {
+		t.Errorf("%d off-CPU stacks of sleeps; want at least 5 (the sleeper's by size)", sleeps)
+	}
+	if idle != 0 {
+		t.Errorf("%d off-CPU stacks of idle waits; want none", idle)
+	}
+	// Twelve joins of about 150 ms; a busy host stretches them.
+	if joinNS < 1e9 {
+		t.Errorf("%d ns of idle futex waits (the joins); want about 1.8 s", joinNS)
+	}
+	if unsampled < 1e9 {
+		t.Errorf("%.0f ns of idle time without stacks; want the joins' (about 1.8 s), shown under idle", unsampled)
+	}
+}
+
 // TestJoinIsNotALock: glibc's pthread_join waits on a futex too, but for
 // a thread to exit, and its own frames are not on the stack (glibc has no
 // frame pointers): the kernel's account must call the join idle and a

@@ -127,7 +127,9 @@ func ownPathBits() []uint64 {
 }
 
 // waitOf names a wait code: the reason the kernel's account gives, the
-// system call ("" outside one) and what its descriptor was.
+// system call ("" outside one) and what its descriptor was. The BPF side's
+// idle_wait (bpf/cacheheat.c) follows its idle cases, but wait4 and
+// waitid, to take no stacks in those waits: a change here is one there.
 func waitOf(code uint32) (reason, call, fd string) {
 	switch {
 	case code&waitPreempted != 0:

@@ -192,7 +192,13 @@ func record(t *testing.T, ctx context.Context, opts Options) *profile.Recording 
 	if opts.Interval == 0 {
 		opts.Interval = 200 * time.Millisecond
 	}
-	opts.Warn = func(s string) { t.Log("warning:", s) }
+	warn := opts.Warn
+	opts.Warn = func(s string) {
+		t.Log("warning:", s)
+		if warn != nil {
+			warn(s)
+		}
+	}
 	sink := &memSink{}
 	opts.Sinks = append(opts.Sinks, sink)
 	r, err := NewRecorder(opts)
@@ -325,7 +331,14 @@ func TestRecordCommandPageFaults(t *testing.T) {
 // page-faults twice in one run: as software events (switch timestamps, and
 // the fault counter read only after slices with faults) and as stand-ins
 // of another kind, which take the path of hardware events (their perf
-// counters read at every switch of the target). The two must agree.
+// counters read at every switch of the target). The two must agree. They
+// cannot where this guest's sched_switch left a switch of the target out:
+// the software counts of that slice are replayed from the kernel's
+// account, its counter reads do not exist (the recording warns; beside
+// stress-ng --cpu 2, 3 runs of 40 had one, and one such run in a clean
+// clone's make test had the two 2.1% of cpu-clock and 2.7% of page-faults
+// apart). Such a run decides nothing, and the recording is made again, up
+// to five times.
 func TestRecordSoftwareSourcesMatchCounters(t *testing.T) {
 	needBPF(t)
 	evs := events(t, "cpu-clock", "page-faults", "context-switches")
@@ -335,10 +348,24 @@ func TestRecordSoftwareSourcesMatchCounters(t *testing.T) {
 	if src, counters, faults := slotSources(evs, 16); src[0] != srcClock || src[3] != srcCounter || counters != 2 || faults != 1<<1 {
 		t.Fatalf("slot sources %v, %d counters, fault slots %b: want the stand-ins on counters", src[:5], counters, faults)
 	}
-	rec := record(t, context.Background(), Options{
-		Target: Target{Kind: profile.TargetCommand, Command: helperCommand(t, "work 5000")},
-		Events: evs,
-	})
+	var rec *profile.Recording
+	for try := 1; ; try++ {
+		untraced := false
+		rec = record(t, context.Background(), Options{
+			Target: Target{Kind: profile.TargetCommand, Command: helperCommand(t, "work 5000")},
+			Events: evs,
+			Warn: func(s string) {
+				untraced = untraced || strings.Contains(s, "switches the kernel did not trace are not attributed")
+			},
+		})
+		if !untraced {
+			break
+		}
+		if try == 5 {
+			t.Fatalf("all %d recordings had switches of the target the kernel did not trace: the two paths cannot be compared", try)
+		}
+		t.Logf("recording %d had switches of the target the kernel did not trace: made again", try)
+	}
 	pid := rec.Header.Target.PIDs[0]
 	for _, c := range []struct {
 		soft, counter string

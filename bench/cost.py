@@ -226,8 +226,8 @@ def run_one(binary, name, seconds, tmp):
     rec = subprocess.Popen([binary, "record", "-q"] + target + opts,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        # A moment more so that the verifier's work is not counted.
         wait_attached(rec)
+        # A moment more so that the verifier's work is not counted.
         time.sleep(2)
         s0 = snapshot(rec.pid)
         if work is None:

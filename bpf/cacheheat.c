@@ -189,6 +189,32 @@ struct {
 } tasks SEC(".maps");
 
 struct last_val {
+	// First, together, all that a sample of the idle task reads or writes
+	// (sample): on an idle CPU every line it touches is cold, a few
+	// hundred ns each in a guest, and most samples of a host-wide
+	// recording are of idle CPUs. fires counts the sample programs' runs,
+	// of any task (the achieved rate).
+	u64 fires[SAMPLE_SLOTS];
+	u64 sw_ts;
+	u64 hf_task;
+	u32 hf_pid;
+	// busy is set while a switch (or an exec or exit) updates this CPU's
+	// values. A hardware sample arrives as an NMI, and a cpu-clock sample
+	// as an interrupt during exec and exit, and can land half-way through;
+	// the sample then leaves the values alone (its stack is still taken),
+	// and what it would have counted is picked up whole by the next
+	// account.
+	u32 busy;
+	u64 faults_seen;
+	// host_faults are this CPU's fault counters (the fault slots, in slot
+	// order) as the cpu-clock sampler read them here, where reading needs
+	// no interrupt, after a task faulted on this CPU (read_host_faults);
+	// host_seen is faults_seen + 1 at that read, written after the values
+	// and placed before them: user space's copy of this struct goes in
+	// address order, so a copy that shows host_seen shows the values it
+	// stands for. 0: never read.
+	u64 host_seen;
+	u64 host_faults[HOST_FAULTS];
 	u64 counter[MAX_EVENTS];
 	u64 enabled[MAX_EVENTS];
 	u64 running[MAX_EVENTS];
@@ -217,46 +243,26 @@ struct last_val {
 	// Fault slots whose counter[] is not the counter's value now (bit i:
 	// slot i): faults of a task that is not a target moved them unread.
 	u64 faults_stale;
-	// busy is set while a switch (or an exec or exit) updates this CPU's
-	// values. A hardware sample arrives as an NMI, and a cpu-clock sample
-	// as an interrupt during exec and exit, and can land half-way through;
-	// the sample then leaves the values alone (its stack is still taken),
-	// and what it would have counted is picked up whole by the next
-	// account.
-	u32 busy;
 	// busy_ns is the time this CPU ran any task but its idle task,
-	// cumulative, summed at each switch and cpu-clock sample from sw_ts,
-	// the last of them (a task that runs for seconds without a switch
-	// still counts in the window it ran in): what cpu-clock per CPU means
-	// in the report and the exporter (perf's per-CPU cpu-clock counter
-	// also counts the idle task's time).
-	u64 sw_ts;
+	// cumulative, summed at each switch and cpu-clock sample from sw_ts
+	// (above), the last of them (a task that runs for seconds without a
+	// switch still counts in the window it ran in): what cpu-clock per CPU
+	// means in the report and the exporter (perf's per-CPU cpu-clock
+	// counter also counts the idle task's time).
 	u64 busy_ns;
 	// What this CPU's software counters count, kept here so that user
 	// space need not interrupt the CPU to read them while they can be
 	// told (collector readCounters): switches is every context switch
 	// (perf's context-switches), migrated_in every switch-in of a task
 	// perf counts a migration for (its sched_migrated, cleared only after
-	// this tracepoint), and faults_seen moves whenever a task that ran
-	// here took a fault (min_flt + maj_flt since hf_base, hf_pid's at the
-	// last switch or cpu-clock sample; a task without a baseline moves it
-	// by one). hf_task is hf_pid's task_struct, only ever read by helper
-	// (note_faults).
+	// this tracepoint), and faults_seen (above) moves whenever a task that
+	// ran here took a fault (min_flt + maj_flt since hf_base, hf_pid's at
+	// the last switch or cpu-clock sample; a task without a baseline moves
+	// it by one). hf_task is hf_pid's task_struct, only ever read by
+	// helper (note_faults).
 	u64 switches;
 	u64 migrated_in;
-	u64 faults_seen;
 	u64 hf_base;
-	u64 hf_task;
-	u32 hf_pid;
-	// host_faults are this CPU's fault counters (the fault slots, in slot
-	// order) as the cpu-clock sampler read them here, where reading needs
-	// no interrupt, after a task faulted on this CPU (read_host_faults);
-	// host_seen is faults_seen + 1 at that read, written after the values
-	// and placed before them: user space's copy of this struct goes in
-	// address order, so a copy that shows host_seen shows the values it
-	// stands for. 0: never read.
-	u64 host_seen;
-	u64 host_faults[HOST_FAULTS];
 };
 
 // What each CPU's running task and counters were at the last switch or
@@ -281,8 +287,7 @@ struct {
 } target_totals SEC(".maps");
 
 struct stats_val {
-	u64 fires[SAMPLE_SLOTS];   // sample program runs, all tasks
-	u64 samples[SAMPLE_SLOTS]; // samples of the target's tasks
+	u64 samples[SAMPLE_SLOTS]; // samples of the target's tasks (their runs: last_val's fires)
 	u64 stack_errors;
 	u64 sample_map_full; // samples dropped: sample_ring was full
 	u64 proc_map_full;
@@ -2356,12 +2361,26 @@ static __always_inline bool in_kernel(struct bpf_perf_event_data *ctx)
 
 static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 {
-	struct stats_val *s = get_stats();
 	struct last_val *l = get_last();
-	if (!s || !l)
+	if (!l)
 		return 0;
-	s->fires[slot & 1]++; // & 1: a provable bound for the verifier (SAMPLE_SLOTS)
+	l->fires[slot & 1]++; // & 1: a provable bound for the verifier (SAMPLE_SLOTS)
 	struct task_struct *t = (struct task_struct *)bpf_get_current_task_btf();
+	// This CPU's idle task, as the last switch or sample here noted it
+	// (only idle tasks have pid 0, and they never exit): what the path
+	// below does for it, on last_val's first fields only (see there).
+	// busy_to adds nothing for it, note_faults nothing (an idle task takes
+	// no page faults: its min_flt + maj_flt stay 0), and it is no one's
+	// target.
+	if ((u64)t == l->hf_task && !l->hf_pid && !l->busy) {
+		l->sw_ts = bpf_ktime_get_ns();
+		if (slot == SLOT_CLOCK && fault_slots && l->host_seen != l->faults_seen + 1)
+			read_host_faults(l);
+		return 0;
+	}
+	struct stats_val *s = get_stats();
+	if (!s)
+		return 0;
 	if (!l->busy) {
 		busy_to(l, t, bpf_ktime_get_ns());
 		note_faults(l, t);

@@ -63,7 +63,7 @@ enum slot_source {
 enum sample_slot {
 	SLOT_CLOCK = 0,   // the cpu-clock sampler
 	SLOT_MISS = 1,    // the primary miss event's (page faults in software mode)
-	SAMPLE_SLOTS = 2, // sampling slots: fires[] and samples[] of stats_val
+	SAMPLE_SLOTS = 2, // sampling slots: last_val's fires[], stats_val's samples[]
 	// Off-CPU time at a voluntary switch-out: the value is nanoseconds
 	// blocked, not a count, and the stacks are in offcpu_stacks.
 	SLOT_OFFCPU = 2,

@@ -61,6 +61,14 @@ type CacheheatHistVal struct {
 
 type CacheheatLastVal struct {
 	_           structs.HostLayout
+	Fires       [2]uint64
+	SwTs        uint64
+	HfTask      uint64
+	HfPid       uint32
+	Busy        uint32
+	FaultsSeen  uint64
+	HostSeen    uint64
+	HostFaults  [3]uint64
 	Counter     [40]uint64
 	Enabled     [40]uint64
 	Running     [40]uint64
@@ -76,19 +84,10 @@ type CacheheatLastVal struct {
 	InTs        uint64
 	InQ         uint64
 	FaultsStale uint64
-	Busy        uint32
-	_           [4]byte
-	SwTs        uint64
 	BusyNs      uint64
 	Switches    uint64
 	MigratedIn  uint64
-	FaultsSeen  uint64
 	HfBase      uint64
-	HfTask      uint64
-	HfPid       uint32
-	_           [4]byte
-	HostSeen    uint64
-	HostFaults  [3]uint64
 }
 
 type CacheheatMode uint32
@@ -197,7 +196,6 @@ type CacheheatStackRec struct {
 
 type CacheheatStatsVal struct {
 	_             structs.HostLayout
-	Fires         [2]uint64
 	Samples       [2]uint64
 	StackErrors   uint64
 	SampleMapFull uint64

@@ -248,7 +248,7 @@ func TestContractLayouts(t *testing.T) {
 		{"task_val.counts", len(CacheheatTaskVal{}.Counts), int(CacheheatSizesMAX_EVENTS)},
 		{"hist_val.runq", len(CacheheatHistVal{}.Runq), int(CacheheatSizesHIST_BUCKETS)},
 		{"profile.HistBuckets", profile.HistBuckets, int(CacheheatSizesHIST_BUCKETS)},
-		{"stats_val.fires", len(CacheheatStatsVal{}.Fires), int(CacheheatSampleSlotSAMPLE_SLOTS)},
+		{"last_val.fires", len(CacheheatLastVal{}.Fires), int(CacheheatSampleSlotSAMPLE_SLOTS)},
 		{"cgroup_val.offcpu", len(CacheheatCgroupVal{}.Offcpu), int(CacheheatOffcpuReasonOFFCPU_REASONS)},
 		{"go_stack.pc", len(CacheheatGoStack{}.Pc), int(CacheheatSizesGO_STACK_DEPTH)},
 		{"func_bucket.sum", len(FunclatFuncBucket{}.Sum), int(FunclatFuncCounterFC_COUNT)},

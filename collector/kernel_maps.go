@@ -362,8 +362,9 @@ func (k *kernel) readStats(s *snapshot) error {
 	}
 	s.stats = make([]statsVal, len(st))
 	for cpu, v := range st {
+		// fires: readBusy (struct last_val).
 		s.stats[cpu] = statsVal{
-			fires: v.Fires, samples: v.Samples,
+			samples:     v.Samples,
 			stackErrors: v.StackErrors, sampleMapFull: v.SampleMapFull,
 			procMapFull: v.ProcMapFull, mapErrors: v.MapErrors,
 		}
@@ -385,10 +386,12 @@ func (k *kernel) readStats(s *snapshot) error {
 }
 
 // readBusy reads each CPU's busy time (busy_ns) and the monotonic clock
-// it is counted in, from which a window's idle time follows, and its
-// switch counts (sw). It is read after the task map and the target's
-// totals, so that a window's busy time covers at least the target's time
-// counted in it.
+// it is counted in, from which a window's idle time follows, its switch
+// counts (sw) and its samplers' runs (fires, in struct last_val with what
+// an idle CPU's sample touches). It is read after the task map and the
+// target's totals, so that a window's busy time covers at least the
+// target's time counted in it, and after the stats, so that a window's
+// fires are never fewer than its samples.
 func (k *kernel) readBusy(s *snapshot) error {
 	last, err := k.lastBuf.read(k.objs.Last)
 	if err != nil {
@@ -398,9 +401,13 @@ func (k *kernel) readBusy(s *snapshot) error {
 	s.monoNS = uint64(s.busyAt.Sub(k.t0))
 	s.busyNS = make([]uint64, len(last))
 	s.sw = make([]cpuSW, len(last))
+	if len(s.stats) != len(last) {
+		return fmt.Errorf("per-cpu state of %d CPUs against stats of %d", len(last), len(s.stats))
+	}
 	for cpu, v := range last {
 		s.busyNS[cpu] = v.BusyNs
 		s.sw[cpu] = cpuSWOf(v)
+		s.stats[cpu].fires = v.Fires
 	}
 	return nil
 }

@@ -18,13 +18,20 @@ own ns scatter by 100.
 
 The load is a pipe ping-pong ($PINGPONG, built from
 cmd/cacheheat/testdata/programs/pingpong.c; --cpus pins its two
-processes) or, with --workload, a command of the first build's
-(`workload run ...`).
+processes), with --workload a command of the first build's (`workload
+run ...`), or with --idle none: then nearly every sample is of an idle
+CPU's idle task, whose cost is the cold lines it touches.
+
+Under rcu bad on the VM, two builds whose on_switch is the same code
+(the same instructions, bpftool prog dump xlated) came out from -23 to
++34 ns apart in four runs of 8 rounds, each with an se of 7-14 ns: take
+a difference of that size as unresolved (BENCHMARKS.md, "The idle CPU's
+sample").
 
 Needs root and python3.
 Usage: bench/side.py --bin a=PATH,b=PATH [--rounds 8] [--seconds 5]
        [--settle 3] [--programs on_switch,on_waking] [--cpus "0 1"]
-       [--workload "workload run rcu --variant bad -t 2"]
+       [--workload "workload run rcu --variant bad -t 2" | --idle]
 """
 
 import argparse
@@ -62,7 +69,10 @@ def main():
     ap.add_argument("--programs", default="on_switch,on_waking")
     ap.add_argument("--cpus", default="")
     ap.add_argument("--workload", default="")
+    ap.add_argument("--idle", action="store_true", help="no load (compare the samplers: --programs sample_clock)")
     a = ap.parse_args()
+    if a.idle and (a.workload or a.cpus):
+        sys.exit("--idle runs no load: no --workload or --cpus with it")
     builds = [b.split("=", 1) for b in a.bin.split(",")]
     if len(builds) != 2:
         sys.exit("--bin takes two builds")
@@ -71,7 +81,10 @@ def main():
     progs = a.programs.split(",")
     per_round = a.settle + a.seconds + 5
     total = int(a.rounds * per_round + 30)
-    if a.workload:
+    load = None
+    if a.idle:
+        pass
+    elif a.workload:
         load = subprocess.Popen([builds[0][1]] + shlex.split(a.workload) + ["-d", f"{total}s"],
                                 stdout=subprocess.DEVNULL, start_new_session=True)
     else:
@@ -106,8 +119,9 @@ def main():
                     line.append(f"{p} {name} {ns[name][p][-1]:.0f}")
             print(", ".join(line), flush=True)
     finally:
-        os.killpg(load.pid, signal.SIGTERM)
-        load.wait()
+        if load:
+            os.killpg(load.pid, signal.SIGTERM)
+            load.wait()
         os.close(stats_fd)
         for f in os.listdir(tmp):
             os.remove(os.path.join(tmp, f))

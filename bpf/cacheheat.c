@@ -66,6 +66,16 @@ const volatile s32 enabled_ref_slot = -1;
 // all its migrations counted; an older one from the first time it is seen.
 const volatile u64 start_ns = 0;
 
+// The key of last's one entry for the samplers (sample), in .rodata
+// rather than on the stack: the kernel runs a perf_event program whose
+// stack is 64 bytes or more on a private per-CPU stack of its own
+// (kernel/bpf/verifier.c, bpf_enable_priv_stack; the x86-64 JIT points r9
+// at it), a line that is cold on an idle CPU, and a sample of the idle
+// task then touches no stack at all (BENCHMARKS.md, "The idle CPU's
+// sample"). The tp_btf programs run on the kernel's stack (their JIT
+// code addresses it by rbp), which a switch has just used.
+static const u32 last_key = 0;
+
 // The per-CPU counting events: one PERF_EVENT_ARRAY per event slot,
 // indexed by CPU (max_entries is left to the loader, which sizes it to the
 // possible CPUs). One map per slot, not one big array, because loaders
@@ -2361,7 +2371,7 @@ static __always_inline bool in_kernel(struct bpf_perf_event_data *ctx)
 
 static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 {
-	struct last_val *l = get_last();
+	struct last_val *l = bpf_map_lookup_elem(&last, &last_key); // get_last, without the stack
 	if (!l)
 		return 0;
 	l->fires[slot & 1]++; // & 1: a provable bound for the verifier (SAMPLE_SLOTS)

@@ -1216,6 +1216,15 @@ static __noinline void read_host_faults(struct last_val *l)
 	l->host_seen = l->faults_seen + 1;
 }
 
+// read_host_faults_due reads this CPU's fault counters in place when a
+// fault was noted here since the last such read (for the cpu-clock
+// sampler, on every path through it).
+static __always_inline void read_host_faults_due(struct last_val *l)
+{
+	if (fault_slots && l->host_seen != l->faults_seen + 1)
+		read_host_faults(l);
+}
+
 static __always_inline bool is_fault_src(u32 src)
 {
 	return src == SRC_FAULT || src == SRC_MAJFAULT;
@@ -2384,8 +2393,8 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 	// target.
 	if ((u64)t == l->hf_task && !l->hf_pid && !l->busy) {
 		l->sw_ts = bpf_ktime_get_ns();
-		if (slot == SLOT_CLOCK && fault_slots && l->host_seen != l->faults_seen + 1)
-			read_host_faults(l);
+		if (slot == SLOT_CLOCK)
+			read_host_faults_due(l);
 		return 0;
 	}
 	struct stats_val *s = get_stats();
@@ -2394,8 +2403,8 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 	if (!l->busy) {
 		busy_to(l, t, bpf_ktime_get_ns());
 		note_faults(l, t);
-		if (slot == SLOT_CLOCK && fault_slots && l->host_seen != l->faults_seen + 1)
-			read_host_faults(l);
+		if (slot == SLOT_CLOCK)
+			read_host_faults_due(l);
 	}
 	if (!is_target(t)) {
 		if (slot == SLOT_CLOCK)

@@ -50,7 +50,7 @@ if v == "floor":
         "int BPF_PROG(on_wakeup, struct task_struct *p)\n{\n\treturn 0;\n\trecord_wakeup(p);")
 elif v in order:
     n = order.index(v)
-    sub("\tif (k) {\n", "\tif (k && 0) {\n")
+    sub("\tif (k && !idle_wait(wait)) {\n", "\tif (k && !idle_wait(wait) && 0) {\n")
     if n >= 1:
         sub("\t\t\taccount(l, prev, now, 1);\n", "\t\t\t;\n")
     if n >= 2:

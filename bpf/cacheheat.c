@@ -375,7 +375,8 @@ struct sample_rec {
 	// innermost first); ustack/kstack hold bpf_get_stack's errors.
 	u32 ulen;
 	u32 klen;
-	// Off-CPU samples: ids in offcpu_stacks, -1: none. CPU samples: 0, or
+	// Off-CPU samples: ids in offcpu_stacks, -1: none; ustack OWN_USTACK:
+	// the thread's last SLOT_OFFCPU_USTACK record. CPU samples: 0, or
 	// bpf_get_stack's error for that stack.
 	s32 ustack;
 	s32 kstack;
@@ -392,6 +393,11 @@ struct sample_rec {
 // this CPU's hot scratch and the ring gets only the frames (a few hundred
 // bytes); a reserve's size must be a constant, so the copy is
 // bpf_ringbuf_output.
+// stack_scratch's (and ustack_scratch's) entries: one for the samplers,
+// one for on_switch's off-CPU user stacks (see sample).
+#define SAMPLER_SCRATCH 0
+#define SWITCH_SCRATCH 1
+
 struct stack_rec {
 	struct sample_rec h;
 	u64 frames[2 * MAX_STACK_DEPTH]; // the kernel stack, then the user stack
@@ -399,7 +405,7 @@ struct stack_rec {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2); // SAMPLER_SCRATCH, SWITCH_SCRATCH
 	__type(key, u32);
 	__type(value, struct stack_rec);
 } stack_scratch SEC(".maps");
@@ -431,7 +437,9 @@ static __noinline void wake_recorder(void)
 // switch-out its user and kernel stacks are taken, and at its switch-in the
 // time it was blocked is added to that stack pair under sample slot
 // SLOT_OFFCPU, sent through sample_ring (the value is nanoseconds, not a
-// count).
+// count). The kernel stack goes to offcpu_stacks; the user stack is walked
+// here and sent through sample_ring at once (offcpu_user_stack), where the
+// switch-in's record follows it.
 // Taking stacks costs a few microseconds, so each CPU takes them for one
 // switch-out in k, chosen at random (never by timing, which would lock
 // onto a periodic program), with k set every OFFCPU_PERIOD_NS so that a
@@ -1559,6 +1567,13 @@ static __always_inline bool idle_wait(u32 w)
 // stacks; it still counts towards k, so every other switch-out keeps the
 // chance it would have had, and a CPU takes at most about
 // offcpu_stacks_per_sec stacks a second.
+// An off-CPU sample's ustack when its user stack went through sample_ring
+// (SLOT_OFFCPU_USTACK) rather than offcpu_stacks: above any stack id, and
+// not negative, which would be an error.
+#define OWN_USTACK 0x7fffffff
+
+static __noinline long offcpu_user_stack(void *ctx);
+
 static __noinline void offcpu_out(void *ctx, struct offcpu_start *e, u64 now, u32 wait, long state)
 {
 	u32 zero = 0;
@@ -1599,7 +1614,7 @@ static __noinline void offcpu_out(void *ctx, struct offcpu_start *e, u64 now, u3
 			if (sized)
 				st->period_sized++;
 			v.weight = (u64)OFFCPU_W1 * OFFCPU_P1 / p;
-			v.ustack = bpf_get_stackid(ctx, &offcpu_stacks, BPF_F_USER_STACK);
+			v.ustack = offcpu_user_stack(ctx);
 			// Decided only for a switch-out whose stacks are taken.
 			if (!(state & TASK_INTERRUPTIBLE) || !own_path(wait))
 				v.kstack = bpf_get_stackid(ctx, &offcpu_stacks, 0);
@@ -2247,7 +2262,7 @@ struct ustack_piece {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2); // as stack_scratch
 	__type(key, u32);
 	__type(value, struct ustack_piece);
 } ustack_scratch SEC(".maps");
@@ -2280,16 +2295,16 @@ struct walk {
 	u64 len;
 	u64 n;
 	u32 at;
+	u32 key; // the scratch entry: SAMPLER_SCRATCH or SWITCH_SCRATCH
 };
 
 // walk_step takes frame i of walk c, as a bpf_loop callback: 1 ends it.
 static long walk_step(u64 i, void *ctx)
 {
 	struct walk *c = ctx;
-	u32 zero = 0;
-	// The sampler's own record: perf_event programs do not nest on a CPU.
-	struct stack_rec *r = bpf_map_lookup_elem(&stack_scratch, &zero);
-	struct ustack_piece *w = bpf_map_lookup_elem(&ustack_scratch, &zero);
+	u32 key = c->key;
+	struct stack_rec *r = bpf_map_lookup_elem(&stack_scratch, &key);
+	struct ustack_piece *w = bpf_map_lookup_elem(&ustack_scratch, &key);
 	if (!r || !w)
 		return 1;
 	u64 fp = c->fp;
@@ -2363,12 +2378,60 @@ static __always_inline long user_stack(struct bpf_perf_event_data *ctx, struct t
 	if (!have_bpf_loop || cs != USER_CS || uretprobe_pending(t))
 		return bpf_get_stack(ctx, (void *)r->frames + at * sizeof(u64), MAX_STACK_DEPTH * sizeof(u64), BPF_F_USER_STACK);
 	r->frames[at] = ip;
-	struct walk c = {.fp = fp, .at = at + 1};
+	struct walk c = {.fp = fp, .at = at + 1, .key = SAMPLER_SCRATCH};
 	bpf_loop(MAX_STACK_DEPTH - 1, walk_step, &c, 0);
 	u64 n = c.n + 1;
 	if (n > MAX_STACK_DEPTH)
 		n = MAX_STACK_DEPTH; // never: at most MAX_STACK_DEPTH - 1 steps
 	return n * sizeof(u64);
+}
+
+// offcpu_user_stack takes the user stack of the task switching out (the
+// current one, at sched_switch) for an off-CPU sample, with ctx
+// on_switch's context, and returns its ustack: OWN_USTACK when its frames
+// went to sample_ring in a SLOT_OFFCPU_USTACK record just now, else a stack
+// id in offcpu_stacks or an error (-EFAULT: no user stack). The kernel's
+// walk for bpf_get_stackid cost about 8 us a stack of a dozen frames under
+// rcu bad on the 2-CPU VM, a third of on_switch there (BENCHMARKS.md,
+// "the off-CPU user stack"); this is the sampler's walk (user_stack), from
+// the registers the task entered the kernel with, in its own scratch
+// entry. Where the sampler would leave the walk to the kernel (no
+// bpf_loop, a 32-bit task, a pending uretprobe), so does this.
+static __noinline long offcpu_user_stack(void *ctx)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	if (t->flags & (PF_KTHREAD | PF_USER_WORKER) || !t->mm)
+		return -EFAULT; // as bpf_get_stackid: no user stack
+	struct pt_regs *ur = (struct pt_regs *)bpf_task_pt_regs(t);
+	if (!ur)
+		return -EFAULT;
+	u64 ip = ur->ip, fp = ur->bp, cs = ur->cs;
+	if (!have_bpf_loop || cs != USER_CS || uretprobe_pending(t))
+		return bpf_get_stackid(ctx, &offcpu_stacks, BPF_F_USER_STACK);
+	u32 key = SWITCH_SCRATCH;
+	struct stack_rec *r = bpf_map_lookup_elem(&stack_scratch, &key);
+	if (!r)
+		return NO_STACK; // never: an array's entry
+	r->frames[0] = ip;
+	struct walk c = {.fp = fp, .at = 1, .key = SWITCH_SCRATCH};
+	bpf_loop(MAX_STACK_DEPTH - 1, walk_step, &c, 0);
+	u64 n = c.n + 1;
+	if (n > MAX_STACK_DEPTH)
+		n = MAX_STACK_DEPTH; // never: at most MAX_STACK_DEPTH - 1 steps
+	r->h = (struct sample_rec){
+		.pid = t->tgid,
+		.tid = t->pid,
+		.cpu = bpf_get_smp_processor_id(),
+		.slot = SLOT_OFFCPU_USTACK,
+		.ulen = n * sizeof(u64),
+	};
+	if (bpf_ringbuf_output(&sample_ring, r, sizeof(r->h) + n * sizeof(u64), ring_flags())) {
+		struct stats_val *s = get_stats();
+		if (s)
+			s->sample_map_full++;
+		return -ENOSPC; // a stack error at the switch-in (offcpu_in)
+	}
+	return OWN_USTACK;
 }
 
 // in_kernel says whether a sample interrupted kernel code (x86: the code
@@ -2434,13 +2497,16 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, u16 slot)
 	if (by_cgroup)
 		return 0; // counts by cgroup only: no stacks
 
-	// One scratch serves both samplers: perf_event programs do not nest
-	// on a CPU (the kernel's bpf_overflow_handler runs one only while no
-	// other kprobe or perf_event program is active there, bpf_prog_active).
-	u32 zero = 0;
-	struct stack_rec *r = bpf_map_lookup_elem(&stack_scratch, &zero);
+	// One scratch entry serves both samplers: perf_event programs do not
+	// nest on a CPU (the kernel's bpf_overflow_handler runs one only while
+	// no other kprobe or perf_event program is active there,
+	// bpf_prog_active). on_switch, a tracing program, is not counted
+	// there: a hardware event's sampler can run over it in an NMI, so its
+	// off-CPU user stacks have an entry of their own (SWITCH_SCRATCH).
+	u32 key = SAMPLER_SCRATCH;
+	struct stack_rec *r = bpf_map_lookup_elem(&stack_scratch, &key);
 	if (!r) {
-		s->map_errors++; // never: an array's only entry
+		s->map_errors++; // never: an array's entry
 		return 0;
 	}
 	u64 id = bpf_get_current_pid_tgid();

@@ -65,11 +65,16 @@ enum sample_slot {
 	SLOT_MISS = 1,    // the primary miss event's (page faults in software mode)
 	SAMPLE_SLOTS = 2, // sampling slots: last_val's fires[], stats_val's samples[]
 	// Off-CPU time at a voluntary switch-out: the value is nanoseconds
-	// blocked, not a count, and the stacks are in offcpu_stacks.
+	// blocked, not a count, and the stacks are in offcpu_stacks, or the
+	// user stack in the thread's SLOT_OFFCPU_USTACK record before it.
 	SLOT_OFFCPU = 2,
 	// No sample: the first target event after user space armed
 	// wake_armed (a quiet window), sent to wake the sleeping recorder.
 	SLOT_WAKE = 3,
+	// An off-CPU sample's user stack, walked at the switch-out (the
+	// frames follow the header, ulen bytes); the SLOT_OFFCPU record of
+	// the same thread that follows it in the ring has ustack OWN_USTACK.
+	SLOT_OFFCPU_USTACK = 4,
 };
 
 // Why a task left the CPU, from its state at the switch: the index of the

@@ -160,11 +160,12 @@ type CacheheatSampleRec struct {
 type CacheheatSampleSlot uint32
 
 const (
-	CacheheatSampleSlotSLOT_CLOCK   CacheheatSampleSlot = 0
-	CacheheatSampleSlotSLOT_MISS    CacheheatSampleSlot = 1
-	CacheheatSampleSlotSAMPLE_SLOTS CacheheatSampleSlot = 2
-	CacheheatSampleSlotSLOT_OFFCPU  CacheheatSampleSlot = 2
-	CacheheatSampleSlotSLOT_WAKE    CacheheatSampleSlot = 3
+	CacheheatSampleSlotSLOT_CLOCK         CacheheatSampleSlot = 0
+	CacheheatSampleSlotSLOT_MISS          CacheheatSampleSlot = 1
+	CacheheatSampleSlotSAMPLE_SLOTS       CacheheatSampleSlot = 2
+	CacheheatSampleSlotSLOT_OFFCPU        CacheheatSampleSlot = 2
+	CacheheatSampleSlotSLOT_WAKE          CacheheatSampleSlot = 3
+	CacheheatSampleSlotSLOT_OFFCPU_USTACK CacheheatSampleSlot = 4
 )
 
 type CacheheatSizes uint32

@@ -33,6 +33,11 @@ const (
 	// nanoseconds blocked, its stacks are in offcpu_stacks.
 	slotOffCPU = int(bpf.CacheheatSampleSlotSLOT_OFFCPU)
 	slotWake   = int(bpf.CacheheatSampleSlotSLOT_WAKE)
+	// slotOffCPUUstack carries an off-CPU sample's user stack, walked at
+	// its switch-out; the thread's next slotOffCPU record, whose ustack is
+	// ownUstack, stands for it (sampleReader.add).
+	slotOffCPUUstack = int(bpf.CacheheatSampleSlotSLOT_OFFCPU_USTACK)
+	ownUstack        = int32(0x7fffffff) // OWN_USTACK in bpf/cacheheat.c
 )
 
 // Off-CPU stacks are taken for one voluntary switch-out in k, at random,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -46,13 +47,14 @@ func ringBytes(possible int) uint32 {
 // sampleAgg is what samples are aggregated by: a CPU sample's stacks are
 // an index into the aggregate's stacks (their addresses' bytes), an
 // off-CPU sample's the ids of its stacks in offcpu_stacks (never cleared
-// while recording) and its goroutine's stack.
+// while recording) and its goroutine's stack, or for a user stack that
+// came through the ring (ustack ownUstack) an index into the stacks too.
 type sampleAgg struct {
 	pid, tid, cpu  uint32
 	slot           uint16
 	wait, gstack   uint32
 	ustack, kstack int32
-	stack          int32 // CPU samples: index in aggregate.stacks; -1: none
+	stack          int32 // index in aggregate.stacks; -1: none
 }
 
 // aggregate is what the reader aggregated since the last take.
@@ -62,7 +64,9 @@ type aggregate struct {
 	// stack's bytes then the user stack's, as the record carries them.
 	stacks []stackPair
 	index  map[string]int32 // stacks by their bytes
-	bad    uint64           // records too short to be ours (never expected)
+	// bad counts records too short to be ours and off-CPU samples whose
+	// user stack record was not seen (neither expected).
+	bad uint64
 }
 
 type stackPair struct {
@@ -92,14 +96,23 @@ type sampleReader struct {
 	// woke hears of each SLOT_WAKE record, without waiting: the target
 	// ran while the recorder slept through a quiet window (quiet.go).
 	woke chan struct{}
+	// pending holds each thread's last off-CPU user stack (its bytes)
+	// until the off-CPU sample it belongs to: the stack is sent at the
+	// switch-out, the sample at the switch-in, later in the same ring.
+	pending map[uint32]string
 }
+
+// maxPending bounds sampleReader.pending: a thread that exits blocked
+// never sends its sample. Past it the stacks held are dropped, and a
+// sample that then finds none is counted (aggregate.bad).
+const maxPending = 1 << 16
 
 func newSampleReader(ring *ebpf.Map) (*sampleReader, error) {
 	rd, err := ringbuf.NewReader(ring)
 	if err != nil {
 		return nil, fmt.Errorf("opening the sample ring: %w", err)
 	}
-	r := &sampleReader{rd: rd, flushed: make(chan struct{}), agg: newAggregate(0, 0), woke: make(chan struct{}, 1)}
+	r := &sampleReader{rd: rd, flushed: make(chan struct{}), agg: newAggregate(0, 0), woke: make(chan struct{}, 1), pending: map[uint32]string{}}
 	r.wg.Add(1)
 	go r.run()
 	return r, nil
@@ -145,24 +158,55 @@ func (r *sampleReader) add(raw []byte) {
 		}
 		return
 	}
+	if int(h.Slot) == slotOffCPUUstack {
+		n := int(h.Ulen)
+		if len(raw) < sampleRecSize+n {
+			a.bad++
+			return
+		}
+		if len(r.pending) >= maxPending {
+			clear(r.pending)
+		}
+		r.pending[h.Tid] = string(raw[sampleRecSize : sampleRecSize+n])
+		return
+	}
 	k := sampleAgg{pid: h.Pid, tid: h.Tid, cpu: h.Cpu, slot: h.Slot, wait: h.Wait, gstack: h.Gstack, ustack: h.Ustack, kstack: h.Kstack, stack: -1}
-	if int(h.Slot) != slotOffCPU {
+	if int(h.Slot) == slotOffCPU && h.Ustack == ownUstack {
+		frames, ok := r.pending[h.Tid]
+		delete(r.pending, h.Tid)
+		if !ok {
+			a.bad++
+			k.ustack = -1 // the time stays, without its user stack
+		} else {
+			k.stack = a.intern(frames, 0)
+		}
+	} else if int(h.Slot) != slotOffCPU {
 		n := int(h.Klen) + int(h.Ulen)
 		if len(raw) < sampleRecSize+n {
 			a.bad++
 			return
 		}
-		frames := raw[sampleRecSize : sampleRecSize+n]
-		i, ok := a.index[string(frames)] // no copy to look up
-		if !ok {
-			i = int32(len(a.stacks))
-			a.stacks = append(a.stacks, stackPair{frames: string(frames), klen: int(h.Klen)})
-			a.index[a.stacks[i].frames] = i
+		var frames string // the record's bytes, not copied to look up
+		if n > 0 {
+			frames = unsafe.String(&raw[sampleRecSize], n)
 		}
-		k.stack = i
+		k.stack = a.intern(frames, int(h.Klen))
 	}
 	a.counts[k] += h.Value
 	r.records.Add(1)
+}
+
+// intern returns the index of the stack pair of these bytes, the first
+// klen of them the kernel stack's, adding it the first time. frames may
+// point into a record: it is copied only when added.
+func (a *aggregate) intern(frames string, klen int) int32 {
+	if i, ok := a.index[frames]; ok && a.stacks[i].klen == klen {
+		return i
+	}
+	i := int32(len(a.stacks))
+	a.stacks = append(a.stacks, stackPair{frames: strings.Clone(frames), klen: klen})
+	a.index[a.stacks[i].frames] = i
+	return i
 }
 
 // take returns the samples aggregated since the last take, after reading
@@ -222,7 +266,11 @@ func (k *kernel) drainSamples() ([]rawSample, uint64, error) {
 	for key, v := range a.counts {
 		s := rawSample{pid: int(key.pid), tid: int(key.tid), cpu: int(key.cpu), slot: int(key.slot), count: v, wait: key.wait}
 		if int(key.slot) == slotOffCPU {
-			s.user = k.offcpuStack(key.ustack)
+			if key.stack >= 0 { // a user stack through the ring
+				s.user = stacks[key.stack][1]
+			} else {
+				s.user = k.offcpuStack(key.ustack)
+			}
 			s.kernel = k.offcpuStack(key.kstack)
 			if key.gstack != 0 {
 				s.user = k.withGoroutine(s.user, key.gstack)

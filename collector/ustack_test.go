@@ -211,3 +211,118 @@ func elfSymbols(t *testing.T, prog string) ([]elf.Symbol, *elf.Section) {
 	}
 	return syms, f.Section(".text")
 }
+
+// sleepDeepSrc recurses 20 deep (21 frames of rec) into a leaf that sleeps
+// 40 ms at a time by a raw nanosleep system call: no libc function sits
+// between leaf and the kernel, so the frame-pointer chain at the switch-out
+// is the program's own (a libc wrapper without a frame would hide its
+// caller from either walk).
+const sleepDeepSrc = `#include <time.h>
+volatile unsigned long sink;
+__attribute__((noinline)) void leaf(void)
+{
+	struct timespec ts = {0, 40000000};
+	long ret;
+	__asm__ volatile("syscall" : "=a"(ret) : "a"(35L), "D"(&ts), "S"(0L) : "rcx", "r11", "memory");
+	sink += ret;
+}
+__attribute__((noinline)) void rec(int n)
+{
+	if (n > 0)
+		rec(n - 1);
+	else
+		leaf();
+	sink++;
+}
+int main(void)
+{
+	for (;;)
+		rec(20);
+}
+`
+
+// TestOffCPUUserStackWalk: an off-CPU sample's user stack, walked by
+// on_switch itself at the switch-out (offcpu_user_stack, bpf/cacheheat.c)
+// and sent through the ring ahead of the sample, is the program's call
+// chain, as the kernel's walk for offcpu_stacks (kernelUserStacks) gives
+// it: the sleep's system call in leaf, the return addresses into rec (21:
+// leaf's and those of rec 0..19), then main's. Each sample carries the
+// stack of its own switch-out; none is left without one (aggregate.bad).
+func TestOffCPUUserStackWalk(t *testing.T) {
+	needBPF(t)
+	prog := buildC(t, "sleepdeep", sleepDeepSrc, "-O1", "-fno-omit-frame-pointer", "-fno-optimize-sibling-calls", "-no-pie")
+	in := symbolRanges(t, prog, "leaf", "rec", "main")
+	cmd := exec.Command(prog)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	want := func(u []uint64) bool {
+		if len(u) < 23 || !in["leaf"](u[0]) {
+			return false
+		}
+		for _, a := range u[1:22] {
+			if !in["rec"](a) {
+				return false
+			}
+		}
+		return in["main"](u[22])
+	}
+	chains := map[string][]string{}
+	for _, pass := range []string{"own", "kernel"} {
+		kernelUserStacks = pass == "kernel"
+		k := pidKernel(t, cmd.Process.Pid, 99, 0)
+		kernelUserStacks = false
+		time.Sleep(2 * time.Second)
+		a, err := k.samples.take()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys, truth, own int
+		for key := range a.counts {
+			if int(key.slot) != slotOffCPU || int(key.pid) != cmd.Process.Pid {
+				continue
+			}
+			var u []uint64
+			if key.ustack == ownUstack {
+				own++
+				if key.stack < 0 {
+					t.Errorf("%s walk: an off-CPU sample with ustack OWN_USTACK has no stack", pass)
+					continue
+				}
+				p := a.stacks[key.stack]
+				u = words(p.frames[p.klen:])
+			} else {
+				u = k.offcpuStack(key.ustack)
+			}
+			keys++
+			if want(u) {
+				truth++
+				chains[pass] = append(chains[pass], fmt.Sprintf("%x", u[1:]))
+			}
+		}
+		k.close()
+		t.Logf("%s walk: %d off-CPU sample keys, %d with the program's chain, %d through the ring", pass, keys, truth, own)
+		if keys == 0 {
+			t.Fatalf("%s walk: no off-CPU samples of the sleeper in 2 s (50 sleeps of 40 ms)", pass)
+		}
+		if truth != keys {
+			t.Errorf("%s walk: %d of %d off-CPU samples carry the program's chain", pass, truth, keys)
+		}
+		if pass == "own" && own != keys {
+			t.Errorf("own walk: %d of %d off-CPU samples' user stacks came through the ring", own, keys)
+		}
+		if pass == "kernel" && own != 0 {
+			t.Errorf("kernel walk: %d off-CPU samples' user stacks came through the ring; want none", own)
+		}
+		if a.bad != 0 {
+			t.Errorf("%s walk: %d records unread or samples without their stack record", pass, a.bad)
+		}
+	}
+	// The same process, so the same addresses below the system call.
+	slices.Sort(chains["own"])
+	slices.Sort(chains["kernel"])
+	if o, kw := slices.Compact(chains["own"]), slices.Compact(chains["kernel"]); !slices.Equal(o, kw) {
+		t.Errorf("off-CPU chains differ between the walks:\nown:    %s\nkernel: %s", strings.Join(o, "\n        "), strings.Join(kw, "\n        "))
+	}
+}

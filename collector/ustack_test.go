@@ -11,21 +11,15 @@ import (
 	"time"
 )
 
-// deepSrc recurses 40 deep (41 frames of rec) into a leaf that runs a
-// busy loop and then system calls, so that samples land in user code (the
-// walk starts from the sample's registers) and in the kernel (from the
-// registers saved at the call's entry), over and over, a few ms a round:
-// a uretprobe on rec attached while it runs has calls to see, and its
-// traps (two per call) are a small part of the time. The statement after
-// each call keeps the recursion from becoming a loop.
-const deepSrc = `#include <unistd.h>
+// deepSrc is a C program whose main calls rec(DEPTH) forever, rec
+// recursing into leaf, whose includes and body are the first two
+// arguments. The statement after each call keeps the recursion from
+// becoming a loop.
+const deepSrc = `%s
 volatile unsigned long sink;
 __attribute__((noinline)) void leaf(void)
 {
-	for (int i = 0; i < 1000000; i++)
-		sink++;
-	for (int i = 0; i < 2000; i++)
-		getppid();
+%s
 }
 __attribute__((noinline)) void rec(int n)
 {
@@ -38,9 +32,37 @@ __attribute__((noinline)) void rec(int n)
 int main(void)
 {
 	for (;;)
-		rec(40);
+		rec(%d);
 }
 `
+
+// startDeep builds and starts deepSrc with frame pointers, and returns
+// the program's path, its functions' address tests and a test of a user
+// stack against its call chain: any first entry (where the thread was),
+// then the return addresses into rec (depth + 1 of them: leaf's and those
+// of rec 0..depth-1), then main's.
+func startDeep(t *testing.T, name, includes, leaf string, depth int) (*exec.Cmd, string, map[string]func(uint64) bool, func([]uint64) bool) {
+	t.Helper()
+	prog := buildC(t, name, fmt.Sprintf(deepSrc, includes, leaf, depth), "-O1", "-fno-omit-frame-pointer", "-fno-optimize-sibling-calls", "-no-pie")
+	in := symbolRanges(t, prog, "leaf", "rec", "main")
+	cmd := exec.Command(prog)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	chain := func(u []uint64) bool {
+		if len(u) < depth+3 {
+			return false
+		}
+		for _, a := range u[1 : depth+2] {
+			if !in["rec"](a) {
+				return false
+			}
+		}
+		return in["main"](u[depth+2])
+	}
+	return cmd, prog, in, chain
+}
 
 // TestUserStackWalk: the samplers' own walk of a user stack by its frame
 // pointers (walk_step, bpf/cacheheat.c) gives what the kernel's walk
@@ -54,26 +76,16 @@ int main(void)
 // call.
 func TestUserStackWalk(t *testing.T) {
 	needBPF(t)
-	prog := buildC(t, "deep", deepSrc, "-O1", "-fno-omit-frame-pointer", "-fno-optimize-sibling-calls", "-no-pie")
-	in := symbolRanges(t, prog, "leaf", "rec", "main")
-	cmd := exec.Command(prog)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	// Ground truth: ip, then the return addresses into rec (41 of them:
-	// leaf's and those of rec 0..39), then main's.
-	want := func(u []uint64) bool {
-		if len(u) < 43 {
-			return false
-		}
-		for _, a := range u[1:42] {
-			if !in["rec"](a) {
-				return false
-			}
-		}
-		return in["main"](u[42])
-	}
+	// 40 deep into a leaf that runs a busy loop and then system calls, so
+	// that samples land in user code (the walk starts from the sample's
+	// registers) and in the kernel (from the registers saved at the
+	// call's entry), over and over, a few ms a round: a uretprobe on rec
+	// attached while it runs has calls to see, and its traps (two per
+	// call) are a small part of the time.
+	cmd, prog, in, want := startDeep(t, "deep", "#include <unistd.h>", `	for (int i = 0; i < 1000000; i++)
+		sink++;
+	for (int i = 0; i < 2000; i++)
+		getppid();`, 40)
 	chains := map[string]map[string]uint64{}
 	for _, pass := range []string{"own", "kernel", "uretprobe"} {
 		kernelWalk := pass == "kernel"
@@ -212,35 +224,6 @@ func elfSymbols(t *testing.T, prog string) ([]elf.Symbol, *elf.Section) {
 	return syms, f.Section(".text")
 }
 
-// sleepDeepSrc recurses 20 deep (21 frames of rec) into a leaf that sleeps
-// 40 ms at a time by a raw nanosleep system call: no libc function sits
-// between leaf and the kernel, so the frame-pointer chain at the switch-out
-// is the program's own (a libc wrapper without a frame would hide its
-// caller from either walk).
-const sleepDeepSrc = `#include <time.h>
-volatile unsigned long sink;
-__attribute__((noinline)) void leaf(void)
-{
-	struct timespec ts = {0, 40000000};
-	long ret;
-	__asm__ volatile("syscall" : "=a"(ret) : "a"(35L), "D"(&ts), "S"(0L) : "rcx", "r11", "memory");
-	sink += ret;
-}
-__attribute__((noinline)) void rec(int n)
-{
-	if (n > 0)
-		rec(n - 1);
-	else
-		leaf();
-	sink++;
-}
-int main(void)
-{
-	for (;;)
-		rec(20);
-}
-`
-
 // TestOffCPUUserStackWalk: an off-CPU sample's user stack, walked by
 // on_switch itself at the switch-out (offcpu_user_stack, bpf/cacheheat.c)
 // and sent through the ring ahead of the sample, is the program's call
@@ -250,24 +233,16 @@ int main(void)
 // stack of its own switch-out; none is left without one (aggregate.bad).
 func TestOffCPUUserStackWalk(t *testing.T) {
 	needBPF(t)
-	prog := buildC(t, "sleepdeep", sleepDeepSrc, "-O1", "-fno-omit-frame-pointer", "-fno-optimize-sibling-calls", "-no-pie")
-	in := symbolRanges(t, prog, "leaf", "rec", "main")
-	cmd := exec.Command(prog)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	want := func(u []uint64) bool {
-		if len(u) < 23 || !in["leaf"](u[0]) {
-			return false
-		}
-		for _, a := range u[1:22] {
-			if !in["rec"](a) {
-				return false
-			}
-		}
-		return in["main"](u[22])
-	}
+	// 20 deep into a leaf that sleeps 40 ms at a time by a raw nanosleep
+	// system call: no libc function sits between leaf and the kernel, so
+	// the frame-pointer chain at the switch-out is the program's own (a
+	// libc wrapper without a frame would hide its caller from either
+	// walk).
+	cmd, _, in, chain := startDeep(t, "sleepdeep", "#include <time.h>", `	struct timespec ts = {0, 40000000};
+	long ret;
+	__asm__ volatile("syscall" : "=a"(ret) : "a"(35L), "D"(&ts), "S"(0L) : "rcx", "r11", "memory");
+	sink += ret;`, 20)
+	want := func(u []uint64) bool { return len(u) > 0 && in["leaf"](u[0]) && chain(u) }
 	chains := map[string][]string{}
 	for _, pass := range []string{"own", "kernel"} {
 		kernelUserStacks = pass == "kernel"

@@ -385,6 +385,11 @@ struct sample_rec {
 	u64 value;  // 1 for a CPU sample; off-CPU: nanoseconds blocked, weighted
 };
 
+// stack_scratch's (and ustack_scratch's) entries: one for the samplers,
+// one for on_switch's off-CPU user stacks (see sample).
+#define SAMPLER_SCRATCH 0
+#define SWITCH_SCRATCH 1
+
 // A CPU sample is put together here and copied to the ring at its length.
 // A record reserved at its largest (2 KiB) and written in place cost ~500
 // ns more per sample than the old stack-map path (bench/cost.py,
@@ -393,11 +398,6 @@ struct sample_rec {
 // this CPU's hot scratch and the ring gets only the frames (a few hundred
 // bytes); a reserve's size must be a constant, so the copy is
 // bpf_ringbuf_output.
-// stack_scratch's (and ustack_scratch's) entries: one for the samplers,
-// one for on_switch's off-CPU user stacks (see sample).
-#define SAMPLER_SCRATCH 0
-#define SWITCH_SCRATCH 1
-
 struct stack_rec {
 	struct sample_rec h;
 	u64 frames[2 * MAX_STACK_DEPTH]; // the kernel stack, then the user stack

@@ -1572,7 +1572,9 @@ static __always_inline bool idle_wait(u32 w)
 // not negative, which would be an error.
 #define OWN_USTACK 0x7fffffff
 
-static __noinline long offcpu_user_stack(void *ctx);
+#define KERNEL_WALK (-4096) // offcpu_user_stack: left to bpf_get_stackid
+
+__noinline int offcpu_user_stack(void);
 
 static __noinline void offcpu_out(void *ctx, struct offcpu_start *e, u64 now, u32 wait, long state)
 {
@@ -1614,7 +1616,9 @@ static __noinline void offcpu_out(void *ctx, struct offcpu_start *e, u64 now, u3
 			if (sized)
 				st->period_sized++;
 			v.weight = (u64)OFFCPU_W1 * OFFCPU_P1 / p;
-			v.ustack = offcpu_user_stack(ctx);
+			v.ustack = offcpu_user_stack();
+			if (v.ustack == KERNEL_WALK)
+				v.ustack = bpf_get_stackid(ctx, &offcpu_stacks, BPF_F_USER_STACK);
 			// Decided only for a switch-out whose stacks are taken.
 			if (!(state & TASK_INTERRUPTIBLE) || !own_path(wait))
 				v.kstack = bpf_get_stackid(ctx, &offcpu_stacks, 0);
@@ -2387,17 +2391,21 @@ static __always_inline long user_stack(struct bpf_perf_event_data *ctx, struct t
 }
 
 // offcpu_user_stack takes the user stack of the task switching out (the
-// current one, at sched_switch) for an off-CPU sample, with ctx
-// on_switch's context, and returns its ustack: OWN_USTACK when its frames
-// went to sample_ring in a SLOT_OFFCPU_USTACK record just now, else a stack
-// id in offcpu_stacks or an error (-EFAULT: no user stack). The kernel's
+// current one, at sched_switch) for an off-CPU sample, and returns its
+// ustack: OWN_USTACK when its frames went to sample_ring in a
+// SLOT_OFFCPU_USTACK record just now, KERNEL_WALK when the caller is to
+// take it by bpf_get_stackid, or an error (-EFAULT: no user stack). A
+// global function, verified once on its own: as a static one it was
+// verified again for each of on_switch's paths to it, and loading the
+// programs took 1 s longer (2.5 s against 1.4 s for `record -a -d 500ms`
+// on the 2-CPU VM). The kernel's
 // walk for bpf_get_stackid cost about 8 us a stack of a dozen frames under
 // rcu bad on the 2-CPU VM, a third of on_switch there (BENCHMARKS.md,
 // "the off-CPU user stack"); this is the sampler's walk (user_stack), from
 // the registers the task entered the kernel with, in its own scratch
 // entry. Where the sampler would leave the walk to the kernel (no
 // bpf_loop, a 32-bit task, a pending uretprobe), so does this.
-static __noinline long offcpu_user_stack(void *ctx)
+__noinline int offcpu_user_stack(void)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
 	if (t->flags & (PF_KTHREAD | PF_USER_WORKER) || !t->mm)
@@ -2407,7 +2415,7 @@ static __noinline long offcpu_user_stack(void *ctx)
 		return -EFAULT;
 	u64 ip = ur->ip, fp = ur->bp, cs = ur->cs;
 	if (!have_bpf_loop || cs != USER_CS || uretprobe_pending(t))
-		return bpf_get_stackid(ctx, &offcpu_stacks, BPF_F_USER_STACK);
+		return KERNEL_WALK;
 	u32 key = SWITCH_SCRATCH;
 	struct stack_rec *r = bpf_map_lookup_elem(&stack_scratch, &key);
 	if (!r)
